@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package prefix-router needs to build, test and benchmark.
+# Usage: scripts/setup.sh            (as root, or with sudo available)
+# Boost comes as 1.81 (libboost1.81-dev). Never install libboost-dev (1.74) or anything that
+# pulls it in (libmsgpack-cxx-dev among them): the two versions conflict.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
+  libsimdjson-dev libxxhash-dev
+  libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libzmq3-dev nlohmann-json3-dev
+  valgrind python3 curl
+)
+
+sudo_cmd=()
+if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi

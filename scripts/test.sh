@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: installs packages, builds the sanitizer
+# test tree and the release tree, runs every unit and integration test under ASan+UBSan, then
+# smoke-runs each benchmark briefly (speed is measured by scripts/bench-decision.sh, not here).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh test
+bash scripts/build.sh release
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+echo "== benchmarks (smoke run, release build)"
+ctest --test-dir build/release -L benchmark --output-on-failure
+echo "== tests (ASan + UBSan build)"
+ctest --test-dir build/test --output-on-failure -j "$(nproc)"

@@ -1,0 +1,28 @@
+// The native invoke API (POST /invocations): the prefix is the raw body's first bytes.
+//
+// Nothing in the body is parsed: whitespace, field order and formatting change the key, as the
+// managed service documents. The routing group comes from the X-Amzn-SageMaker-Prefix-Aware-Id
+// header (1 to 64 printable ASCII characters, 0x20..0x7E); the pool from the
+// X-Amzn-SageMaker-Inference-Component header.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "api/request.h"
+#include "core/status.h"
+
+namespace prefix_router::api {
+
+inline constexpr std::string_view kRoutingGroupHeader = "X-Amzn-SageMaker-Prefix-Aware-Id";
+inline constexpr std::string_view kInferenceComponentHeader = "X-Amzn-SageMaker-Inference-Component";
+
+// OK when `group` is 1..64 printable ASCII characters; the error names the header.
+Status ValidateRoutingGroupHeader(std::string_view group);
+
+// `group_header` and `component_header` are nullopt when the header is absent.
+Result<ParsedRequest> ParseNative(std::string_view body, uint32_t prefix_length,
+                                  std::optional<std::string_view> group_header,
+                                  std::optional<std::string_view> component_header);
+
+}  // namespace prefix_router::api

@@ -1,0 +1,37 @@
+// What the router needs to know about a request, extracted from its bytes.
+//
+// A ParsedRequest holds views into the parser that produced it (or into the caller's body and
+// headers for the native API): it is valid until that parser's next Parse call and while the
+// body lives. RouteRequestFor() turns it into the core's RouteRequest.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "core/policy.h"
+#include "core/prefix_key.h"
+
+namespace prefix_router::api {
+
+enum class ApiKind {
+  kChatCompletions,  // POST /v1/chat/completions: key from message characters
+  kCompletions,      // POST /v1/completions: key from prompt characters
+  kNative,           // POST /invocations: key from raw body bytes
+};
+
+struct ParsedRequest {
+  ApiKind api = ApiKind::kNative;
+  // The name that selects eligible instances: the OpenAI `model` (base model or LoRA adapter),
+  // or the native X-Amzn-SageMaker-Inference-Component header ("" = default pool).
+  std::string_view served_name;
+  std::string_view routing_group;  // prompt_cache_key or X-Amzn-SageMaker-Prefix-Aware-Id
+  bool stream = false;             // OpenAI `stream`; always false for native
+  PrefixKey key;
+  size_t prefix_units = 0;         // characters (OpenAI) or bytes (native) that were keyed
+};
+
+inline RouteRequest RouteRequestFor(const ParsedRequest& p) {
+  return RouteRequest{p.served_name, p.key, {}};
+}
+
+}  // namespace prefix_router::api

@@ -1,0 +1,12 @@
+// Subcommands of the prefix-router binary. Each Add*Command registers its options and the code
+// that runs it on the CLI11 app; the command's exit code is written to `*exit_code`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace prefix_router::cli {
+
+// `route`: explains the routing decision for one request body (key, preference order, pick).
+void AddRouteCommand(CLI::App& app, int* exit_code);
+
+}  // namespace prefix_router::cli

@@ -1,0 +1,85 @@
+#include "core/fleet.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <set>
+
+namespace prefix_router {
+namespace {
+constexpr uint64_t kInstanceSeed = 0x696e7374616e6365ULL;  // "instance"
+}  // namespace
+
+Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(
+    std::vector<InstanceSpec> specs, const FleetSnapshot* previous) {
+  std::shared_ptr<FleetSnapshot> snap(new FleetSnapshot());
+  const uint32_t n = static_cast<uint32_t>(specs.size());
+  for (uint32_t i = 0; i < n; ++i) {
+    const InstanceSpec& s = specs[i];
+    if (s.name.empty()) {
+      return Status::InvalidArgument("instances[" + std::to_string(i) + "].name: must not be empty");
+    }
+    if (s.weight < 1 || s.weight > kMaxInstanceWeight) {
+      return Status::InvalidArgument("instances[" + std::to_string(i) + "].weight: " +
+                                     std::to_string(s.weight) + " is outside 1.." +
+                                     std::to_string(kMaxInstanceWeight));
+    }
+    if (!snap->by_instance_name_.emplace(s.name, i).second) {
+      return Status::InvalidArgument("instances[" + std::to_string(i) + "].name: '" + s.name +
+                                     "' is used by another instance");
+    }
+  }
+  snap->specs_ = std::move(specs);
+  snap->seeds_.reserve(n);
+  snap->states_.reserve(n);
+  snap->all_.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const InstanceSpec& s = snap->specs_[i];
+    snap->seeds_.push_back(XXH3_64bits_withSeed(s.name.data(), s.name.size(), kInstanceSeed));
+    std::shared_ptr<InstanceState> state;
+    if (previous) {
+      if (auto j = previous->Find(s.name)) state = previous->states_[*j];
+    }
+    snap->states_.push_back(state ? std::move(state) : std::make_shared<InstanceState>());
+    snap->all_.push_back(i);
+    if (s.weight != snap->specs_[0].weight) snap->uniform_weights_ = false;
+    if (s.serves.empty()) snap->wildcard_.push_back(i);
+  }
+  // Build served name -> instances, with wildcard instances merged into every list.
+  std::set<std::string, std::less<>> names;
+  for (const auto& s : snap->specs_) names.insert(s.serves.begin(), s.serves.end());
+  for (const auto& name : names) {
+    std::vector<uint32_t> list;
+    for (uint32_t i = 0; i < n; ++i) {
+      const auto& serves = snap->specs_[i].serves;
+      if (serves.empty() || std::find(serves.begin(), serves.end(), name) != serves.end()) {
+        list.push_back(i);
+      }
+    }
+    snap->by_served_name_.emplace(name, std::move(list));
+  }
+  return std::shared_ptr<const FleetSnapshot>(std::move(snap));
+}
+
+std::span<const uint32_t> FleetSnapshot::Eligible(std::string_view name) const {
+  if (name.empty()) return all_;
+  auto it = by_served_name_.find(name);
+  if (it != by_served_name_.end()) return it->second;
+  return wildcard_;
+}
+
+std::optional<uint32_t> FleetSnapshot::Find(std::string_view name) const {
+  auto it = by_instance_name_.find(name);
+  if (it == by_instance_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> FleetSnapshot::ServedNames() const {
+  std::vector<std::string> out;
+  out.reserve(by_served_name_.size());
+  for (const auto& [name, list] : by_served_name_) out.push_back(name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace prefix_router

@@ -1,0 +1,138 @@
+// Fleet membership and live per-instance state.
+//
+// A FleetSnapshot is an immutable picture of the instances behind the router: their names,
+// addresses, weights and the model and adapter names each one serves. The gateway builds a new
+// snapshot when membership changes and swaps it in atomically (FleetState); readers keep using
+// the snapshot they hold, so a pick never sees a half-updated fleet.
+//
+// Live state that changes per request (in-flight count, availability) lives in InstanceState
+// objects that snapshots share: a new snapshot built from a previous one keeps the state of the
+// instances it retains (matched by name), so in-flight counts survive membership changes and
+// InFlightGuards taken on an old snapshot release into the same counters.
+//
+// Thread-safety: snapshots are immutable and safe to share; InstanceState fields are atomics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+
+namespace prefix_router {
+
+inline constexpr uint32_t kMaxInstanceWeight = 10000;
+
+struct InstanceSpec {
+  std::string name;                 // unique, stable: placement is keyed on it
+  std::string url;                  // where the gateway sends requests (unused by the core)
+  uint32_t weight = 1;              // relative share of keys and random picks, 1..10000
+  std::vector<std::string> serves;  // model and adapter names; empty = serves every name
+};
+
+// Live state of one instance, shared by every snapshot that contains it.
+struct InstanceState {
+  std::atomic<int32_t> in_flight{0};     // requests dispatched and not yet finished
+  std::atomic<bool> available{true};     // false while ejected by health checks or drained
+  std::atomic<uint64_t> dispatched{0};   // requests ever dispatched (for shares)
+};
+
+class FleetSnapshot {
+ public:
+  // Validates the specs (non-empty unique names, weights in range) and builds the name index.
+  // State objects of instances also present in `previous` (same name) are carried over.
+  static Result<std::shared_ptr<const FleetSnapshot>> Create(
+      std::vector<InstanceSpec> specs, const FleetSnapshot* previous = nullptr);
+
+  FleetSnapshot(const FleetSnapshot&) = delete;
+  FleetSnapshot& operator=(const FleetSnapshot&) = delete;
+
+  uint32_t size() const { return static_cast<uint32_t>(specs_.size()); }
+  const InstanceSpec& spec(uint32_t i) const { return specs_[i]; }
+  // A 64-bit identity derived from the name only (no per-process seed).
+  uint64_t placement_seed(uint32_t i) const { return seeds_[i]; }
+  InstanceState& state(uint32_t i) const { return *states_[i]; }
+  const std::shared_ptr<InstanceState>& shared_state(uint32_t i) const { return states_[i]; }
+  bool uniform_weights() const { return uniform_weights_; }
+
+  // Indices of the instances that serve `name` (in index order). The empty name selects every
+  // instance (the default pool). Instances with an empty `serves` list serve every name.
+  // Returns an empty span when no instance serves `name`.
+  std::span<const uint32_t> Eligible(std::string_view name) const;
+  std::optional<uint32_t> Find(std::string_view name) const;
+  // Every name some instance declares, sorted (for /v1/models).
+  std::vector<std::string> ServedNames() const;
+
+ private:
+  FleetSnapshot() = default;
+
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using NameIndex =
+      std::unordered_map<std::string, std::vector<uint32_t>, StringHash, std::equal_to<>>;
+
+  std::vector<InstanceSpec> specs_;
+  std::vector<uint64_t> seeds_;
+  std::vector<std::shared_ptr<InstanceState>> states_;
+  std::vector<uint32_t> all_;        // 0..size-1
+  std::vector<uint32_t> wildcard_;   // instances with an empty serves list
+  NameIndex by_served_name_;         // served name -> eligible instances (wildcards merged in)
+  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> by_instance_name_;
+  bool uniform_weights_ = true;
+};
+
+// Holds the current snapshot; writers swap, readers load. Safe across threads.
+class FleetState {
+ public:
+  explicit FleetState(std::shared_ptr<const FleetSnapshot> initial) : current_(std::move(initial)) {}
+  std::shared_ptr<const FleetSnapshot> Load() const { return current_.load(std::memory_order_acquire); }
+  void Store(std::shared_ptr<const FleetSnapshot> next) {
+    current_.store(std::move(next), std::memory_order_release);
+  }
+
+ private:
+  std::atomic<std::shared_ptr<const FleetSnapshot>> current_;
+};
+
+// Counts one request in flight on an instance for as long as it lives (RAII). Moving transfers
+// the count; destruction or Release() gives it back exactly once, however the request ends.
+class InFlightGuard {
+ public:
+  InFlightGuard() = default;
+  explicit InFlightGuard(std::shared_ptr<InstanceState> state) : state_(std::move(state)) {
+    state_->in_flight.fetch_add(1, std::memory_order_relaxed);
+    state_->dispatched.fetch_add(1, std::memory_order_relaxed);
+  }
+  InFlightGuard(InFlightGuard&& other) noexcept : state_(std::move(other.state_)) {}
+  InFlightGuard& operator=(InFlightGuard&& other) noexcept {
+    if (this != &other) {
+      Release();
+      state_ = std::move(other.state_);
+    }
+    return *this;
+  }
+  InFlightGuard(const InFlightGuard&) = delete;
+  InFlightGuard& operator=(const InFlightGuard&) = delete;
+  ~InFlightGuard() { Release(); }
+
+  void Release() {
+    if (state_) {
+      state_->in_flight.fetch_sub(1, std::memory_order_relaxed);
+      state_.reset();
+    }
+  }
+  bool active() const { return state_ != nullptr; }
+
+ private:
+  std::shared_ptr<InstanceState> state_;
+};
+
+}  // namespace prefix_router

@@ -1,0 +1,276 @@
+#include "core/fleet.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace prefix_router {
+namespace {
+
+InstanceSpec Spec(std::string name, std::vector<std::string> serves = {}, uint32_t weight = 1) {
+  InstanceSpec s;
+  s.url = "http://" + name + ":8080";
+  s.name = std::move(name);
+  s.weight = weight;
+  s.serves = std::move(serves);
+  return s;
+}
+
+std::shared_ptr<const FleetSnapshot> MakeFleet(std::vector<InstanceSpec> specs,
+                                               const FleetSnapshot* previous = nullptr) {
+  auto r = FleetSnapshot::Create(std::move(specs), previous);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+std::vector<uint32_t> ToVector(std::span<const uint32_t> s) { return {s.begin(), s.end()}; }
+
+// Expects Create to fail with InvalidArgument and a message containing `field`.
+void ExpectRejected(std::vector<InstanceSpec> specs, const std::string& field) {
+  auto r = FleetSnapshot::Create(std::move(specs));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().message();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation.
+
+// An empty instance name is rejected with a message naming the offending field.
+TEST(FleetTest, CreateRejectsEmptyName) {
+  ExpectRejected({Spec("a"), Spec("")}, "instances[1].name");
+  ExpectRejected({Spec("")}, "instances[0].name");
+}
+
+// A name used twice is rejected, naming the later entry.
+TEST(FleetTest, CreateRejectsDuplicateName) {
+  ExpectRejected({Spec("a"), Spec("b"), Spec("a")}, "instances[2].name");
+  ExpectRejected({Spec("a"), Spec("b"), Spec("a")}, "'a'");
+}
+
+// Weights outside 1..kMaxInstanceWeight are rejected with the field and the allowed range;
+// the bounds themselves are accepted.
+TEST(FleetTest, CreateRejectsWeightOutOfRange) {
+  ExpectRejected({Spec("a", {}, 0)}, "instances[0].weight");
+  ExpectRejected({Spec("a"), Spec("b", {}, kMaxInstanceWeight + 1)}, "instances[1].weight");
+  ExpectRejected({Spec("a"), Spec("b", {}, kMaxInstanceWeight + 1)}, "1..10000");
+  auto ok = MakeFleet({Spec("a", {}, 1), Spec("b", {}, kMaxInstanceWeight)});
+  ASSERT_NE(ok, nullptr);
+  EXPECT_EQ(ok->spec(1).weight, kMaxInstanceWeight);
+}
+
+// A valid fleet keeps its specs in order and finds instances by name.
+TEST(FleetTest, CreateKeepsSpecsAndIndexesNames) {
+  auto f = MakeFleet({Spec("a", {"m1"}), Spec("b", {}, 3), Spec("c")});
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->size(), 3u);
+  EXPECT_EQ(f->spec(0).name, "a");
+  EXPECT_EQ(f->spec(1).weight, 3u);
+  EXPECT_EQ(f->spec(2).url, "http://c:8080");
+  EXPECT_EQ(f->Find("b"), 1u);
+  EXPECT_EQ(f->Find("c"), 2u);
+  EXPECT_EQ(f->Find("missing"), std::nullopt);
+  EXPECT_EQ(f->Find(""), std::nullopt);
+  EXPECT_FALSE(f->uniform_weights());
+  EXPECT_TRUE(MakeFleet({Spec("a", {}, 5), Spec("b", {}, 5)})->uniform_weights());
+}
+
+// The placement seed depends on the instance name only, not on index, URL, weight or serves.
+TEST(FleetTest, PlacementSeedDependsOnNameOnly) {
+  auto f1 = MakeFleet({Spec("a"), Spec("b")});
+  InstanceSpec moved = Spec("a", {"m"}, 7);
+  moved.url = "http://elsewhere";
+  auto f2 = MakeFleet({Spec("z"), Spec("y"), std::move(moved)});
+  EXPECT_EQ(f1->placement_seed(0), f2->placement_seed(2));
+  EXPECT_NE(f1->placement_seed(0), f1->placement_seed(1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Eligibility.
+
+// The empty name selects every instance, in index order.
+TEST(FleetTest, EligibleEmptyNameIsAllInstances) {
+  auto f = MakeFleet({Spec("a", {"m1"}), Spec("b", {"m2"}), Spec("c"), Spec("d", {"m1"})});
+  EXPECT_EQ(ToVector(f->Eligible("")), (std::vector<uint32_t>{0, 1, 2, 3}));
+}
+
+// A served name selects the instances declaring it plus the wildcard (empty serves) ones.
+TEST(FleetTest, EligibleNameIsServersPlusWildcards) {
+  auto f = MakeFleet({Spec("a", {"m1", "lora-x"}), Spec("b", {"m2"}), Spec("c"),
+                      Spec("d", {"m1"}), Spec("e", {"m2", "lora-x"})});
+  EXPECT_EQ(ToVector(f->Eligible("m1")), (std::vector<uint32_t>{0, 2, 3}));
+  EXPECT_EQ(ToVector(f->Eligible("m2")), (std::vector<uint32_t>{1, 2, 4}));
+  EXPECT_EQ(ToVector(f->Eligible("lora-x")), (std::vector<uint32_t>{0, 2, 4}));
+}
+
+// A name nobody declares selects only the wildcard instances, or nothing when there are none.
+TEST(FleetTest, EligibleUnknownNameIsWildcardsOnly) {
+  auto with_wildcards = MakeFleet({Spec("a", {"m1"}), Spec("b"), Spec("c", {"m2"}), Spec("d")});
+  EXPECT_EQ(ToVector(with_wildcards->Eligible("unknown")), (std::vector<uint32_t>{1, 3}));
+  auto without = MakeFleet({Spec("a", {"m1"}), Spec("b", {"m2"})});
+  EXPECT_TRUE(without->Eligible("unknown").empty());
+  EXPECT_EQ(ToVector(without->Eligible("")), (std::vector<uint32_t>{0, 1}));
+}
+
+// ServedNames lists every declared name once, sorted.
+TEST(FleetTest, ServedNamesAreSortedAndUnique) {
+  auto f = MakeFleet({Spec("a", {"zeta", "alpha"}), Spec("b"), Spec("c", {"alpha", "mid"})});
+  EXPECT_EQ(f->ServedNames(), (std::vector<std::string>{"alpha", "mid", "zeta"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live state across snapshots.
+
+// A snapshot built from a previous one shares the state of retained instances (by name, at
+// any index), so in-flight counts and availability survive; new instances start fresh.
+TEST(FleetTest, StateCarriesOverToNextSnapshotByName) {
+  auto old_fleet = MakeFleet({Spec("a"), Spec("b"), Spec("c")});
+  old_fleet->state(0).in_flight.store(3);
+  old_fleet->state(1).available.store(false);
+  old_fleet->state(2).in_flight.store(5);
+
+  auto next = MakeFleet({Spec("c"), Spec("d"), Spec("a", {"m"}, 4)}, old_fleet.get());
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(next->shared_state(2).get(), old_fleet->shared_state(0).get());  // a
+  EXPECT_EQ(next->shared_state(0).get(), old_fleet->shared_state(2).get());  // c
+  EXPECT_EQ(next->state(2).in_flight.load(), 3);
+  EXPECT_EQ(next->state(0).in_flight.load(), 5);
+  EXPECT_EQ(next->state(1).in_flight.load(), 0);  // d is new
+  EXPECT_TRUE(next->state(1).available.load());
+  EXPECT_NE(next->shared_state(1).get(), old_fleet->shared_state(1).get());
+
+  // b was dropped; when it returns via a snapshot that no longer has it, it starts fresh.
+  auto again = MakeFleet({Spec("b")}, next.get());
+  EXPECT_NE(again->shared_state(0).get(), old_fleet->shared_state(1).get());
+  EXPECT_TRUE(again->state(0).available.load());
+}
+
+// Without `previous` every instance gets fresh state, even if another snapshot has its name.
+TEST(FleetTest, StateIsFreshWithoutPrevious) {
+  auto f1 = MakeFleet({Spec("a")});
+  f1->state(0).in_flight.store(2);
+  auto f2 = MakeFleet({Spec("a")});
+  EXPECT_NE(f2->shared_state(0).get(), f1->shared_state(0).get());
+  EXPECT_EQ(f2->state(0).in_flight.load(), 0);
+}
+
+// A guard taken on an old snapshot releases into the counter the new snapshot reads.
+TEST(FleetTest, GuardOnOldSnapshotReleasesIntoNewSnapshot) {
+  auto old_fleet = MakeFleet({Spec("a"), Spec("b")});
+  auto guard = std::make_unique<InFlightGuard>(old_fleet->shared_state(1));
+  auto next = MakeFleet({Spec("b"), Spec("c")}, old_fleet.get());
+  EXPECT_EQ(next->state(0).in_flight.load(), 1);
+  old_fleet.reset();  // the guard keeps the state alive on its own
+  guard.reset();
+  EXPECT_EQ(next->state(0).in_flight.load(), 0);
+  EXPECT_EQ(next->state(0).dispatched.load(), 1u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// InFlightGuard.
+
+// A guard counts one request in flight while it lives and gives it back exactly once.
+TEST(FleetTest, InFlightGuardCountsWhileAlive) {
+  auto state = std::make_shared<InstanceState>();
+  {
+    InFlightGuard g(state);
+    EXPECT_TRUE(g.active());
+    EXPECT_EQ(state->in_flight.load(), 1);
+    EXPECT_EQ(state->dispatched.load(), 1u);
+    InFlightGuard g2(state);
+    EXPECT_EQ(state->in_flight.load(), 2);
+  }
+  EXPECT_EQ(state->in_flight.load(), 0);
+  EXPECT_EQ(state->dispatched.load(), 2u);  // dispatched counts requests ever sent
+}
+
+// A default guard holds nothing and releases nothing.
+TEST(FleetTest, InFlightGuardDefaultIsInactive) {
+  InFlightGuard g;
+  EXPECT_FALSE(g.active());
+  g.Release();
+  EXPECT_FALSE(g.active());
+}
+
+// Move construction transfers the count: one decrement in total, by the new owner.
+TEST(FleetTest, InFlightGuardMoveConstructTransfersCount) {
+  auto state = std::make_shared<InstanceState>();
+  auto outer = std::make_unique<InFlightGuard>();
+  {
+    InFlightGuard a(state);
+    InFlightGuard b(std::move(a));
+    EXPECT_FALSE(a.active());  // NOLINT(bugprone-use-after-move): moved-from state is contract
+    EXPECT_TRUE(b.active());
+    EXPECT_EQ(state->in_flight.load(), 1);
+    *outer = std::move(b);
+  }
+  EXPECT_EQ(state->in_flight.load(), 1);  // the count left the scope with the guard
+  outer.reset();
+  EXPECT_EQ(state->in_flight.load(), 0);
+  EXPECT_EQ(state->dispatched.load(), 1u);
+}
+
+// Move assignment releases the target's own count first, then takes over the source's.
+TEST(FleetTest, InFlightGuardMoveAssignReleasesOldCount) {
+  auto s1 = std::make_shared<InstanceState>();
+  auto s2 = std::make_shared<InstanceState>();
+  {
+    InFlightGuard a(s1);
+    InFlightGuard b(s2);
+    a = std::move(b);
+    EXPECT_EQ(s1->in_flight.load(), 0);
+    EXPECT_EQ(s2->in_flight.load(), 1);
+    EXPECT_TRUE(a.active());
+    EXPECT_FALSE(b.active());  // NOLINT(bugprone-use-after-move)
+    // Self-assignment keeps the count.
+    InFlightGuard& alias = a;
+    a = std::move(alias);
+    EXPECT_TRUE(a.active());
+    EXPECT_EQ(s2->in_flight.load(), 1);
+  }
+  EXPECT_EQ(s1->in_flight.load(), 0);
+  EXPECT_EQ(s2->in_flight.load(), 0);
+}
+
+// Release() gives the count back once; a second Release() and the destructor do nothing.
+TEST(FleetTest, InFlightGuardReleaseThenDestructorDecrementsOnce) {
+  auto state = std::make_shared<InstanceState>();
+  InFlightGuard other(state);  // keeps a second count so a double decrement would show
+  {
+    InFlightGuard g(state);
+    EXPECT_EQ(state->in_flight.load(), 2);
+    g.Release();
+    EXPECT_FALSE(g.active());
+    EXPECT_EQ(state->in_flight.load(), 1);
+    g.Release();
+    EXPECT_EQ(state->in_flight.load(), 1);
+  }
+  EXPECT_EQ(state->in_flight.load(), 1);
+  other.Release();
+  EXPECT_EQ(state->in_flight.load(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// FleetState.
+
+// Load returns the last stored snapshot; a reader's snapshot stays valid after a swap.
+TEST(FleetTest, FleetStateStoreAndLoad) {
+  auto first = MakeFleet({Spec("a")});
+  FleetState state(first);
+  EXPECT_EQ(state.Load(), first);
+  std::shared_ptr<const FleetSnapshot> held = state.Load();
+  auto second = MakeFleet({Spec("a"), Spec("b")}, first.get());
+  state.Store(second);
+  EXPECT_EQ(state.Load(), second);
+  first.reset();
+  ASSERT_EQ(held->size(), 1u);  // the reader still holds the old picture
+  EXPECT_EQ(held->spec(0).name, "a");
+  EXPECT_EQ(state.Load()->size(), 2u);
+}
+
+}  // namespace
+}  // namespace prefix_router

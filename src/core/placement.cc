@@ -1,0 +1,52 @@
+#include "core/placement.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <vector>
+
+namespace prefix_router {
+
+uint64_t PreferenceScore(uint64_t key_hash, const FleetSnapshot& fleet, uint32_t i) {
+  const uint64_t h = RendezvousHash(key_hash, fleet.placement_seed(i));
+  if (fleet.uniform_weights()) return h;
+  // u in (0, 1]; -ln(u)/w is an exponential variable of rate w: the smallest wins with
+  // probability w_i / sum(w). Positive doubles order like their bit patterns, so the
+  // complement of the bits turns "smallest wins" into "highest wins".
+  const double u = (static_cast<double>(h >> 11) + 1.0) * 0x1.0p-53;
+  // 0.0 - x, not -x: at u == 1, -log(u) is -0.0, whose sign bit would rank the best possible
+  // draw last; 0.0 - 0.0 is +0.0 and every other value is unchanged.
+  const double score = (0.0 - std::log(u)) / static_cast<double>(fleet.spec(i).weight);
+  return ~std::bit_cast<uint64_t>(score);
+}
+
+uint32_t MostPreferred(uint64_t key_hash, const FleetSnapshot& fleet,
+                       std::span<const uint32_t> candidates) {
+  uint32_t best = candidates[0];
+  uint64_t best_score = PreferenceScore(key_hash, fleet, best);
+  for (size_t k = 1; k < candidates.size(); ++k) {
+    const uint64_t s = PreferenceScore(key_hash, fleet, candidates[k]);
+    // Ties (astronomically rare) go to the lower index, so the order is total.
+    if (s > best_score || (s == best_score && candidates[k] < best)) {
+      best = candidates[k];
+      best_score = s;
+    }
+  }
+  return best;
+}
+
+void SortByPreference(uint64_t key_hash, const FleetSnapshot& fleet, std::span<uint32_t> candidates) {
+  struct Scored {
+    uint64_t score;
+    uint32_t index;
+  };
+  thread_local std::vector<Scored> scored;  // reused: no allocation per pick once warm
+  scored.clear();
+  for (uint32_t c : candidates) scored.push_back({PreferenceScore(key_hash, fleet, c), c});
+  std::sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
+    return a.score != b.score ? a.score > b.score : a.index < b.index;
+  });
+  for (size_t k = 0; k < scored.size(); ++k) candidates[k] = scored[k].index;
+}
+
+}  // namespace prefix_router

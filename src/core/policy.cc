@@ -1,0 +1,237 @@
+#include "core/policy.h"
+
+#include <algorithm>
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/placement.h"
+
+namespace prefix_router {
+namespace {
+
+std::string Range(uint32_t lo, uint32_t hi) {
+  return std::to_string(lo) + ".." + std::to_string(hi);
+}
+
+bool IsExcluded(const RouteRequest& r, uint32_t i) {
+  return std::find(r.exclude.begin(), r.exclude.end(), i) != r.exclude.end();
+}
+
+int32_t InFlight(const FleetSnapshot& f, uint32_t i) {
+  return f.state(i).in_flight.load(std::memory_order_relaxed);
+}
+
+// Eligible, available candidates into a per-thread buffer (no allocation once warm).
+// Excluded instances are kept when `keep_excluded` (prefix-aware ranks count them).
+std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded) {
+  thread_local std::vector<uint32_t> buf;
+  buf.clear();
+  for (uint32_t i : f.Eligible(r.served_name)) {
+    if (!f.state(i).available.load(std::memory_order_relaxed)) continue;
+    if (!keep_excluded && !r.exclude.empty() && IsExcluded(r, i)) continue;
+    buf.push_back(i);
+  }
+  return {buf.data(), buf.size()};
+}
+
+Status NoCandidate(const RouteRequest& r, const FleetSnapshot& f) {
+  std::string what = r.served_name.empty() ? std::string("the default pool")
+                                           : "'" + std::string(r.served_name) + "'";
+  if (f.Eligible(r.served_name).empty()) return Status::Unavailable("no instance serves " + what);
+  return Status::Unavailable("no available instance left for " + what);
+}
+
+class RandomPolicy final : public Policy {
+ public:
+  Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng& rng) const override {
+    auto c = Candidates(r, f, false);
+    if (c.empty()) return NoCandidate(r, f);
+    if (f.uniform_weights()) return Decision{c[rng.Uniform(c.size())], DecisionKind::kRandom, 0};
+    uint64_t total = 0;
+    for (uint32_t i : c) total += f.spec(i).weight;
+    uint64_t x = static_cast<uint64_t>(rng.NextDouble() * static_cast<double>(total));
+    for (uint32_t i : c) {
+      if (x < f.spec(i).weight) return Decision{i, DecisionKind::kRandom, 0};
+      x -= f.spec(i).weight;
+    }
+    return Decision{c.back(), DecisionKind::kRandom, 0};
+  }
+  std::string_view name() const override { return "random"; }
+};
+
+class LeastOutstandingPolicy final : public Policy {
+ public:
+  Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng& rng) const override {
+    auto c = Candidates(r, f, false);
+    if (c.empty()) return NoCandidate(r, f);
+    uint32_t best = c[0];
+    uint32_t ties = 1;
+    for (size_t k = 1; k < c.size(); ++k) {
+      const uint32_t i = c[k];
+      // Compare in_flight/weight without division.
+      const int64_t lhs = int64_t{InFlight(f, i)} * f.spec(best).weight;
+      const int64_t rhs = int64_t{InFlight(f, best)} * f.spec(i).weight;
+      if (lhs < rhs) {
+        best = i;
+        ties = 1;
+      } else if (lhs == rhs && rng.Uniform(++ties) == 0) {  // reservoir: uniform among ties
+        best = i;
+      }
+    }
+    return Decision{best, DecisionKind::kLeastOutstanding, 0};
+  }
+  std::string_view name() const override { return "least-outstanding-requests"; }
+};
+
+class RoundRobinPolicy final : public Policy {
+ public:
+  Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
+    auto c = Candidates(r, f, false);
+    if (c.empty()) return NoCandidate(r, f);
+    // One turn counter per served name: with a shared counter, alternating requests for two
+    // models would each always land on the same instance of their own set.
+    uint64_t n = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = next_.find(r.served_name);
+      if (it == next_.end()) it = next_.emplace(std::string(r.served_name), 0).first;
+      n = it->second++;
+    }
+    return Decision{c[n % c.size()], DecisionKind::kRoundRobin, 0};
+  }
+  std::string_view name() const override { return "round-robin"; }
+
+ private:
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  mutable std::mutex mu_;  // guards next_; round-robin is a baseline, not a hot path
+  mutable std::unordered_map<std::string, uint64_t, NameHash, std::equal_to<>> next_;
+};
+
+class PrefixAwarePolicy final : public Policy {
+ public:
+  explicit PrefixAwarePolicy(const RoutingOptions& o)
+      : threshold_(static_cast<int32_t>(o.concurrency_threshold)), spill_(o.spill) {}
+
+  Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
+    auto c = Candidates(r, f, true);
+    if (c.empty()) return NoCandidate(r, f);
+    const uint64_t key = r.key.placement_hash();
+    if (r.exclude.empty()) {  // fast path: the first choice usually takes it
+      const uint32_t top = MostPreferred(key, f, c);
+      if (InFlight(f, top) < threshold_) return Decision{top, DecisionKind::kAffinity, 0};
+    }
+    SortByPreference(key, f, c);
+    // First untried instance in preference order that is below the threshold.
+    bool passed_full = false;  // a better-ranked untried instance was at the threshold
+    uint32_t first_untried_rank = UINT32_MAX;
+    for (uint32_t rank = 0; rank < c.size(); ++rank) {
+      if (IsExcluded(r, c[rank])) continue;
+      if (first_untried_rank == UINT32_MAX) first_untried_rank = rank;
+      if (InFlight(f, c[rank]) < threshold_) {
+        if (!passed_full) return Decision{c[rank], DecisionKind::kAffinity, rank};
+        if (spill_ == SpillMode::kNextPreferred) {
+          return Decision{c[rank], DecisionKind::kOverflow, rank};
+        }
+        break;  // least-loaded spill: choose below
+      }
+      passed_full = true;
+    }
+    if (first_untried_rank == UINT32_MAX) return NoCandidate(r, f);
+    // Least loaded untried instance; ties go to the better rank. Below the threshold it is an
+    // overflow (least-loaded spill), otherwise every candidate is full: saturated.
+    uint32_t best_rank = UINT32_MAX;
+    int32_t best_load = std::numeric_limits<int32_t>::max();
+    for (uint32_t rank = first_untried_rank; rank < c.size(); ++rank) {
+      if (IsExcluded(r, c[rank])) continue;
+      const int32_t load = InFlight(f, c[rank]);
+      if (load < best_load) {
+        best_load = load;
+        best_rank = rank;
+      }
+    }
+    const DecisionKind kind = best_load < threshold_ ? DecisionKind::kOverflow : DecisionKind::kSaturated;
+    return Decision{c[best_rank], kind, best_rank};
+  }
+  std::string_view name() const override { return "prefix-aware"; }
+
+ private:
+  int32_t threshold_;
+  SpillMode spill_;
+};
+
+}  // namespace
+
+std::string_view StrategyName(Strategy s) {
+  switch (s) {
+    case Strategy::kRandom: return "random";
+    case Strategy::kLeastOutstanding: return "least-outstanding-requests";
+    case Strategy::kRoundRobin: return "round-robin";
+    case Strategy::kPrefixAware: return "prefix-aware";
+  }
+  return "unknown";
+}
+
+Result<Strategy> ParseStrategy(std::string_view name) {
+  for (Strategy s : {Strategy::kRandom, Strategy::kLeastOutstanding, Strategy::kRoundRobin,
+                     Strategy::kPrefixAware}) {
+    if (name == StrategyName(s)) return s;
+  }
+  return Status::InvalidArgument(
+      "strategy: '" + std::string(name) +
+      "' is not one of random, least-outstanding-requests, round-robin, prefix-aware");
+}
+
+std::string_view SpillModeName(SpillMode m) {
+  return m == SpillMode::kNextPreferred ? "next-preferred" : "least-loaded";
+}
+
+Result<SpillMode> ParseSpillMode(std::string_view name) {
+  if (name == "next-preferred") return SpillMode::kNextPreferred;
+  if (name == "least-loaded") return SpillMode::kLeastLoaded;
+  return Status::InvalidArgument("spill_mode: '" + std::string(name) +
+                                 "' is not one of next-preferred, least-loaded");
+}
+
+std::string_view DecisionKindName(DecisionKind k) {
+  switch (k) {
+    case DecisionKind::kAffinity: return "affinity";
+    case DecisionKind::kOverflow: return "overflow";
+    case DecisionKind::kSaturated: return "saturated";
+    case DecisionKind::kRandom: return "random";
+    case DecisionKind::kLeastOutstanding: return "least-outstanding";
+    case DecisionKind::kRoundRobin: return "round-robin";
+  }
+  return "unknown";
+}
+
+Status RoutingOptions::Validate() const {
+  if (prefix_length < kMinPrefixLength || prefix_length > kMaxPrefixLength) {
+    return Status::InvalidArgument("prefix_length: " + std::to_string(prefix_length) +
+                                   " is outside the allowed range " +
+                                   Range(kMinPrefixLength, kMaxPrefixLength));
+  }
+  if (concurrency_threshold < kMinConcurrencyThreshold ||
+      concurrency_threshold > kMaxConcurrencyThreshold) {
+    return Status::InvalidArgument("concurrency_threshold: " + std::to_string(concurrency_threshold) +
+                                   " is outside the allowed range " +
+                                   Range(kMinConcurrencyThreshold, kMaxConcurrencyThreshold));
+  }
+  return Status::Ok();
+}
+
+std::unique_ptr<Policy> MakePolicy(const RoutingOptions& o) {
+  switch (o.strategy) {
+    case Strategy::kRandom: return std::make_unique<RandomPolicy>();
+    case Strategy::kLeastOutstanding: return std::make_unique<LeastOutstandingPolicy>();
+    case Strategy::kRoundRobin: return std::make_unique<RoundRobinPolicy>();
+    case Strategy::kPrefixAware: return std::make_unique<PrefixAwarePolicy>(o);
+  }
+  return nullptr;
+}
+
+}  // namespace prefix_router

@@ -1,0 +1,102 @@
+// Routing policies: given a request's routing values and the fleet, pick one instance.
+//
+// Every strategy is a const object behind the Policy interface, shared by all I/O threads (and
+// by the simulator), in the manner of Envoy's load balancers. Inputs are values: the request's
+// served name and precomputed PrefixKey, the current FleetSnapshot with its live in-flight
+// counts, and the caller's Rng. Nothing here does I/O or reads a clock.
+//
+// Strategies:
+//   random                      uniform (weighted) among eligible instances; the default.
+//   least-outstanding-requests  fewest in-flight requests per unit of weight; ties at random.
+//   round-robin                 eligible instances in turn (weights ignored); a baseline.
+//   prefix-aware                rendezvous placement of the key gives a preference order; the
+//                               request goes to the first preferred instance whose in-flight
+//                               count is below concurrency_threshold. When the first choice is
+//                               full it spills: `next-preferred` walks the preference order (a
+//                               hot prefix gets a stable second home that warms too, as in
+//                               consistent hashing with bounded loads), `least-loaded` takes the
+//                               least loaded instance below the threshold (the managed service's
+//                               documented behaviour). When every candidate is at the threshold,
+//                               the least loaded one takes the request ("saturated").
+//
+// Eligibility: only instances that serve the request's name (model or LoRA adapter) and are
+// available (not ejected or drained) are candidates. Instances listed in RouteRequest::exclude
+// (already tried by a retry) are skipped but keep their rank.
+//
+// Learning policies (cache-aware, KV-aware) receive dispatch and completion events through the
+// On* hooks; the stateless strategies here ignore them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/fleet.h"
+#include "core/prefix_key.h"
+#include "core/rng.h"
+#include "core/status.h"
+
+namespace prefix_router {
+
+enum class Strategy { kRandom, kLeastOutstanding, kRoundRobin, kPrefixAware };
+enum class SpillMode { kNextPreferred, kLeastLoaded };
+
+std::string_view StrategyName(Strategy s);
+Result<Strategy> ParseStrategy(std::string_view name);
+std::string_view SpillModeName(SpillMode m);
+Result<SpillMode> ParseSpillMode(std::string_view name);
+
+// Limits the managed service documents for PrefixLength and ConcurrencyThreshold.
+inline constexpr uint32_t kMinPrefixLength = 1024;
+inline constexpr uint32_t kMaxPrefixLength = 65536;
+inline constexpr uint32_t kDefaultPrefixLength = 2048;
+inline constexpr uint32_t kMinConcurrencyThreshold = 1;
+inline constexpr uint32_t kMaxConcurrencyThreshold = 1024;
+inline constexpr uint32_t kDefaultConcurrencyThreshold = 64;
+
+// Per-pool routing settings.
+struct RoutingOptions {
+  Strategy strategy = Strategy::kRandom;
+  uint32_t prefix_length = kDefaultPrefixLength;                // bytes (native) or characters
+  uint32_t concurrency_threshold = kDefaultConcurrencyThreshold;  // in-flight per instance
+  SpillMode spill = SpillMode::kNextPreferred;
+
+  // Checks ranges; the message names the field and its allowed range.
+  Status Validate() const;
+};
+
+struct RouteRequest {
+  std::string_view served_name;        // model or adapter; "" = every instance
+  PrefixKey key;                       // used by prefix-aware
+  std::span<const uint32_t> exclude;   // instance indices already tried for this request
+};
+
+enum class DecisionKind { kAffinity, kOverflow, kSaturated, kRandom, kLeastOutstanding, kRoundRobin };
+std::string_view DecisionKindName(DecisionKind k);
+
+struct Decision {
+  uint32_t instance = 0;  // index into the FleetSnapshot the pick was made on
+  DecisionKind kind = DecisionKind::kRandom;
+  uint32_t rank = 0;      // position of `instance` in the key's preference order (prefix-aware)
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  // Unavailable when no eligible, available and untried instance exists.
+  virtual Result<Decision> Pick(const RouteRequest& request, const FleetSnapshot& fleet,
+                                Rng& rng) const = 0;
+  virtual std::string_view name() const = 0;
+
+  // Events for learning policies; called by the gateway or simulator after a pick is used.
+  virtual void OnDispatched(const RouteRequest&, const Decision&, const FleetSnapshot&) {}
+  virtual void OnCompleted(const Decision&, const FleetSnapshot&) {}
+};
+
+// REQUIRES: options.Validate().ok()
+std::unique_ptr<Policy> MakePolicy(const RoutingOptions& options);
+
+}  // namespace prefix_router

@@ -1,0 +1,594 @@
+#include "core/policy.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/fleet.h"
+#include "core/placement.h"
+#include "core/prefix_key.h"
+#include "core/rng.h"
+
+namespace prefix_router {
+namespace {
+
+constexpr Strategy kAllStrategies[] = {Strategy::kRandom, Strategy::kLeastOutstanding,
+                                       Strategy::kRoundRobin, Strategy::kPrefixAware};
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+PrefixKey KeyAt(uint64_t i) { return PrefixKey{SplitMix64(i), SplitMix64(i + 1000000000)}; }
+
+InstanceSpec Spec(std::string name, std::vector<std::string> serves = {}, uint32_t weight = 1) {
+  InstanceSpec s;
+  s.name = std::move(name);
+  s.weight = weight;
+  s.serves = std::move(serves);
+  return s;
+}
+
+std::shared_ptr<const FleetSnapshot> MakeFleet(std::vector<InstanceSpec> specs) {
+  auto r = FleetSnapshot::Create(std::move(specs));
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
+
+// n wildcard instances "instance-0".., weights as given (all 1 when empty).
+std::shared_ptr<const FleetSnapshot> NamedFleet(uint32_t n, std::vector<uint32_t> weights = {}) {
+  std::vector<InstanceSpec> specs;
+  for (uint32_t i = 0; i < n; ++i) {
+    specs.push_back(Spec("instance-" + std::to_string(i), {}, weights.empty() ? 1 : weights[i]));
+  }
+  return MakeFleet(std::move(specs));
+}
+
+std::unique_ptr<Policy> MakeStrategy(Strategy s) {
+  RoutingOptions o;
+  o.strategy = s;
+  return MakePolicy(o);
+}
+
+std::unique_ptr<Policy> MakePrefixAware(uint32_t threshold, SpillMode spill) {
+  RoutingOptions o;
+  o.strategy = Strategy::kPrefixAware;
+  o.concurrency_threshold = threshold;
+  o.spill = spill;
+  EXPECT_TRUE(o.Validate().ok());
+  return MakePolicy(o);
+}
+
+RouteRequest Request(const PrefixKey& key, std::string_view served_name = "",
+                     std::span<const uint32_t> exclude = {}) {
+  RouteRequest r;
+  r.served_name = served_name;
+  r.key = key;
+  r.exclude = exclude;
+  return r;
+}
+
+// The key's preference order over the instances eligible for `served_name`.
+std::vector<uint32_t> PreferenceOrder(const FleetSnapshot& f, const PrefixKey& key,
+                                      std::string_view served_name = "") {
+  auto eligible = f.Eligible(served_name);
+  std::vector<uint32_t> order(eligible.begin(), eligible.end());
+  SortByPreference(key.placement_hash(), f, order);
+  return order;
+}
+
+void SetLoad(const FleetSnapshot& f, uint32_t i, int32_t in_flight) {
+  f.state(i).in_flight.store(in_flight);
+}
+
+// Picks and expects success.
+Decision MustPick(const Policy& p, const RouteRequest& r, const FleetSnapshot& f, Rng& rng) {
+  Result<Decision> d = p.Pick(r, f, rng);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return d.ok() ? *d : Decision{UINT32_MAX, DecisionKind::kRandom, 0};
+}
+
+void ExpectInvalid(const RoutingOptions& o, std::string_view field, std::string_view range) {
+  const Status s = o.Validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find(field), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(range), std::string::npos) << s.message();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options and names.
+
+// prefix_length must lie in 1024..65536; the message names the field and the range.
+TEST(PolicyTest, ValidatePrefixLengthRange) {
+  RoutingOptions o;
+  EXPECT_TRUE(o.Validate().ok());  // defaults are valid
+  o.prefix_length = 1023;
+  ExpectInvalid(o, "prefix_length", "1024..65536");
+  o.prefix_length = 65537;
+  ExpectInvalid(o, "prefix_length", "1024..65536");
+  o.prefix_length = 0;
+  ExpectInvalid(o, "prefix_length", "1024..65536");
+  o.prefix_length = 1024;
+  EXPECT_TRUE(o.Validate().ok());
+  o.prefix_length = 65536;
+  EXPECT_TRUE(o.Validate().ok());
+}
+
+// concurrency_threshold must lie in 1..1024; the message names the field and the range.
+TEST(PolicyTest, ValidateConcurrencyThresholdRange) {
+  RoutingOptions o;
+  o.concurrency_threshold = 0;
+  ExpectInvalid(o, "concurrency_threshold", "1..1024");
+  o.concurrency_threshold = 1025;
+  ExpectInvalid(o, "concurrency_threshold", "1..1024");
+  o.concurrency_threshold = 1;
+  EXPECT_TRUE(o.Validate().ok());
+  o.concurrency_threshold = 1024;
+  EXPECT_TRUE(o.Validate().ok());
+}
+
+// ParseStrategy accepts exactly the documented names, round-trips with StrategyName, and
+// MakePolicy builds the policy of that name.
+TEST(PolicyTest, ParseStrategyAcceptsDocumentedNames) {
+  const std::pair<std::string_view, Strategy> documented[] = {
+      {"random", Strategy::kRandom},
+      {"least-outstanding-requests", Strategy::kLeastOutstanding},
+      {"round-robin", Strategy::kRoundRobin},
+      {"prefix-aware", Strategy::kPrefixAware},
+  };
+  for (const auto& [name, strategy] : documented) {
+    Result<Strategy> parsed = ParseStrategy(name);
+    ASSERT_TRUE(parsed.ok()) << name;
+    EXPECT_EQ(*parsed, strategy);
+    EXPECT_EQ(StrategyName(strategy), name);
+    EXPECT_EQ(MakeStrategy(strategy)->name(), name);
+  }
+  for (std::string_view bad : {"", "Random", "least-outstanding", "prefix_aware", "roundrobin",
+                               "prefix-aware "}) {
+    Result<Strategy> parsed = ParseStrategy(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find("strategy"), std::string::npos);
+  }
+}
+
+// ParseSpillMode accepts exactly "next-preferred" and "least-loaded".
+TEST(PolicyTest, ParseSpillModeAcceptsDocumentedNames) {
+  ASSERT_TRUE(ParseSpillMode("next-preferred").ok());
+  EXPECT_EQ(*ParseSpillMode("next-preferred"), SpillMode::kNextPreferred);
+  ASSERT_TRUE(ParseSpillMode("least-loaded").ok());
+  EXPECT_EQ(*ParseSpillMode("least-loaded"), SpillMode::kLeastLoaded);
+  EXPECT_EQ(SpillModeName(SpillMode::kNextPreferred), "next-preferred");
+  EXPECT_EQ(SpillModeName(SpillMode::kLeastLoaded), "least-loaded");
+  for (std::string_view bad : {"", "next_preferred", "Least-Loaded", "least-outstanding"}) {
+    Result<SpillMode> parsed = ParseSpillMode(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+// Decision kinds have stable names (they appear in logs and metrics labels).
+TEST(PolicyTest, DecisionKindNames) {
+  EXPECT_EQ(DecisionKindName(DecisionKind::kAffinity), "affinity");
+  EXPECT_EQ(DecisionKindName(DecisionKind::kOverflow), "overflow");
+  EXPECT_EQ(DecisionKindName(DecisionKind::kSaturated), "saturated");
+  EXPECT_EQ(DecisionKindName(DecisionKind::kRandom), "random");
+  EXPECT_EQ(DecisionKindName(DecisionKind::kLeastOutstanding), "least-outstanding");
+  EXPECT_EQ(DecisionKindName(DecisionKind::kRoundRobin), "round-robin");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefix-aware: affinity and spill.
+
+// Unloaded, the same key always goes to its most preferred instance (affinity, rank 0), in
+// both spill modes and whatever the Rng state.
+TEST(PolicyTest, PrefixAwareSameKeySameInstance) {
+  auto f = NamedFleet(7);
+  for (SpillMode spill : {SpillMode::kNextPreferred, SpillMode::kLeastLoaded}) {
+    auto p = MakePrefixAware(4, spill);
+    Rng rng1(1), rng2(999);
+    for (uint32_t k = 0; k < 1000; ++k) {
+      const RouteRequest r = Request(KeyAt(k));
+      const Decision first = MustPick(*p, r, *f, rng1);
+      EXPECT_EQ(first.instance, PreferenceOrder(*f, KeyAt(k))[0]);
+      EXPECT_EQ(first.kind, DecisionKind::kAffinity);
+      EXPECT_EQ(first.rank, 0u);
+      for (int again = 0; again < 3; ++again) {
+        const Decision d = MustPick(*p, r, *f, again % 2 ? rng1 : rng2);
+        ASSERT_EQ(d.instance, first.instance) << "key " << k;
+        ASSERT_EQ(d.kind, DecisionKind::kAffinity);
+      }
+    }
+  }
+}
+
+// Different keys spread over the instances (each of 7 gets roughly 1/7 of 7,000 keys).
+TEST(PolicyTest, PrefixAwareDifferentKeysSpread) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+  Rng rng(5);
+  std::vector<int> counts(7, 0);
+  for (uint32_t k = 0; k < 7000; ++k) ++counts[MustPick(*p, Request(KeyAt(k)), *f, rng).instance];
+  for (int c : counts) {
+    EXPECT_GT(c, 800);
+    EXPECT_LT(c, 1200);
+  }
+}
+
+// next-preferred: a full first choice sends the key to its second preference (overflow,
+// rank 1), every time; with the second full too, to the third (rank 2). Below the threshold
+// the first choice keeps it.
+TEST(PolicyTest, PrefixAwareSpillNextPreferred) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(4, SpillMode::kNextPreferred);
+  Rng rng(11);
+  const PrefixKey key = KeyAt(123);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  const RouteRequest r = Request(key);
+
+  SetLoad(*f, order[0], 3);
+  Decision d = MustPick(*p, r, *f, rng);
+  EXPECT_EQ(d.instance, order[0]);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+
+  SetLoad(*f, order[0], 4);
+  for (int i = 0; i < 20; ++i) {
+    d = MustPick(*p, r, *f, rng);
+    ASSERT_EQ(d.instance, order[1]);
+    EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+    EXPECT_EQ(d.rank, 1u);
+  }
+  // The second home is not chosen by load: an idle instance further down does not win.
+  SetLoad(*f, order[1], 3);
+  EXPECT_EQ(MustPick(*p, r, *f, rng).instance, order[1]);
+
+  SetLoad(*f, order[1], 4);
+  d = MustPick(*p, r, *f, rng);
+  EXPECT_EQ(d.instance, order[2]);
+  EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+  EXPECT_EQ(d.rank, 2u);
+
+  // Load drains: the key returns home.
+  SetLoad(*f, order[0], 0);
+  d = MustPick(*p, r, *f, rng);
+  EXPECT_EQ(d.instance, order[0]);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  EXPECT_EQ(d.rank, 0u);
+}
+
+// Load counted by InFlightGuards drives the spill, and releasing them restores affinity.
+TEST(PolicyTest, PrefixAwareSpillFollowsInFlightGuards) {
+  auto f = NamedFleet(5);
+  auto p = MakePrefixAware(2, SpillMode::kNextPreferred);
+  Rng rng(2);
+  const PrefixKey key = KeyAt(77);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  std::vector<InFlightGuard> guards;
+  for (int i = 0; i < 2; ++i) {
+    const Decision d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance, order[0]);
+    guards.emplace_back(f->shared_state(d.instance));
+  }
+  EXPECT_EQ(MustPick(*p, Request(key), *f, rng).instance, order[1]);
+  guards.pop_back();
+  EXPECT_EQ(MustPick(*p, Request(key), *f, rng).instance, order[0]);
+}
+
+// least-loaded: a full first choice sends the request to the least loaded instance below the
+// threshold (overflow), with rank = its position in the key's preference order.
+TEST(PolicyTest, PrefixAwareSpillLeastLoaded) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(8, SpillMode::kLeastLoaded);
+  Rng rng(3);
+  const PrefixKey key = KeyAt(4242);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  const int32_t loads[7] = {8, 5, 6, 2, 7, 3, 4};  // by rank; rank 3 is the unique minimum
+  for (uint32_t rank = 0; rank < 7; ++rank) SetLoad(*f, order[rank], loads[rank]);
+  const Decision d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[3]);
+  EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+  EXPECT_EQ(d.rank, 3u);
+}
+
+// least-loaded: among equally loaded instances the better-ranked one wins.
+TEST(PolicyTest, PrefixAwareSpillLeastLoadedTieGoesToBetterRank) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(8, SpillMode::kLeastLoaded);
+  Rng rng(3);
+  const PrefixKey key = KeyAt(99);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  for (uint32_t rank = 0; rank < 7; ++rank) SetLoad(*f, order[rank], 3);
+  SetLoad(*f, order[0], 8);
+  Decision d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[1]);
+  EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+  EXPECT_EQ(d.rank, 1u);
+
+  for (uint32_t rank = 1; rank < 7; ++rank) SetLoad(*f, order[rank], 5);
+  SetLoad(*f, order[5], 1);
+  SetLoad(*f, order[2], 1);
+  d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[2]);
+  EXPECT_EQ(d.rank, 2u);
+}
+
+// Saturation: when every candidate is at the threshold, the least loaded one takes the
+// request (kind saturated), ties to the better rank, in both spill modes.
+TEST(PolicyTest, PrefixAwareSaturatedPicksLeastLoaded) {
+  for (SpillMode spill : {SpillMode::kNextPreferred, SpillMode::kLeastLoaded}) {
+    auto f = NamedFleet(5);
+    auto p = MakePrefixAware(4, spill);
+    Rng rng(4);
+    const PrefixKey key = KeyAt(31337);
+    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+    const int32_t loads[5] = {6, 9, 5, 4, 7};  // rank 3 is the unique minimum
+    for (uint32_t rank = 0; rank < 5; ++rank) SetLoad(*f, order[rank], loads[rank]);
+    Decision d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance, order[3]) << SpillModeName(spill);
+    EXPECT_EQ(d.kind, DecisionKind::kSaturated);
+    EXPECT_EQ(d.rank, 3u);
+
+    for (uint32_t rank = 0; rank < 5; ++rank) SetLoad(*f, order[rank], 4);
+    d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance, order[0]) << SpillModeName(spill);
+    EXPECT_EQ(d.kind, DecisionKind::kSaturated);
+    EXPECT_EQ(d.rank, 0u);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Candidates: eligibility, availability, exclusion.
+
+// Every strategy sends a request only to instances that serve its model or adapter, and
+// reaches each of them; a name nobody serves (and no wildcard) is Unavailable.
+TEST(PolicyTest, PicksOnlyEligibleInstances) {
+  auto f = MakeFleet({Spec("a", {"llama"}), Spec("b", {"llama", "llama-lora-sql"}),
+                      Spec("c", {"mistral"}), Spec("d", {"mistral", "llama-lora-sql"}),
+                      Spec("e", {"qwen"})});
+  for (Strategy s : kAllStrategies) {
+    auto p = MakeStrategy(s);
+    Rng rng(17);
+    for (std::string_view model : {"llama", "mistral", "llama-lora-sql", "qwen"}) {
+      const auto eligible = f->Eligible(model);
+      std::set<uint32_t> seen;
+      for (uint32_t k = 0; k < 2000; ++k) {
+        const Decision d = MustPick(*p, Request(KeyAt(k), model), *f, rng);
+        ASSERT_NE(std::find(eligible.begin(), eligible.end(), d.instance), eligible.end())
+            << StrategyName(s) << " sent " << model << " to " << f->spec(d.instance).name;
+        seen.insert(d.instance);
+      }
+      EXPECT_EQ(seen.size(), eligible.size()) << StrategyName(s) << " " << model;
+    }
+    Result<Decision> none = p->Pick(Request(KeyAt(1), "gpt-4"), *f, rng);
+    ASSERT_FALSE(none.ok()) << StrategyName(s);
+    EXPECT_EQ(none.status().code(), StatusCode::kUnavailable);
+  }
+}
+
+// Wildcard instances (empty serves) take every model, including names nobody declares; the
+// empty name is the whole fleet.
+TEST(PolicyTest, WildcardInstancesServeEveryName) {
+  auto f = MakeFleet({Spec("a", {"llama"}), Spec("b", {"mistral"}), Spec("w")});
+  for (Strategy s : kAllStrategies) {
+    Rng rng(8);
+    auto unknown = MakeStrategy(s);
+    auto llama = MakeStrategy(s);
+    auto whole_fleet = MakeStrategy(s);
+    std::set<uint32_t> llama_pool, default_pool;
+    for (uint32_t k = 0; k < 500; ++k) {
+      EXPECT_EQ(MustPick(*unknown, Request(KeyAt(k), "unknown-model"), *f, rng).instance, 2u);
+      llama_pool.insert(MustPick(*llama, Request(KeyAt(k), "llama"), *f, rng).instance);
+      default_pool.insert(MustPick(*whole_fleet, Request(KeyAt(k), ""), *f, rng).instance);
+    }
+    EXPECT_EQ(llama_pool, (std::set<uint32_t>{0, 2})) << StrategyName(s);
+    EXPECT_EQ(default_pool, (std::set<uint32_t>{0, 1, 2})) << StrategyName(s);
+  }
+}
+
+// An unavailable instance is never picked; prefix-aware moves its keys to the next available
+// instance in their preference order. With nothing available, every strategy is Unavailable.
+TEST(PolicyTest, UnavailableInstancesAreNeverPicked) {
+  auto f = NamedFleet(5);
+  f->state(2).available.store(false);
+  for (Strategy s : kAllStrategies) {
+    auto p = MakeStrategy(s);
+    Rng rng(21);
+    for (uint32_t k = 0; k < 2000; ++k) {
+      const Decision d = MustPick(*p, Request(KeyAt(k)), *f, rng);
+      ASSERT_NE(d.instance, 2u) << StrategyName(s);
+      if (s == Strategy::kPrefixAware) {
+        std::vector<uint32_t> order = PreferenceOrder(*f, KeyAt(k));
+        std::erase(order, 2u);
+        ASSERT_EQ(d.instance, order[0]) << "key " << k;
+      }
+    }
+  }
+  for (uint32_t i = 0; i < f->size(); ++i) f->state(i).available.store(false);
+  for (Strategy s : kAllStrategies) {
+    Rng rng(22);
+    Result<Decision> d = MakeStrategy(s)->Pick(Request(KeyAt(0)), *f, rng);
+    ASSERT_FALSE(d.ok()) << StrategyName(s);
+    EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
+  }
+}
+
+// Retries: prefix-aware skips excluded instances and takes the next in preference order,
+// keeping its rank; excluded instances are never picked by any strategy; excluding every
+// candidate is Unavailable.
+TEST(PolicyTest, ExcludedInstancesAreSkipped) {
+  auto f = NamedFleet(5);
+  auto p = MakePrefixAware(4, SpillMode::kNextPreferred);
+  Rng rng(9);
+  for (uint32_t k = 0; k < 200; ++k) {
+    const PrefixKey key = KeyAt(k);
+    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+    const uint32_t first[] = {order[0]};
+    Decision d = MustPick(*p, Request(key, "", first), *f, rng);
+    ASSERT_EQ(d.instance, order[1]);
+    EXPECT_EQ(d.rank, 1u);
+    const uint32_t two[] = {order[1], order[0]};
+    d = MustPick(*p, Request(key, "", two), *f, rng);
+    ASSERT_EQ(d.instance, order[2]);
+    EXPECT_EQ(d.rank, 2u);
+  }
+
+  // Excluded and full combine: first tried, second full => third, as an overflow.
+  const PrefixKey key = KeyAt(5);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  SetLoad(*f, order[1], 4);
+  const uint32_t tried[] = {order[0]};
+  Decision d = MustPick(*p, Request(key, "", tried), *f, rng);
+  EXPECT_EQ(d.instance, order[2]);
+  EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+  EXPECT_EQ(d.rank, 2u);
+  SetLoad(*f, order[1], 0);
+
+  const uint32_t all[] = {0, 1, 2, 3, 4};
+  const uint32_t some[] = {1, 3};
+  for (Strategy s : kAllStrategies) {
+    auto policy = MakeStrategy(s);
+    for (uint32_t k = 0; k < 500; ++k) {
+      const uint32_t i = MustPick(*policy, Request(KeyAt(k), "", some), *f, rng).instance;
+      ASSERT_TRUE(i != 1 && i != 3) << StrategyName(s);
+    }
+    Result<Decision> none = policy->Pick(Request(KeyAt(1), "", all), *f, rng);
+    ASSERT_FALSE(none.ok()) << StrategyName(s);
+    EXPECT_EQ(none.status().code(), StatusCode::kUnavailable);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load-blind and load-aware baselines.
+
+// random: 70,000 picks over 7 equal instances land within one point of 1/7 each.
+TEST(PolicyTest, RandomIsRoughlyUniform) {
+  auto f = NamedFleet(7);
+  auto p = MakeStrategy(Strategy::kRandom);
+  Rng rng(1234);
+  std::vector<int> counts(7, 0);
+  constexpr int kPicks = 70000;
+  for (int n = 0; n < kPicks; ++n) {
+    const Decision d = MustPick(*p, Request(KeyAt(0)), *f, rng);
+    ASSERT_EQ(d.kind, DecisionKind::kRandom);
+    ++counts[d.instance];
+  }
+  for (int c : counts) EXPECT_NEAR(static_cast<double>(c) / kPicks, 1.0 / 7, 0.01);
+}
+
+// random with weights 1,2,3,4: picks follow w/10 within one point.
+TEST(PolicyTest, WeightedRandomFollowsWeights) {
+  auto f = NamedFleet(4, {1, 2, 3, 4});
+  auto p = MakeStrategy(Strategy::kRandom);
+  Rng rng(4321);
+  std::vector<int> counts(4, 0);
+  constexpr int kPicks = 100000;
+  for (int n = 0; n < kPicks; ++n) ++counts[MustPick(*p, Request(KeyAt(0)), *f, rng).instance];
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(static_cast<double>(counts[i]) / kPicks, (i + 1) / 10.0, 0.01) << i;
+  }
+}
+
+// least-outstanding: the instance with the fewest in-flight requests is picked.
+TEST(PolicyTest, LeastOutstandingPicksFewestInFlight) {
+  auto f = NamedFleet(5);
+  const int32_t loads[5] = {5, 3, 7, 1, 4};
+  for (uint32_t i = 0; i < 5; ++i) SetLoad(*f, i, loads[i]);
+  auto p = MakeStrategy(Strategy::kLeastOutstanding);
+  Rng rng(6);
+  for (int n = 0; n < 100; ++n) {
+    const Decision d = MustPick(*p, Request(KeyAt(n)), *f, rng);
+    ASSERT_EQ(d.instance, 3u);
+    EXPECT_EQ(d.kind, DecisionKind::kLeastOutstanding);
+  }
+}
+
+// least-outstanding compares in-flight per unit of weight: 3 in flight on weight 4 is less
+// loaded than 1 in flight on weight 1.
+TEST(PolicyTest, LeastOutstandingUsesInFlightPerWeight) {
+  auto f = NamedFleet(2, {1, 4});
+  SetLoad(*f, 0, 1);
+  SetLoad(*f, 1, 3);
+  auto p = MakeStrategy(Strategy::kLeastOutstanding);
+  Rng rng(6);
+  for (int n = 0; n < 50; ++n) ASSERT_EQ(MustPick(*p, Request(KeyAt(n)), *f, rng).instance, 1u);
+}
+
+// least-outstanding breaks ties at random: with equal loads every tied instance is chosen
+// (roughly evenly), and untied instances never are.
+TEST(PolicyTest, LeastOutstandingBreaksTiesAtRandom) {
+  auto f = NamedFleet(7);
+  auto p = MakeStrategy(Strategy::kLeastOutstanding);
+  Rng rng(10);
+  std::vector<int> counts(7, 0);
+  for (int n = 0; n < 7000; ++n) ++counts[MustPick(*p, Request(KeyAt(0)), *f, rng).instance];
+  for (int c : counts) {
+    EXPECT_GT(c, 800);
+    EXPECT_LT(c, 1200);
+  }
+
+  const int32_t loads[7] = {2, 0, 2, 0, 2, 0, 2};
+  for (uint32_t i = 0; i < 7; ++i) SetLoad(*f, i, loads[i]);
+  std::vector<int> tied(7, 0);
+  for (int n = 0; n < 3000; ++n) ++tied[MustPick(*p, Request(KeyAt(0)), *f, rng).instance];
+  for (uint32_t i = 0; i < 7; ++i) {
+    if (loads[i] == 0) {
+      EXPECT_GT(tied[i], 800) << i;
+    } else {
+      EXPECT_EQ(tied[i], 0) << i;
+    }
+  }
+}
+
+// round-robin visits the eligible instances in turn: every window of N consecutive picks
+// covers all N, and the sequence repeats with period N.
+TEST(PolicyTest, RoundRobinCyclesThroughEligibleInstances) {
+  auto f = MakeFleet({Spec("a", {"m1"}), Spec("b", {"m2"}), Spec("c", {"m1"}), Spec("d"),
+                      Spec("e", {"m1"})});
+  auto p = MakeStrategy(Strategy::kRoundRobin);
+  Rng rng(0);
+  const std::vector<uint32_t> eligible = {0, 2, 3, 4};  // m1 servers and the wildcard
+  std::vector<uint32_t> picks;
+  for (int n = 0; n < 12; ++n) {
+    const Decision d = MustPick(*p, Request(KeyAt(n), "m1"), *f, rng);
+    EXPECT_EQ(d.kind, DecisionKind::kRoundRobin);
+    picks.push_back(d.instance);
+  }
+  for (size_t start = 0; start + eligible.size() <= picks.size(); ++start) {
+    std::vector<uint32_t> window(picks.begin() + start, picks.begin() + start + eligible.size());
+    std::sort(window.begin(), window.end());
+    EXPECT_EQ(window, eligible) << "window at " << start;
+  }
+  for (size_t n = eligible.size(); n < picks.size(); ++n) {
+    EXPECT_EQ(picks[n], picks[n - eligible.size()]);
+  }
+
+  auto all = NamedFleet(3);
+  auto fresh = MakeStrategy(Strategy::kRoundRobin);
+  std::vector<int> counts(3, 0);
+  for (int n = 0; n < 300; ++n) ++counts[MustPick(*fresh, Request(KeyAt(n)), *all, rng).instance];
+  EXPECT_EQ(counts, (std::vector<int>{100, 100, 100}));
+}
+
+// Alternating requests for two models still take turns within each model's own instances.
+TEST(PolicyTest, RoundRobinTakesTurnsPerServedName) {
+  auto f = MakeFleet({Spec("a", {"m1"}), Spec("b", {"m1"}), Spec("c", {"m2"}), Spec("d", {"m2"})});
+  auto p = MakeStrategy(Strategy::kRoundRobin);
+  Rng rng(0);
+  std::vector<int> counts(4, 0);
+  for (int n = 0; n < 1000; ++n) {
+    ++counts[MustPick(*p, Request(KeyAt(n), n % 2 ? "m2" : "m1"), *f, rng).instance];
+  }
+  EXPECT_EQ(counts, (std::vector<int>{250, 250, 250, 250}));
+}
+
+}  // namespace
+}  // namespace prefix_router
