@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -270,6 +271,31 @@ TEST(FleetTest, FleetStateStoreAndLoad) {
   ASSERT_EQ(held->size(), 1u);  // the reader still holds the old picture
   EXPECT_EQ(held->spec(0).name, "a");
   EXPECT_EQ(state.Load()->size(), 2u);
+}
+
+// Guards taken and released on several threads while snapshots are swapped leave exact counts.
+TEST(FleetTest, ConcurrentGuardsAndSwapsKeepCountsExact) {
+  auto first = MakeFleet({Spec("a"), Spec("b")});
+  FleetState state(first);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&state, t] {
+      for (int n = 0; n < 20000; ++n) {
+        auto snap = state.Load();
+        InFlightGuard g(snap->shared_state((n + t) % snap->size()));
+        if (n % 1000 == 0) {
+          auto next = FleetSnapshot::Create({Spec("b"), Spec("a")}, snap.get());
+          state.Store(*next);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto last = state.Load();
+  for (uint32_t i = 0; i < last->size(); ++i) {
+    EXPECT_EQ(last->state(i).in_flight.load(), 0);
+  }
+  EXPECT_EQ(last->state(0).dispatched.load() + last->state(1).dispatched.load(), 80000u);
 }
 
 }  // namespace
