@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   app.footer("Run 'prefix-router COMMAND --help' for the options of a command.");
 
   int exit_code = 0;
+  prefix_router::cli::AddServeCommand(app, &exit_code);
   prefix_router::cli::AddRouteCommand(app, &exit_code);
 
   CLI11_PARSE(app, argc, argv);

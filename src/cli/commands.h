@@ -8,5 +8,7 @@ namespace prefix_router::cli {
 
 // `route`: explains the routing decision for one request body (key, preference order, pick).
 void AddRouteCommand(CLI::App& app, int* exit_code);
+// `serve`: the gateway.
+void AddServeCommand(CLI::App& app, int* exit_code);
 
 }  // namespace prefix_router::cli

@@ -1,0 +1,673 @@
+#include "gateway/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+#include "core/fleet.h"
+
+namespace prefix_router::gateway {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// YAML reading. yaml-cpp reports problems with exceptions; every call that can throw is made
+// under the try in ParseConfigYaml, and the readers below check node types before converting so
+// that a wrong type becomes a message naming the field rather than yaml-cpp's BadConversion.
+
+std::string Child(const std::string& path, std::string_view key) {
+  std::string out = path;
+  if (!out.empty()) out += '.';
+  out += key;
+  return out;
+}
+
+std::string Index(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+// "'abc'", "a map", ...: what the user wrote, for "expected X, got Y".
+std::string Describe(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null: return "nothing";
+    case YAML::NodeType::Scalar: return "'" + n.Scalar() + "'";
+    case YAML::NodeType::Sequence: return "a sequence";
+    case YAML::NodeType::Map: return "a map";
+    case YAML::NodeType::Undefined: break;
+  }
+  return "an undefined value";
+}
+
+Status TypeError(const std::string& path, std::string_view expected, const YAML::Node& n) {
+  return Status::InvalidArgument(path + ": expected " + std::string(expected) + ", got " +
+                                 Describe(n));
+}
+
+// Replaces the leading "field: " of a message from the core (ParseStrategy, ParseSpillMode)
+// with the full YAML path.
+Status WithPath(const Status& s, const std::string& path) {
+  const std::string& m = s.message();
+  const size_t colon = m.find(": ");
+  return Status(s.code(), path + ": " + (colon == std::string::npos ? m : m.substr(colon + 2)));
+}
+
+template <typename T>
+Status ReadUnsigned(const YAML::Node& n, const std::string& path, T& out) {
+  static_assert(std::is_unsigned_v<T>);
+  if (!n.IsScalar()) return TypeError(path, "an integer", n);
+  std::string_view s = n.Scalar();
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (!s.empty() && s.front() == '-' && s.size() > 1 &&
+      std::all_of(s.begin() + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return Status::InvalidArgument(path + ": expected a non-negative integer, got '" +
+                                   n.Scalar() + "'");
+  }
+  uint64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
+  if (s.empty() || ptr != s.data() + s.size() ||
+      (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+    return TypeError(path, "an integer", n);
+  }
+  if (ec == std::errc::result_out_of_range || v > std::numeric_limits<T>::max()) {
+    return Status::InvalidArgument(path + ": " + n.Scalar() + " is too large (at most " +
+                                   std::to_string(std::numeric_limits<T>::max()) + ")");
+  }
+  out = static_cast<T>(v);
+  return Status::Ok();
+}
+
+// Seconds may be fractional. Negative values parse here and fail the range check later, with
+// the range in the message.
+Status ReadSeconds(const YAML::Node& n, const std::string& path, double& out) {
+  if (!n.IsScalar()) return TypeError(path, "a number of seconds", n);
+  std::string_view s = n.Scalar();
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) {
+    return TypeError(path, "a number of seconds", n);
+  }
+  out = v;
+  return Status::Ok();
+}
+
+Status ReadBool(const YAML::Node& n, const std::string& path, bool& out) {
+  if (n.IsScalar()) {
+    const std::string& s = n.Scalar();
+    if (s == "true" || s == "True" || s == "TRUE") {
+      out = true;
+      return Status::Ok();
+    }
+    if (s == "false" || s == "False" || s == "FALSE") {
+      out = false;
+      return Status::Ok();
+    }
+  }
+  return TypeError(path, "true or false", n);
+}
+
+Status ReadString(const YAML::Node& n, const std::string& path, std::string& out) {
+  if (!n.IsScalar()) return TypeError(path, "a string", n);
+  out = n.Scalar();
+  return Status::Ok();
+}
+
+using FieldFn = std::function<Status(const std::string& key, const YAML::Node& value,
+                                     const std::string& field_path)>;
+
+// Calls `fn` for each entry of the map at `path`, in document order. Unknown, duplicate and
+// non-string keys are errors. A null node (a section written with nothing under it) is an empty
+// map.
+Status ForEachField(const YAML::Node& map, const std::string& path,
+                    std::initializer_list<std::string_view> known, const FieldFn& fn) {
+  if (map.IsNull()) return Status::Ok();
+  if (!map.IsMap()) return TypeError(path.empty() ? "config" : path, "a map", map);
+  std::vector<std::string> seen;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (!it->first.IsScalar()) {
+      return Status::InvalidArgument((path.empty() ? "config" : path) +
+                                     ": field names must be strings, got " + Describe(it->first));
+    }
+    const std::string& key = it->first.Scalar();
+    const std::string field_path = Child(path, key);
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string msg = field_path + ": unknown field; expected one of ";
+      bool first = true;
+      for (std::string_view k : known) {
+        if (!first) msg += ", ";
+        msg += k;
+        first = false;
+      }
+      return Status::InvalidArgument(msg);
+    }
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      return Status::InvalidArgument(field_path + ": set more than once");
+    }
+    seen.push_back(key);
+    if (Status s = fn(key, it->second, field_path); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+// The fields a `routing` or `pools.NAME` section sets. Pools apply theirs on top of the final
+// `routing`, which is only known once the whole document has been read.
+struct RoutingPatch {
+  std::optional<Strategy> strategy;
+  std::optional<uint32_t> prefix_length;
+  std::optional<uint32_t> concurrency_threshold;
+  std::optional<SpillMode> spill;
+
+  void ApplyTo(RoutingOptions& o) const {
+    if (strategy) o.strategy = *strategy;
+    if (prefix_length) o.prefix_length = *prefix_length;
+    if (concurrency_threshold) o.concurrency_threshold = *concurrency_threshold;
+    if (spill) o.spill = *spill;
+  }
+};
+
+Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& out) {
+  return ForEachField(
+      n, path, {"routing_strategy", "prefix_length", "concurrency_threshold", "spill_mode"},
+      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "routing_strategy") {
+          std::string name;
+          if (Status s = ReadString(v, p, name); !s.ok()) return s;
+          Result<Strategy> r = ParseStrategy(name);
+          if (!r.ok()) return WithPath(r.status(), p);
+          out.strategy = *r;
+          return Status::Ok();
+        }
+        if (key == "spill_mode") {
+          std::string name;
+          if (Status s = ReadString(v, p, name); !s.ok()) return s;
+          Result<SpillMode> r = ParseSpillMode(name);
+          if (!r.ok()) return WithPath(r.status(), p);
+          out.spill = *r;
+          return Status::Ok();
+        }
+        uint32_t value = 0;
+        if (Status s = ReadUnsigned(v, p, value); !s.ok()) return s;
+        (key == "prefix_length" ? out.prefix_length : out.concurrency_threshold) = value;
+        return Status::Ok();
+      });
+}
+
+Status ReadModels(const YAML::Node& n, const std::string& path, std::vector<std::string>& out) {
+  out.clear();
+  if (n.IsNull()) return Status::Ok();
+  if (n.IsScalar()) {  // `models: llama` for a single name
+    out.push_back(n.Scalar());
+    return Status::Ok();
+  }
+  if (!n.IsSequence()) return TypeError(path, "a list of names", n);
+  for (size_t i = 0; i < n.size(); ++i) {
+    std::string name;
+    if (Status s = ReadString(n[i], Index(path, i), name); !s.ok()) return s;
+    out.push_back(std::move(name));
+  }
+  return Status::Ok();
+}
+
+Status ReadInstance(const YAML::Node& n, const std::string& path, InstanceConfig& out) {
+  if (!n.IsMap()) return TypeError(path, "a map with url (and optionally name, weight, models)", n);
+  return ForEachField(
+      n, path, {"name", "url", "weight", "models"},
+      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "name") return ReadString(v, p, out.name);
+        if (key == "url") return ReadString(v, p, out.url);
+        if (key == "weight") return ReadUnsigned(v, p, out.weight);
+        return ReadModels(v, p, out.models);
+      });
+}
+
+Status ReadInstances(const YAML::Node& n, const std::string& path,
+                     std::vector<InstanceConfig>& out) {
+  out.clear();
+  if (n.IsNull()) return Status::Ok();
+  if (!n.IsSequence()) return TypeError(path, "a list of instances", n);
+  for (size_t i = 0; i < n.size(); ++i) {
+    InstanceConfig instance;
+    if (Status s = ReadInstance(n[i], Index(path, i), instance); !s.ok()) return s;
+    out.push_back(std::move(instance));
+  }
+  return Status::Ok();
+}
+
+Status ReadPools(const YAML::Node& n, const std::string& path,
+                 std::vector<std::pair<std::string, RoutingPatch>>& out) {
+  out.clear();
+  if (n.IsNull()) return Status::Ok();
+  if (!n.IsMap()) return TypeError(path, "a map of served name to routing settings", n);
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    if (!it->first.IsScalar() || it->first.Scalar().empty()) {
+      return Status::InvalidArgument(path + ": pool names must be non-empty strings, got " +
+                                     Describe(it->first));
+    }
+    const std::string& name = it->first.Scalar();
+    const std::string pool_path = Child(path, name);
+    for (const auto& [existing, patch] : out) {
+      if (existing == name) return Status::InvalidArgument(pool_path + ": set more than once");
+    }
+    if (!it->second.IsMap() && !it->second.IsNull()) {
+      return TypeError(pool_path, "a map of routing settings", it->second);
+    }
+    RoutingPatch patch;
+    if (Status s = ReadRouting(it->second, pool_path, patch); !s.ok()) return s;
+    out.emplace_back(name, patch);
+  }
+  return Status::Ok();
+}
+
+Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
+  if (!root.IsMap() && !root.IsNull()) {
+    return Status::InvalidArgument("config: the top level must be a map of fields, got " +
+                                   Describe(root));
+  }
+  RoutingPatch routing;
+  bool pools_set = false;
+  std::vector<std::pair<std::string, RoutingPatch>> pools;
+  Status s = ForEachField(
+      root, "",
+      {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
+       "timeouts", "retries", "health"},
+      [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "listen") return ReadString(v, p, config.listen);
+        if (key == "io_threads") return ReadUnsigned(v, p, config.io_threads);
+        if (key == "decision_headers") return ReadBool(v, p, config.decision_headers);
+        if (key == "routing") return ReadRouting(v, p, routing);
+        if (key == "pools") {
+          pools_set = true;
+          return ReadPools(v, p, pools);
+        }
+        if (key == "instances") return ReadInstances(v, p, config.instances);
+        if (key == "limits") {
+          return ForEachField(
+              v, p, {"max_request_body_bytes", "max_header_bytes"},
+              [&config](const std::string& k, const YAML::Node& x, const std::string& xp) {
+                return k == "max_request_body_bytes"
+                           ? ReadUnsigned(x, xp, config.max_request_body_bytes)
+                           : ReadUnsigned(x, xp, config.max_header_bytes);
+              });
+        }
+        if (key == "timeouts") {
+          TimeoutsConfig& t = config.timeouts;
+          return ForEachField(
+              v, p,
+              {"connect", "first_byte", "idle", "total", "client_read", "client_write",
+               "client_idle", "drain"},
+              [&t](const std::string& k, const YAML::Node& x, const std::string& xp) {
+                double* field = k == "connect"        ? &t.connect
+                                : k == "first_byte"   ? &t.first_byte
+                                : k == "idle"         ? &t.idle
+                                : k == "total"        ? &t.total
+                                : k == "client_read"  ? &t.client_read
+                                : k == "client_write" ? &t.client_write
+                                : k == "client_idle"  ? &t.client_idle
+                                                      : &t.drain;
+                return ReadSeconds(x, xp, *field);
+              });
+        }
+        if (key == "retries") {
+          return ForEachField(
+              v, p, {"max_retries"},
+              [&config](const std::string&, const YAML::Node& x, const std::string& xp) {
+                return ReadUnsigned(x, xp, config.max_retries);
+              });
+        }
+        HealthConfig& h = config.health;  // key == "health"
+        return ForEachField(
+            v, p,
+            {"path", "interval", "timeout", "unhealthy_threshold", "healthy_threshold",
+             "passive_failures"},
+            [&h](const std::string& k, const YAML::Node& x, const std::string& xp) -> Status {
+              if (k == "path") return ReadString(x, xp, h.path);
+              if (k == "interval") return ReadSeconds(x, xp, h.interval);
+              if (k == "timeout") return ReadSeconds(x, xp, h.timeout);
+              if (k == "unhealthy_threshold") return ReadUnsigned(x, xp, h.unhealthy_threshold);
+              if (k == "healthy_threshold") return ReadUnsigned(x, xp, h.healthy_threshold);
+              return ReadUnsigned(x, xp, h.passive_failures);
+            });
+      });
+  if (!s.ok()) return s;
+
+  routing.ApplyTo(config.routing);
+  if (pools_set) {  // a `pools` section replaces the base's pools
+    config.pools.clear();
+    for (const auto& [name, patch] : pools) {
+      RoutingOptions options = config.routing;
+      patch.ApplyTo(options);
+      config.pools[name] = options;
+    }
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation helpers.
+
+std::string FormatNumber(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+Status OutOfRange(const std::string& path, const std::string& value, const std::string& range) {
+  return Status::InvalidArgument(path + ": " + value + " is outside the allowed range " + range);
+}
+
+Status CheckCount(const std::string& path, uint64_t v, uint64_t lo, uint64_t hi,
+                  const std::string& note = "") {
+  if (v >= lo && v <= hi) return Status::Ok();
+  return OutOfRange(path, std::to_string(v),
+                    std::to_string(lo) + ".." + std::to_string(hi) + note);
+}
+
+// (0, hi] seconds; written so that NaN fails.
+Status CheckPositiveSeconds(const std::string& path, double v, double hi) {
+  if (v > 0 && v <= hi) return Status::Ok();
+  return OutOfRange(path, FormatNumber(v), "(0, " + FormatNumber(hi) + "]");
+}
+
+// [0, hi] seconds, where 0 has a meaning of its own (`note`).
+Status CheckSecondsOrZero(const std::string& path, double v, double hi, const std::string& note) {
+  if (v >= 0 && v <= hi) return Status::Ok();
+  return OutOfRange(path, FormatNumber(v), "[0, " + FormatNumber(hi) + "]" + note);
+}
+
+bool IsDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// IPv4 addresses and DNS names (letters, digits, '-', '.', '_' for container names).
+bool IsHostName(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '.' || c == '_';
+  });
+}
+
+// The inside of [...]: hex digits, ':' and '.' (IPv4-mapped tails), then an optional
+// "%zone" (fe80::1%eth0).
+bool IsIPv6(std::string_view s) {
+  const size_t percent = s.find('%');
+  const std::string_view address = s.substr(0, percent);
+  const std::string_view zone =
+      percent == std::string_view::npos ? std::string_view("z") : s.substr(percent + 1);
+  return address.find(':') != std::string_view::npos &&
+         std::all_of(address.begin(), address.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.'; }) &&
+         IsHostName(zone);
+}
+
+struct HostPort {
+  std::string host;          // without brackets for IPv6
+  std::optional<uint64_t> port;
+  bool ipv6 = false;
+};
+
+// host[:port], [ipv6][:port]. Returns nullopt when the form is wrong; the port's range is the
+// caller's (listen allows 0, instances do not).
+std::optional<HostPort> SplitHostPort(std::string_view s) {
+  HostPort out;
+  std::string_view rest;
+  if (!s.empty() && s.front() == '[') {
+    const size_t close = s.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    const std::string_view inside = s.substr(1, close - 1);
+    if (!IsIPv6(inside)) return std::nullopt;
+    out.host = std::string(inside);
+    out.ipv6 = true;
+    rest = s.substr(close + 1);
+  } else {
+    const size_t colon = s.find(':');
+    const std::string_view host = s.substr(0, colon);
+    if (!IsHostName(host)) return std::nullopt;
+    out.host = std::string(host);
+    rest = colon == std::string_view::npos ? std::string_view() : s.substr(colon);
+  }
+  if (rest.empty()) return out;
+  if (rest.front() != ':') return std::nullopt;
+  rest.remove_prefix(1);
+  if (!IsDigits(rest) || rest.size() > 10) return std::nullopt;
+  uint64_t port = 0;
+  std::from_chars(rest.data(), rest.data() + rest.size(), port);
+  out.port = port;
+  return out;
+}
+
+std::string JoinHostPort(const std::string& host, uint16_t port, bool ipv6) {
+  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() &&
+         std::equal(prefix.begin(), prefix.end(), s.begin(),
+                    [](char p, char c) { return std::tolower(static_cast<unsigned char>(c)) == p; });
+}
+
+// Names travel in response headers (x-prefix-router-instance): visible ASCII only.
+bool IsHeaderSafe(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 0x7f; });
+}
+
+Status ValidateListen(GatewayConfig& config) {
+  const std::optional<HostPort> hp = SplitHostPort(config.listen);
+  if (!hp || !hp->port) {
+    return Status::InvalidArgument(
+        "listen: '" + config.listen +
+        "' is not host:port (an IPv4 address, a host name or [IPv6], e.g. 127.0.0.1:8080)");
+  }
+  if (*hp->port > 65535) {
+    return OutOfRange("listen", "port " + std::to_string(*hp->port), "0..65535 (0 = any free port)");
+  }
+  config.listen_host = hp->host;
+  config.listen_port = static_cast<uint16_t>(*hp->port);
+  return Status::Ok();
+}
+
+// http://host[:port][/path] -> host, port, base_path.
+Status ParseInstanceUrl(InstanceConfig& instance, const std::string& path, bool& ipv6) {
+  const std::string form = "' is not http://host[:port][/path]";
+  const std::string& url = instance.url;
+  if (url.empty()) return Status::InvalidArgument(path + ": is required (http://host[:port][/path])");
+  if (StartsWithNoCase(url, "https://")) {
+    return Status::InvalidArgument(path + ": https is not supported yet (use http://)");
+  }
+  if (!StartsWithNoCase(url, "http://")) return Status::InvalidArgument(path + ": '" + url + form);
+  std::string_view rest = std::string_view(url).substr(7);
+  if (rest.find_first_of("?#") != std::string_view::npos ||
+      !IsHeaderSafe(rest)) {
+    return Status::InvalidArgument(path + ": '" + url + form +
+                                   " (no query, fragment, spaces or control characters)");
+  }
+  const size_t slash = rest.find('/');
+  const std::string_view authority = rest.substr(0, slash);
+  std::string_view base = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
+  const std::optional<HostPort> hp = SplitHostPort(authority);
+  if (!hp) return Status::InvalidArgument(path + ": '" + url + form);
+  const uint64_t port = hp->port.value_or(80);
+  if (port < 1 || port > 65535) return OutOfRange(path, "port " + std::to_string(port), "1..65535");
+  while (!base.empty() && base.back() == '/') base.remove_suffix(1);
+  instance.host = hp->host;
+  instance.port = static_cast<uint16_t>(port);
+  instance.base_path = std::string(base);
+  ipv6 = hp->ipv6;
+  return Status::Ok();
+}
+
+Status ValidateInstances(GatewayConfig& config) {
+  if (config.instances.empty()) {
+    return Status::InvalidArgument("instances: at least one instance is required");
+  }
+  for (size_t i = 0; i < config.instances.size(); ++i) {
+    InstanceConfig& instance = config.instances[i];
+    const std::string path = Index("instances", i);
+    bool ipv6 = false;
+    if (Status s = ParseInstanceUrl(instance, path + ".url", ipv6); !s.ok()) return s;
+    if (instance.name.empty()) instance.name = JoinHostPort(instance.host, instance.port, ipv6);
+    if (!IsHeaderSafe(instance.name)) {
+      return Status::InvalidArgument(path + ".name: '" + instance.name +
+                                     "' must be visible ASCII without spaces (it is sent in "
+                                     "response headers)");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (config.instances[j].name == instance.name) {
+        return Status::InvalidArgument(path + ".name: '" + instance.name +
+                                       "' is also the name of instances[" + std::to_string(j) +
+                                       "]; instance names must be unique");
+      }
+    }
+    if (Status s = CheckCount(path + ".weight", instance.weight, 1, kMaxInstanceWeight); !s.ok()) {
+      return s;
+    }
+    for (size_t m = 0; m < instance.models.size(); ++m) {
+      if (instance.models[m].empty()) {
+        return Status::InvalidArgument(Index(path + ".models", m) + ": must not be empty");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidatePools(const GatewayConfig& config) {
+  for (const auto& [name, options] : config.pools) {
+    const std::string path = Child("pools", name);
+    if (name.empty()) return Status::InvalidArgument("pools: pool names must not be empty");
+    if (Status s = options.Validate(); !s.ok()) return Status(s.code(), path + "." + s.message());
+    const bool served = std::any_of(
+        config.instances.begin(), config.instances.end(), [&name](const InstanceConfig& in) {
+          return in.models.empty() ||
+                 std::find(in.models.begin(), in.models.end(), name) != in.models.end();
+        });
+    if (!served) return Status::InvalidArgument(path + ": no instance serves '" + name + "'");
+  }
+  return Status::Ok();
+}
+
+Status ValidateTimeouts(const TimeoutsConfig& t) {
+  struct Bound {
+    const char* field;
+    double value;
+    double max;
+  };
+  for (const Bound& b : {Bound{"connect", t.connect, 600}, Bound{"first_byte", t.first_byte, 3600},
+                         Bound{"idle", t.idle, 3600}, Bound{"client_read", t.client_read, 3600},
+                         Bound{"client_write", t.client_write, 3600},
+                         Bound{"client_idle", t.client_idle, 3600}}) {
+    if (Status s = CheckPositiveSeconds(Child("timeouts", b.field), b.value, b.max); !s.ok()) {
+      return s;
+    }
+  }
+  if (Status s = CheckSecondsOrZero("timeouts.total", t.total, 86400, " (0 = no limit)"); !s.ok()) {
+    return s;
+  }
+  return CheckSecondsOrZero("timeouts.drain", t.drain, 3600, "");
+}
+
+Status ValidateHealth(const HealthConfig& h) {
+  if (h.path.empty() || h.path.front() != '/' || !IsHeaderSafe(h.path)) {
+    return Status::InvalidArgument("health.path: '" + h.path +
+                                   "' must start with '/' (and contain no spaces)");
+  }
+  if (Status s = CheckSecondsOrZero("health.interval", h.interval, 3600, " (0 disables checks)");
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = CheckPositiveSeconds("health.timeout", h.timeout, 600); !s.ok()) return s;
+  if (Status s = CheckCount("health.unhealthy_threshold", h.unhealthy_threshold, 1, 100); !s.ok()) {
+    return s;
+  }
+  if (Status s = CheckCount("health.healthy_threshold", h.healthy_threshold, 1, 100); !s.ok()) {
+    return s;
+  }
+  return CheckCount("health.passive_failures", h.passive_failures, 0, 100, " (0 = off)");
+}
+
+}  // namespace
+
+const RoutingOptions& GatewayConfig::RoutingFor(std::string_view served_name) const {
+  auto it = pools.find(served_name);  // transparent: no temporary string
+  return it == pools.end() ? routing : it->second;
+}
+
+Result<GatewayConfig> ParseConfigYaml(const std::string& yaml_text, GatewayConfig base) {
+  try {
+    const YAML::Node root = YAML::Load(yaml_text);
+    if (Status s = ReadDocument(root, base); !s.ok()) return s;
+    return base;
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument("invalid YAML: " + std::string(e.what()));
+  } catch (const std::exception& e) {
+    return Status::Internal("config: " + std::string(e.what()));
+  }
+}
+
+Result<GatewayConfig> LoadConfigFile(const std::string& path, GatewayConfig base) {
+  // Configuration files are small; the cap keeps a wrong path (a device, a log) from being read
+  // whole into memory.
+  constexpr size_t kMaxConfigBytes = 16u << 20;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    const int err = errno;
+    std::string msg = path + ": cannot open the configuration file: " + std::strerror(err);
+    return err == ENOENT ? Status::NotFound(msg) : Status::InvalidArgument(msg);
+  }
+  std::string text;
+  char buf[8192];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && text.size() <= kMaxConfigBytes) {
+    text.append(buf, n);
+  }
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) {
+    return Status::InvalidArgument(path + ": cannot read the configuration file: " +
+                                   std::strerror(err));
+  }
+  if (text.size() > kMaxConfigBytes) {
+    return Status::InvalidArgument(path + ": larger than 16 MiB; not a configuration file?");
+  }
+  Result<GatewayConfig> r = ParseConfigYaml(text, std::move(base));
+  if (!r.ok()) return Status(r.status().code(), path + ": " + r.status().message());
+  return r;
+}
+
+Status ValidateConfig(GatewayConfig& config) {
+  if (Status s = ValidateListen(config); !s.ok()) return s;
+  if (Status s = CheckCount("io_threads", config.io_threads, 0, 256, " (0 = one per core)");
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = config.routing.Validate(); !s.ok()) {
+    return Status(s.code(), "routing." + s.message());
+  }
+  if (Status s = ValidateInstances(config); !s.ok()) return s;
+  if (Status s = ValidatePools(config); !s.ok()) return s;
+  if (Status s = CheckCount("limits.max_request_body_bytes", config.max_request_body_bytes,
+                            1u << 10, 1u << 30, " (1 KiB..1 GiB)");
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = CheckCount("limits.max_header_bytes", config.max_header_bytes, 1u << 10,
+                            1u << 20, " (1 KiB..1 MiB)");
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = ValidateTimeouts(config.timeouts); !s.ok()) return s;
+  if (Status s = CheckCount("retries.max_retries", config.max_retries, 0, 10); !s.ok()) return s;
+  return ValidateHealth(config.health);
+}
+
+}  // namespace prefix_router::gateway

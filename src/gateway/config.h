@@ -1,0 +1,119 @@
+// GatewayConfig: everything `prefix-router serve` is told, from a YAML file and/or flags.
+//
+// Field names follow the managed service's vocabulary (RoutingStrategy, PrefixLength,
+// ConcurrencyThreshold become routing_strategy, prefix_length, concurrency_threshold). The
+// configuration is validated once, at load: an invalid value stops the gateway with a message
+// that names the field (as a YAML path, e.g. "pools.llama.prefix_length") and the allowed range.
+//
+// YAML shape (every field optional except instances; defaults below):
+//
+//   listen: 127.0.0.1:8080          # host:port of the client listener
+//   io_threads: 0                   # 0 = one per core
+//   decision_headers: true          # x-prefix-router-instance/-decision/-rank on responses
+//   routing:                        # the default pool's settings
+//     routing_strategy: random      # random | least-outstanding-requests | round-robin | prefix-aware
+//     prefix_length: 2048           # 1024..65536; bytes (native API) or characters (OpenAI API)
+//     concurrency_threshold: 64     # 1..1024 in-flight requests per instance
+//     spill_mode: next-preferred    # next-preferred | least-loaded
+//   pools:                          # per served name (model or adapter): overrides of `routing`
+//     llama-3-70b: {routing_strategy: prefix-aware, prefix_length: 4096}
+//   instances:
+//     - name: a                     # default: host:port of the url
+//       url: http://127.0.0.1:8001
+//       weight: 1                   # 1..10000
+//       models: [llama-3-70b, my-lora]   # served names; empty/absent = serves every name
+//   limits:
+//     max_request_body_bytes: 33554432   # 1 KiB..1 GiB; larger bodies get 413
+//     max_header_bytes: 65536            # 1 KiB..1 MiB; larger headers get 431
+//   timeouts:                       # seconds (fractions allowed)
+//     connect: 5                    # upstream TCP connect, (0, 600]
+//     first_byte: 300               # upstream response headers after the request is sent, (0, 3600]
+//     idle: 120                     # between upstream body chunks, (0, 3600]
+//     total: 0                      # whole exchange; 0 = no limit, else (0, 86400]
+//     client_read: 30               # reading a client's request head and body, (0, 3600]
+//     client_write: 60              # one write to a slow client, (0, 3600]
+//     client_idle: 60               # keep-alive wait for a client's next request, (0, 3600]
+//     drain: 30                     # SIGTERM: how long in-flight requests may finish, [0, 3600]
+//   retries:
+//     max_retries: 2                # 0..10 further instances tried before any byte reached the client
+//   health:
+//     path: /health                 # active check: GET this path, 2xx = success
+//     interval: 5                   # seconds between checks of one instance, (0, 3600]; 0 disables
+//     timeout: 2                    # per check, (0, 600]
+//     unhealthy_threshold: 3        # consecutive failures (active) to eject, 1..100
+//     healthy_threshold: 2          # consecutive successes to readmit, 1..100
+//     passive_failures: 1           # consecutive connect failures of real traffic to eject; 0 = off
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/policy.h"
+#include "core/status.h"
+
+namespace prefix_router::gateway {
+
+struct InstanceConfig {
+  std::string name;                 // defaults to host:port of url
+  std::string url;                  // http://host:port[/base-path]; https comes later
+  uint32_t weight = 1;
+  std::vector<std::string> models;  // served names; empty = every name
+  // Parsed from url by validation:
+  std::string host;
+  uint16_t port = 80;
+  std::string base_path;            // prefix added to proxied paths ("" or "/v2")
+};
+
+struct TimeoutsConfig {
+  double connect = 5;
+  double first_byte = 300;
+  double idle = 120;
+  double total = 0;
+  double client_read = 30;
+  double client_write = 60;
+  double client_idle = 60;
+  double drain = 30;
+};
+
+struct HealthConfig {
+  std::string path = "/health";
+  double interval = 5;
+  double timeout = 2;
+  uint32_t unhealthy_threshold = 3;
+  uint32_t healthy_threshold = 2;
+  uint32_t passive_failures = 1;
+};
+
+struct GatewayConfig {
+  std::string listen = "127.0.0.1:8080";
+  std::string listen_host;   // parsed from listen by validation
+  uint16_t listen_port = 0;
+  uint32_t io_threads = 0;
+  bool decision_headers = true;
+  RoutingOptions routing;                        // default pool
+  std::map<std::string, RoutingOptions, std::less<>> pools;   // served name -> settings
+  std::vector<InstanceConfig> instances;
+  uint64_t max_request_body_bytes = 32ull << 20;
+  uint32_t max_header_bytes = 64u << 10;
+  TimeoutsConfig timeouts;
+  uint32_t max_retries = 2;
+  HealthConfig health;
+
+  // The settings for a served name: its pool's, else the default.
+  const RoutingOptions& RoutingFor(std::string_view served_name) const;
+};
+
+// Parses YAML text (the shape above) into `base` (fields absent from the YAML keep their value
+// in `base`). Unknown keys are errors (typos must not pass silently). Does not validate ranges.
+Result<GatewayConfig> ParseConfigYaml(const std::string& yaml_text, GatewayConfig base = {});
+Result<GatewayConfig> LoadConfigFile(const std::string& path, GatewayConfig base = {});
+
+// Checks every range and cross-field rule, fills the parsed fields (listen_host/port, instance
+// host/port/base_path, default instance names), and rejects duplicate instance names.
+// The message names the field as a YAML path and the allowed range or form.
+Status ValidateConfig(GatewayConfig& config);
+
+}  // namespace prefix_router::gateway

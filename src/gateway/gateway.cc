@@ -1,0 +1,647 @@
+#include "gateway/gateway.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include <random>
+#include <thread>
+
+#include "api/error.h"
+#include "api/native_request.h"
+#include "api/openai_request.h"
+
+namespace prefix_router::gateway {
+namespace {
+
+namespace bhttp = http::bhttp;
+using Clock = std::chrono::steady_clock;
+using namespace boost::asio::experimental::awaitable_operators;
+
+// Outcomes of one forwarding attempt.
+constexpr int kDone = 0;   // answered (or the client is gone)
+constexpr int kRetry = 1;  // failed before any byte reached the client; another instance may try
+constexpr int kFail = 2;   // failed in a way a retry must not repeat (the instance may be working on it)
+constexpr size_t kRelayBufferBytes = 16 * 1024;
+constexpr std::string_view kInstanceHeader = "x-prefix-router-instance";
+constexpr std::string_view kDecisionHeader = "x-prefix-router-decision";
+constexpr std::string_view kRankHeader = "x-prefix-router-rank";
+
+std::chrono::milliseconds Ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// A per-thread generator for the random strategies, seeded once per thread.
+Rng& ThreadRng() {
+  thread_local Rng rng(std::random_device{}() ^
+                       std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  return rng;
+}
+
+// A per-thread parser: its buffers grow to the largest body seen and are reused.
+api::OpenAiRequestParser& ThreadParser() {
+  thread_local api::OpenAiRequestParser parser;
+  return parser;
+}
+
+std::optional<std::string_view> HeaderValue(const http::Request& req, std::string_view name) {
+  auto it = req.find(name);
+  if (it == req.end()) return std::nullopt;
+  return std::string_view(it->value().data(), it->value().size());
+}
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  api::AppendJsonEscaped(out, s);
+  out += '"';
+  return out;
+}
+
+http::StringResponse JsonResponse(int status, std::string body) {
+  http::StringResponse res{static_cast<bhttp::status>(status), 11};
+  res.set(bhttp::field::content_type, "application/json");
+  res.body() = std::move(body);
+  return res;
+}
+
+bool IsSse(const bhttp::response_header<>& head) {
+  auto it = head.find(bhttp::field::content_type);
+  return it != head.end() && beast::iequals(it->value().substr(0, 17), "text/event-stream");
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------ metrics
+
+struct Gateway::Metrics {
+  explicit Metrics(Registry& r)
+      : requests(r.AddCounter("prefix_router_requests_total",
+                              "Requests routed to an instance, by instance, model and decision kind",
+                              {"instance", "model", "decision"})),
+        overflows(r.AddCounter("prefix_router_overflows_total",
+                               "Prefix-aware requests that did not land on their first choice "
+                               "(overflow or saturated), by model",
+                               {"model"})),
+        upstream_errors(r.AddCounter("prefix_router_upstream_errors_total",
+                                     "Upstream failures by instance and kind (connect, reset, "
+                                     "timeout, status_503, broken_stream)",
+                                     {"instance", "kind"})),
+        client_disconnects(r.AddCounter("prefix_router_client_disconnects_total",
+                                        "Clients that went away before their response ended, by "
+                                        "stage (waiting for the instance, or streaming); the "
+                                        "upstream request is aborted",
+                                        {"stage"})),
+        retries(r.AddCounter("prefix_router_retries_total",
+                             "Requests sent to a further instance after a failure, by model", {"model"})),
+        responses(r.AddCounter("prefix_router_responses_total",
+                               "Responses sent to clients by HTTP status code and origin "
+                               "(upstream or gateway)",
+                               {"code", "origin"})),
+        in_flight(r.AddGauge("prefix_router_in_flight_requests",
+                             "Requests dispatched to an instance and not yet finished", {"instance"})),
+        instance_up(r.AddGauge("prefix_router_instance_up",
+                               "1 while the instance takes traffic, 0 while ejected", {"instance"})),
+        decision_seconds(r.AddHistogram("prefix_router_routing_decision_seconds",
+                                        "Time from a complete request to the routing decision "
+                                        "(parse, extract, hash, pick)",
+                                        {}, {1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2})),
+        first_byte_seconds(r.AddHistogram("prefix_router_upstream_first_byte_seconds",
+                                          "Time from dispatch to the first response body byte "
+                                          "from the instance (TTFT as seen at the gateway)",
+                                          {"instance"}, Histogram::LatencyBuckets())),
+        duration_seconds(r.AddHistogram("prefix_router_request_duration_seconds",
+                                        "Time from a complete request to the end of its response",
+                                        {"instance"}, Histogram::LatencyBuckets())) {}
+
+  Family<Counter>& requests;
+  Family<Counter>& overflows;
+  Family<Counter>& upstream_errors;
+  Family<Counter>& client_disconnects;
+  Family<Counter>& retries;
+  Family<Counter>& responses;
+  Family<Gauge>& in_flight;
+  Family<Gauge>& instance_up;
+  Family<Histogram>& decision_seconds;
+  Family<Histogram>& first_byte_seconds;
+  Family<Histogram>& duration_seconds;
+};
+
+struct Gateway::Attempt {
+  int error_status = 502;   // what to answer if no attempt succeeds
+  std::string error;        // the last failure, for the message
+  std::string model;        // metric label
+};
+
+// ------------------------------------------------------------------------------ RoutingState
+
+const Pool& RoutingState::PoolFor(std::string_view served_name) const {
+  auto it = pools.find(served_name);
+  return it == pools.end() ? default_pool : it->second;
+}
+
+// ----------------------------------------------------------------------------------- Gateway
+
+Gateway::Gateway(GatewayConfig config) : config_(std::move(config)) {}
+Gateway::~Gateway() {
+  if (server_) server_->Stop(std::chrono::milliseconds(0));
+}
+
+Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
+  std::unique_ptr<Gateway> g(new Gateway(std::move(config)));
+  const GatewayConfig& c = g->config_;
+  g->metrics_ = std::make_unique<Metrics>(g->registry_);
+
+  std::vector<InstanceSpec> specs;
+  for (const auto& ic : c.instances) specs.push_back({ic.name, ic.url, ic.weight, ic.models});
+  auto fleet = FleetSnapshot::Create(std::move(specs));
+  if (!fleet.ok()) return fleet.status();
+  auto rs = std::make_shared<RoutingState>();
+  rs->fleet = *fleet;
+  for (const auto& ic : c.instances) {
+    auto rt = std::make_unique<InstanceRuntime>();
+    rt->target.host = ic.host;
+    rt->target.port = ic.port;
+    rt->target.base_path = ic.base_path;
+    const bool ipv6 = ic.host.find(':') != std::string::npos;
+    rt->target.host_header = (ipv6 ? "[" + ic.host + "]" : ic.host) + ":" + std::to_string(ic.port);
+    rt->target.key = rt->target.host_header;
+    rt->first_byte = &g->metrics_->first_byte_seconds.WithLabels({ic.name});
+    rt->duration = &g->metrics_->duration_seconds.WithLabels({ic.name});
+    rs->instances.push_back(std::move(rt));
+  }
+  rs->default_pool = Pool{c.routing, MakePolicy(c.routing)};
+  for (const auto& [name, options] : c.pools) rs->pools.emplace(name, Pool{options, MakePolicy(options)});
+  g->routing_.store(rs);
+
+  // Live gauges are read from the fleet at scrape time.
+  Gateway* self = g.get();
+  g->registry_.AddCollector([self] {
+    auto state = self->routing_.load();
+    for (uint32_t i = 0; i < state->fleet->size(); ++i) {
+      const auto& name = state->fleet->spec(i).name;
+      self->metrics_->in_flight.WithLabels({name}).Set(state->fleet->state(i).in_flight.load());
+      self->metrics_->instance_up.WithLabels({name}).Set(state->fleet->state(i).available.load() ? 1 : 0);
+    }
+  });
+
+  http::ServerOptions so;
+  so.host = c.listen_host;
+  so.port = c.listen_port;
+  so.io_threads = c.io_threads;
+  so.max_body_bytes = c.max_request_body_bytes;
+  so.max_header_bytes = c.max_header_bytes;
+  so.read_timeout = Ms(c.timeouts.client_read);
+  so.write_timeout = Ms(c.timeouts.client_write);
+  so.idle_timeout = Ms(c.timeouts.client_idle);
+  g->server_ = std::make_unique<http::Server>(so, *g);
+  return g;
+}
+
+Status Gateway::Start() {
+  if (Status s = server_->Start(); !s.ok()) return s;
+  if (config_.health.interval > 0) {
+    auto rs = routing_.load();
+    for (uint32_t i = 0; i < rs->fleet->size(); ++i) {
+      auto& ctx = server_->context(i % server_->thread_count());
+      net::co_spawn(ctx, HealthLoop(rs, i), net::detached);
+    }
+  }
+  spdlog::info("prefix-router listening on {}:{} with {} instances, {} I/O threads",
+               config_.listen_host, server_->port(), config_.instances.size(),
+               server_->thread_count());
+  return Status::Ok();
+}
+
+void Gateway::Stop() { server_->Stop(Ms(config_.timeouts.drain)); }
+
+net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
+  const auto& req = ex.request();
+  std::string_view target(req.target().data(), req.target().size());
+  std::string_view path = target.substr(0, target.find('?'));
+  const auto method = req.method();
+  int origin_status = 0;
+  if (method == bhttp::verb::post && path == "/v1/chat/completions") {
+    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kChatCompletions));
+  } else if (method == bhttp::verb::post && path == "/v1/completions") {
+    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kCompletions));
+  } else if (method == bhttp::verb::post && path == "/invocations") {
+    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kNative));
+  } else if (method == bhttp::verb::get && path == "/health") {
+    co_await HandleHealth(ex);
+  } else if (method == bhttp::verb::get && path == "/v1/models") {
+    co_await HandleModels(ex);
+  } else if (method == bhttp::verb::get && path == "/metrics") {
+    co_await HandleMetrics(ex);
+  } else if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/invocations" ||
+             path == "/health" || path == "/v1/models" || path == "/metrics") {
+    origin_status = 405;
+    co_await ex.SendError(405, "method " + std::string(req.method_string()) + " is not allowed on " +
+                                   std::string(path));
+  } else {
+    origin_status = 404;
+    co_await ex.SendError(404, "no route for " + std::string(path), "not_found");
+  }
+  if (origin_status) metrics_->responses.WithLabels({std::to_string(origin_status), "gateway"}).Inc();
+}
+
+net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int) {
+  const auto api_kind = static_cast<api::ApiKind>(api_kind_int);
+  const auto& req = ex.request();
+  auto rs = routing_.load();
+  const FleetSnapshot& fleet = *rs->fleet;
+
+  // 1. Bytes -> routing values.
+  Result<api::ParsedRequest> parsed = Status::Internal("unset");
+  const std::string& body = req.body();
+  std::optional<std::string_view> component;
+  if (api_kind == api::ApiKind::kNative) {
+    component = HeaderValue(req, api::kInferenceComponentHeader);
+    const Pool& pool = rs->PoolFor(component.value_or(""));
+    parsed = api::ParseNative(body, pool.options.prefix_length, HeaderValue(req, api::kRoutingGroupHeader),
+                              component);
+  } else {
+    // The pool (and so prefix_length) depends on the model, which is in the body: parse with
+    // the largest prefix length in use, then cut to the pool's own if it is shorter.
+    uint32_t max_len = rs->default_pool.options.prefix_length;
+    for (const auto& [name, pool] : rs->pools) max_len = std::max(max_len, pool.options.prefix_length);
+    parsed = ThreadParser().Parse(api_kind, body, max_len);
+    if (parsed.ok()) {
+      const Pool& pool = rs->PoolFor(parsed->served_name);
+      if (pool.options.prefix_length != max_len) {
+        parsed = ThreadParser().Parse(api_kind, body, pool.options.prefix_length);
+      }
+    }
+  }
+  if (!parsed.ok()) {
+    api::ApiError e = api::ErrorFromStatus(parsed.status());
+    metrics_->responses.WithLabels({std::to_string(e.http_status), "gateway"}).Inc();
+    co_await ex.SendError(e.http_status, e.message);
+    co_return;
+  }
+  const api::ParsedRequest& p = *parsed;
+  if (fleet.Eligible(p.served_name).empty()) {
+    metrics_->responses.WithLabels({"404", "gateway"}).Inc();
+    if (api_kind == api::ApiKind::kNative) {
+      co_await ex.SendError(404, "no instance serves inference component '" + std::string(p.served_name) + "'",
+                            "model_not_found");
+    } else {
+      co_await ex.SendError(404, "The model `" + std::string(p.served_name) + "` does not exist.",
+                            "model_not_found");
+    }
+    co_return;
+  }
+  const Pool& pool = rs->PoolFor(p.served_name);
+  Attempt attempt;
+  attempt.model = std::string(p.served_name);
+
+  // 2. Pick, forward, and on a retryable failure move down the preference order.
+  std::vector<uint32_t> tried;
+  bool decided_once = false;
+  for (uint32_t n = 0;; ++n) {
+    RouteRequest rr{p.served_name, p.key, tried};
+    auto decision = pool.policy->Pick(rr, fleet, ThreadRng());
+    if (!decided_once) {
+      metrics_->decision_seconds.WithLabels({}).Observe(SecondsSince(ex.received_at()));
+      decided_once = true;
+    }
+    if (!decision.ok()) {
+      const int status = n == 0 ? 503 : attempt.error_status;
+      std::string msg = n == 0 ? decision.status().message()
+                               : "all attempted instances failed; last error: " + attempt.error;
+      metrics_->responses.WithLabels({std::to_string(status), "gateway"}).Inc();
+      co_await ex.SendError(status, msg, n == 0 ? "no_instance_available" : "upstream_failed");
+      co_return;
+    }
+    const uint32_t i = decision->instance;
+    const std::string& name = fleet.spec(i).name;
+    metrics_->requests.WithLabels({name, attempt.model, std::string(DecisionKindName(decision->kind))}).Inc();
+    if (decision->kind == DecisionKind::kOverflow || decision->kind == DecisionKind::kSaturated) {
+      metrics_->overflows.WithLabels({attempt.model}).Inc();
+    }
+    if (n > 0) metrics_->retries.WithLabels({attempt.model}).Inc();
+    const bool last = n >= config_.max_retries;
+    int outcome = kDone;
+    {
+      InFlightGuard guard(fleet.shared_state(i));
+      pool.policy->OnDispatched(rr, *decision, fleet);
+      outcome = co_await Forward(ex, *rs, i, *decision, last, attempt);
+      pool.policy->OnCompleted(*decision, fleet);
+    }
+    if (outcome == kDone) co_return;
+    tried.push_back(i);
+    if (last || outcome == kFail) {
+      metrics_->responses.WithLabels({std::to_string(attempt.error_status), "gateway"}).Inc();
+      co_await ex.SendError(attempt.error_status,
+                            (n == 0 ? "the instance failed: " : "all attempted instances failed; last error: ") +
+                                attempt.error,
+                            "upstream_failed");
+      co_return;
+    }
+  }
+}
+
+net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
+                                     const Decision& decision, bool last_attempt, Attempt& attempt) {
+  InstanceRuntime& rt = *rs.instances[index];
+  const std::string& name = rs.fleet->spec(index).name;
+  const auto& t = config_.timeouts;
+  const auto started = Clock::now();
+  const auto total_deadline = t.total > 0 ? ex.received_at() + Ms(t.total) : Clock::time_point::max();
+  auto limit = [&](double seconds) {
+    auto d = std::chrono::duration_cast<Clock::duration>(Ms(seconds));
+    if (total_deadline != Clock::time_point::max()) d = std::min(d, total_deadline - Clock::now());
+    return std::max(d, Clock::duration(std::chrono::milliseconds(1)));
+  };
+  auto error = [&](std::string_view kind, std::string message, int status) {
+    metrics_->upstream_errors.WithLabels({name, std::string(kind)}).Inc();
+    attempt.error = name + ": " + message;
+    attempt.error_status = status;
+  };
+  auto& pool = ConnectionPool::ForThisThread();
+  const auto& req = ex.request();
+
+  for (int fresh = 0; fresh < 2; ++fresh) {
+    auto [cec, lease] = co_await pool.Acquire(
+        rt.target, std::chrono::duration_cast<std::chrono::milliseconds>(limit(t.connect)), fresh > 0);
+    if (cec) {
+      error("connect", "connect to " + rt.target.host_header + " failed: " + cec.message(), 502);
+      ReportConnectFailure(rs, index);
+      co_return kRetry;
+    }
+    auto& stream = *lease.stream;
+
+    // The request goes upstream unchanged but for hop-by-hop headers.
+    bhttp::request<bhttp::span_body<const char>> up{req.method(), rt.target.base_path + std::string(req.target()), 11};
+    for (const auto& f : req) {
+      if (http::IsHopByHopHeader(f.name_string()) || f.name() == bhttp::field::host ||
+          f.name() == bhttp::field::content_length || f.name() == bhttp::field::expect) {
+        continue;
+      }
+      up.insert(f.name_string(), f.value());
+    }
+    up.set(bhttp::field::host, rt.target.host_header);
+    up.body() = boost::span<const char>(req.body().data(), req.body().size());
+    up.keep_alive(true);
+    up.prepare_payload();
+    stream.expires_after(limit(t.first_byte));
+    auto [wec, wn] = co_await bhttp::async_write(stream, up, http::kTuple);
+    if (wec) {
+      if (lease.reused) continue;  // the instance closed an idle connection: try a fresh one
+      error("reset", "sending the request failed: " + wec.message(), 502);
+      co_return kRetry;
+    }
+    beast::flat_buffer buffer;
+    bhttp::response_parser<bhttp::buffer_body> parser;
+    parser.body_limit(boost::none);
+    // Wait for the response head, or for the client to go away (then abandoning the lease
+    // closes the upstream connection, which aborts the request on the instance).
+    auto head_or_gone = co_await (bhttp::async_read_header(stream, buffer, parser, http::kTuple) ||
+                                  ex.WaitClientGone());
+    if (head_or_gone.index() == 1) {
+      metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
+      co_return kDone;
+    }
+    auto [hec, hn] = std::get<0>(head_or_gone);
+    if (hec) {
+      if (hec == beast::error::timeout) {
+        error("timeout", "no response within the first-byte timeout", 504);
+        co_return kFail;
+      }
+      if (lease.reused && (hec == bhttp::error::end_of_stream || hec == net::error::connection_reset ||
+                           hec == net::error::eof)) {
+        continue;
+      }
+      error("reset", "the connection failed before a response: " + hec.message(), 502);
+      co_return kRetry;
+    }
+    rt.consecutive_failures.store(0, std::memory_order_relaxed);
+    const int status = parser.get().result_int();
+    if (status == 503 && !last_attempt) {
+      error("status_503", "answered 503", 503);
+      co_return kRetry;  // the connection is dropped with the lease
+    }
+
+    // Response head to the client.
+    bhttp::response_header<> head;
+    head.result(parser.get().result_int());
+    head.reason(parser.get().reason());
+    for (const auto& f : parser.get()) {
+      if (http::IsHopByHopHeader(f.name_string())) continue;
+      head.insert(f.name_string(), f.value());
+    }
+    if (config_.decision_headers) {
+      head.set(kInstanceHeader, name);
+      head.set(kDecisionHeader, DecisionKindName(decision.kind));
+      head.set(kRankHeader, std::to_string(decision.rank));
+    }
+    metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
+    const bool sse = IsSse(head);
+    if (parser.is_done()) {
+      // No body (204, 304, or an empty one).
+      http::StringResponse res{std::move(head)};
+      const bool upstream_keep = parser.get().keep_alive();
+      co_await ex.Send(std::move(res));
+      rt.first_byte->Observe(SecondsSince(started));
+      rt.duration->Observe(SecondsSince(ex.received_at()));
+      if (upstream_keep) pool.Release(std::move(lease));
+      co_return kDone;
+    }
+    if (!co_await ex.SendHead(std::move(head))) co_return kDone;  // client gone: drop upstream
+
+    // Body: relay each piece as soon as it arrives.
+    std::array<char, kRelayBufferBytes> buf;
+    bool first = true;
+    while (!parser.is_done()) {
+      parser.get().body().data = buf.data();
+      parser.get().body().size = buf.size();
+      stream.expires_after(limit(first ? t.first_byte : t.idle));
+      auto piece_or_gone = co_await (bhttp::async_read_some(stream, buffer, parser, http::kTuple) ||
+                                     ex.WaitClientGone());
+      if (piece_or_gone.index() == 1) {  // client gone: drop the upstream
+        metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
+        co_return kDone;
+      }
+      auto [rec, rn] = std::get<0>(piece_or_gone);
+      const size_t got = buf.size() - parser.get().body().size;
+      if (rec == bhttp::error::need_buffer) rec = {};
+      if (got > 0) {
+        if (first) {
+          rt.first_byte->Observe(SecondsSince(started));
+          first = false;
+        }
+        if (!co_await ex.SendBody(net::buffer(buf.data(), got))) {
+          metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
+          // The client went away: abandoning the lease closes the upstream connection, which
+          // aborts the request on the instance.
+          co_return kDone;
+        }
+      }
+      if (rec) {
+        const bool timeout = rec == beast::error::timeout;
+        error(timeout ? "timeout" : "broken_stream",
+              timeout ? fmt::format("the response stalled for over {} s", t.idle)
+                      : "the response broke off: " + rec.message(),
+              502);
+        spdlog::warn("stream from {} broke after it started: {}", name, rec.message());
+        if (sse) {
+          std::string event = "data: {\"error\":{\"message\":" + JsonString(attempt.error) +
+                              ",\"type\":\"server_error\",\"code\":\"upstream_stream_broken\"}}\n\n";
+          co_await ex.SendBody(net::buffer(event));
+          co_await ex.Finish();
+        }
+        // Other bodies end without their terminating chunk (or short of Content-Length):
+        // closing the connection makes the truncation visible to the client.
+        ex.CloseAfter();
+        co_return kDone;
+      }
+    }
+    co_await ex.Finish();
+    rt.duration->Observe(SecondsSince(ex.received_at()));
+    if (parser.get().keep_alive()) pool.Release(std::move(lease));
+    co_return kDone;
+  }
+  error("reset", "the connection failed twice before a response", 502);
+  co_return kRetry;
+}
+
+// ------------------------------------------------------------------------------------ health
+
+void Gateway::SetAvailable(const RoutingState& rs, uint32_t index, bool available, std::string_view why) {
+  auto& state = rs.fleet->state(index);
+  if (state.available.exchange(available) != available) {
+    if (available) {
+      spdlog::info("instance {} is back in rotation ({})", rs.fleet->spec(index).name, why);
+    } else {
+      spdlog::warn("instance {} ejected ({})", rs.fleet->spec(index).name, why);
+    }
+  }
+}
+
+void Gateway::ReportConnectFailure(const RoutingState& rs, uint32_t index) {
+  // Passive ejection needs active checks to bring the instance back.
+  if (config_.health.passive_failures == 0 || config_.health.interval <= 0) return;
+  auto& rt = *rs.instances[index];
+  rt.consecutive_successes.store(0);
+  if (rt.consecutive_failures.fetch_add(1) + 1 >= config_.health.passive_failures) {
+    SetAvailable(rs, index, false, "connect failures on live traffic");
+  }
+}
+
+net::awaitable<bool> Gateway::CheckOnce(const UpstreamTarget& target) {
+  auto& pool = ConnectionPool::ForThisThread();
+  auto [cec, lease] = co_await pool.Acquire(target, Ms(config_.health.timeout), /*fresh=*/true);
+  if (cec) co_return false;
+  bhttp::request<bhttp::empty_body> req{bhttp::verb::get, target.base_path + config_.health.path, 11};
+  req.set(bhttp::field::host, target.host_header);
+  req.set(bhttp::field::user_agent, "prefix-router-health");
+  req.keep_alive(false);
+  lease.stream->expires_after(Ms(config_.health.timeout));
+  auto [wec, wn] = co_await bhttp::async_write(*lease.stream, req, http::kTuple);
+  if (wec) co_return false;
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(64 * 1024);
+  auto [rec, rn] = co_await bhttp::async_read(*lease.stream, buffer, parser, http::kTuple);
+  if (rec) co_return false;
+  const int status = parser.get().result_int();
+  co_return status >= 200 && status < 300;
+}
+
+net::awaitable<void> Gateway::HealthLoop(std::shared_ptr<const RoutingState> rs, uint32_t index) {
+  auto executor = co_await net::this_coro::executor;
+  net::steady_timer timer(executor);
+  auto& rt = *rs->instances[index];
+  while (!server_->stopping() && routing_.load() == rs) {
+    const bool ok = co_await CheckOnce(rt.target);
+    const bool available = rs->fleet->state(index).available.load();
+    if (ok) {
+      rt.consecutive_failures.store(0);
+      if (!available && rt.consecutive_successes.fetch_add(1) + 1 >= config_.health.healthy_threshold) {
+        SetAvailable(*rs, index, true, "health checks pass");
+      }
+    } else {
+      rt.consecutive_successes.store(0);
+      if (available && rt.consecutive_failures.fetch_add(1) + 1 >= config_.health.unhealthy_threshold) {
+        SetAvailable(*rs, index, false, "health checks fail");
+      }
+    }
+    timer.expires_after(Ms(config_.health.interval));
+    auto [ec] = co_await timer.async_wait(http::kTuple);
+    if (ec) break;
+  }
+}
+
+// ------------------------------------------------------------------------------ local routes
+
+net::awaitable<void> Gateway::HandleHealth(http::Exchange& ex) {
+  auto rs = routing_.load();
+  const FleetSnapshot& f = *rs->fleet;
+  std::string_view target(ex.request().target().data(), ex.request().target().size());
+  std::optional<std::string> only;
+  if (auto q = target.find("?model="); q != std::string_view::npos) {
+    only = std::string(target.substr(q + 7, target.find('&', q + 7) - (q + 7)));
+  }
+  auto available_in = [&](std::span<const uint32_t> list) {
+    uint32_t n = 0;
+    for (uint32_t i : list) n += f.state(i).available.load();
+    return n;
+  };
+  if (only) {
+    auto list = f.Eligible(*only);
+    if (list.empty()) {
+      co_await ex.SendError(404, "no instance serves '" + *only + "'", "model_not_found");
+      co_return;
+    }
+    const uint32_t up = available_in(list);
+    std::string body = "{\"model\":" + JsonString(*only) + ",\"status\":" +
+                       (up ? "\"ok\"" : "\"unavailable\"") + ",\"available\":" + std::to_string(up) +
+                       ",\"instances\":" + std::to_string(list.size()) + "}";
+    co_await ex.Send(JsonResponse(up ? 200 : 503, std::move(body)));
+    co_return;
+  }
+  const uint32_t up_all = available_in(f.Eligible(""));
+  std::string body = "{\"status\":";
+  body += up_all ? "\"ok\"" : "\"unavailable\"";
+  body += ",\"models\":{";
+  bool first = true;
+  for (const auto& name : f.ServedNames()) {
+    auto list = f.Eligible(name);
+    if (!first) body += ',';
+    first = false;
+    body += JsonString(name) + ":{\"available\":" + std::to_string(available_in(list)) +
+            ",\"instances\":" + std::to_string(list.size()) + "}";
+  }
+  body += "},\"instances\":{";
+  for (uint32_t i = 0; i < f.size(); ++i) {
+    if (i) body += ',';
+    body += JsonString(f.spec(i).name) + ":" + (f.state(i).available.load() ? "\"up\"" : "\"ejected\"");
+  }
+  body += "}}";
+  co_await ex.Send(JsonResponse(up_all ? 200 : 503, std::move(body)));
+}
+
+net::awaitable<void> Gateway::HandleModels(http::Exchange& ex) {
+  auto rs = routing_.load();
+  std::string body = "{\"object\":\"list\",\"data\":[";
+  bool first = true;
+  for (const auto& name : rs->fleet->ServedNames()) {
+    if (!first) body += ',';
+    first = false;
+    body += "{\"id\":" + JsonString(name) + ",\"object\":\"model\",\"created\":0,\"owned_by\":\"prefix-router\"}";
+  }
+  body += "]}";
+  co_await ex.Send(JsonResponse(200, std::move(body)));
+}
+
+net::awaitable<void> Gateway::HandleMetrics(http::Exchange& ex) {
+  http::StringResponse res{bhttp::status::ok, 11};
+  res.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+  res.body() = registry_.Render();
+  co_await ex.Send(std::move(res));
+}
+
+}  // namespace prefix_router::gateway

@@ -1,0 +1,103 @@
+// Gateway: `prefix-router serve`. An HTTP server whose handler routes each request with the
+// core's policies and relays it to the chosen instance, streaming the response back.
+//
+// A request's path: the Server reads it; the api layer turns its bytes into routing values
+// (served name, routing group, prefix key) or a 400; the pool's Policy picks an instance from
+// the current RoutingState; an InFlightGuard counts it there until the exchange ends, however it
+// ends; the body goes upstream unchanged on a pooled keep-alive connection and the response
+// streams back as it arrives. Before any byte reached the client, a failed connect, a reset or
+// an upstream 503 moves on to the next instance in the key's preference order (max_retries).
+//
+// Health: active checks (GET health.path) eject an instance after unhealthy_threshold failures
+// and readmit it after healthy_threshold successes; connect failures of real traffic eject it
+// at once (passive_failures). An ejected instance leaves the placement (its keys go to their
+// next preferred instance) and gets them back when it returns.
+//
+// Thread-safety: the RoutingState is immutable and shared; per-instance live state is atomic;
+// connection pools are per I/O thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/fleet.h"
+#include "core/policy.h"
+#include "gateway/config.h"
+#include "gateway/metrics.h"
+#include "gateway/upstream.h"
+#include "http/server.h"
+
+namespace prefix_router::gateway {
+
+// Live, per-instance state the gateway keeps beside the core's InstanceState.
+struct InstanceRuntime {
+  UpstreamTarget target;
+  std::atomic<uint32_t> consecutive_failures{0};   // active checks and passive connect failures
+  std::atomic<uint32_t> consecutive_successes{0};  // active checks while ejected
+  // Metric children resolved once (label lookups stay off the request path).
+  Histogram* first_byte = nullptr;
+  Histogram* duration = nullptr;
+};
+
+struct Pool {
+  RoutingOptions options;
+  std::unique_ptr<Policy> policy;
+};
+
+// Everything a request needs to be routed, swapped as one immutable unit.
+struct RoutingState {
+  std::shared_ptr<const FleetSnapshot> fleet;
+  std::vector<std::unique_ptr<InstanceRuntime>> instances;  // parallel to fleet indices
+  Pool default_pool;
+  std::map<std::string, Pool, std::less<>> pools;           // by served name
+
+  const Pool& PoolFor(std::string_view served_name) const;
+};
+
+class Gateway final : public http::Handler {
+ public:
+  // REQUIRES: ValidateConfig(config).ok()
+  static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config);
+  ~Gateway() override;
+
+  Status Start();
+  uint16_t port() const { return server_->port(); }
+  // SIGTERM behaviour: stop accepting, let in-flight requests finish up to timeouts.drain.
+  void Stop();
+  void Wait() { server_->Wait(); }
+
+  net::awaitable<void> Handle(http::Exchange& exchange) override;
+
+  // For tests and the status page.
+  std::shared_ptr<const RoutingState> routing() const { return routing_.load(); }
+  Registry& metrics() { return registry_; }
+  const GatewayConfig& config() const { return config_; }
+
+ private:
+  explicit Gateway(GatewayConfig config);
+  struct Metrics;
+  struct Attempt;
+
+  net::awaitable<void> HandleRouted(http::Exchange& ex, int api_kind);
+  net::awaitable<void> HandleHealth(http::Exchange& ex);
+  net::awaitable<void> HandleModels(http::Exchange& ex);
+  net::awaitable<void> HandleMetrics(http::Exchange& ex);
+  net::awaitable<int> Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
+                              const Decision& decision, bool last_attempt, Attempt& attempt);
+  net::awaitable<void> HealthLoop(std::shared_ptr<const RoutingState> rs, uint32_t index);
+  net::awaitable<bool> CheckOnce(const UpstreamTarget& target);
+  void ReportConnectFailure(const RoutingState& rs, uint32_t index);
+  void SetAvailable(const RoutingState& rs, uint32_t index, bool available, std::string_view why);
+
+  GatewayConfig config_;
+  Registry registry_;
+  std::unique_ptr<Metrics> metrics_;
+  std::atomic<std::shared_ptr<const RoutingState>> routing_;
+  std::unique_ptr<http::Server> server_;
+};
+
+}  // namespace prefix_router::gateway

@@ -1,0 +1,62 @@
+#include "gateway/upstream.h"
+
+namespace prefix_router::gateway {
+
+ConnectionPool& ConnectionPool::ForThisThread() {
+  thread_local ConnectionPool pool;
+  return pool;
+}
+
+net::awaitable<std::pair<beast::error_code, Lease>> ConnectionPool::Acquire(
+    const UpstreamTarget& target, std::chrono::milliseconds connect_timeout, bool fresh) {
+  Lease lease;
+  lease.key = target.key;
+  auto executor = co_await net::this_coro::executor;
+  if (!fresh) {
+    auto it = idle_.find(target.key);
+    if (it != idle_.end()) {
+      while (!it->second.empty()) {
+        auto stream = std::move(it->second.back());
+        it->second.pop_back();
+        // Only a connection on this thread's executor can be used here.
+        if (stream->socket().is_open() && stream->get_executor() == executor) {
+          lease.stream = std::move(stream);
+          lease.reused = true;
+          co_return std::make_pair(beast::error_code{}, std::move(lease));
+        }
+      }
+    }
+  }
+  lease.stream = std::make_unique<beast::tcp_stream>(executor);
+  beast::error_code ec;
+  auto address = net::ip::make_address(target.host, ec);
+  lease.stream->expires_after(connect_timeout);
+  if (!ec) {
+    std::tie(ec) = co_await lease.stream->async_connect(tcp::endpoint(address, target.port), http::kTuple);
+  } else {
+    tcp::resolver resolver(executor);
+    auto [rec, results] =
+        co_await resolver.async_resolve(target.host, std::to_string(target.port), http::kTuple);
+    if (rec) co_return std::make_pair(rec, std::move(lease));
+    auto [cec, endpoint] = co_await lease.stream->async_connect(results, http::kTuple);
+    ec = cec;
+  }
+  if (!ec) lease.stream->socket().set_option(tcp::no_delay(true), ec);
+  co_return std::make_pair(ec, std::move(lease));
+}
+
+void ConnectionPool::Release(Lease lease) {
+  if (!lease.stream || !lease.stream->socket().is_open()) return;
+  auto& list = idle_[lease.key];
+  if (list.size() >= max_idle_) return;  // closes it
+  lease.stream->expires_never();
+  list.push_back(std::move(lease.stream));
+}
+
+size_t ConnectionPool::idle_count() const {
+  size_t n = 0;
+  for (const auto& [key, list] : idle_) n += list.size();
+  return n;
+}
+
+}  // namespace prefix_router::gateway

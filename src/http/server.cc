@@ -1,0 +1,348 @@
+#include "http/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <unordered_set>
+
+#include "api/error.h"
+
+namespace prefix_router::http {
+namespace {
+
+void LogCoroutineFailure(std::exception_ptr e, std::string_view what) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    spdlog::error("{}: unexpected exception: {}", what, ex.what());
+  }
+}
+
+StringResponse ErrorResponse(int status, std::string_view message, std::string_view code,
+                             unsigned version, bool keep_alive, const std::string& server_name) {
+  StringResponse res{static_cast<bhttp::status>(status), version};
+  res.set(bhttp::field::server, server_name);
+  res.set(bhttp::field::content_type, "application/json");
+  res.body() = api::ErrorBody(api::MakeError(status, std::string(message), std::string(code)));
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  return res;
+}
+
+}  // namespace
+
+bool IsHopByHopHeader(std::string_view name) {
+  static constexpr std::string_view kHop[] = {"connection",        "keep-alive",
+                                                "proxy-authenticate", "proxy-authorization",
+                                                "proxy-connection",  "te",
+                                                "trailer",           "transfer-encoding",
+                                                "upgrade"};
+  for (std::string_view h : kHop) {
+    if (beast::iequals(name, h)) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------- Exchange
+
+Exchange::Exchange(beast::tcp_stream& stream, Request request, const ServerOptions& options)
+    : stream_(stream),
+      request_(std::move(request)),
+      options_(options),
+      received_at_(std::chrono::steady_clock::now()),
+      keep_alive_(request_.keep_alive()) {}
+
+net::awaitable<bool> Exchange::Send(StringResponse response) {
+  if (head_sent_ || client_failed_) co_return false;
+  head_sent_ = true;
+  finished_ = true;
+  response.version(request_.version());
+  if (!response.count(bhttp::field::server)) response.set(bhttp::field::server, options_.server_name);
+  response.keep_alive(keep_alive_);
+  response.prepare_payload();
+  stream_.expires_after(options_.write_timeout);
+  auto [ec, n] = co_await bhttp::async_write(stream_, response, kTuple);
+  if (ec) client_failed_ = true;
+  co_return !ec;
+}
+
+net::awaitable<bool> Exchange::SendError(int status, std::string_view message, std::string_view code) {
+  co_return co_await Send(ErrorResponse(status, message, code, request_.version(), keep_alive_,
+                                        options_.server_name));
+}
+
+net::awaitable<bool> Exchange::SendHead(bhttp::response_header<> head) {
+  if (head_sent_ || client_failed_) co_return false;
+  head_sent_ = true;
+  bhttp::response<bhttp::empty_body> res{std::move(head)};
+  res.version(request_.version());
+  if (!res.count(bhttp::field::server)) res.set(bhttp::field::server, options_.server_name);
+  if (!res.count(bhttp::field::content_length)) {
+    if (request_.version() >= 11) {
+      res.chunked(true);
+      chunked_ = true;
+    } else {
+      keep_alive_ = false;  // HTTP/1.0: the body ends when the connection closes
+    }
+  }
+  res.keep_alive(keep_alive_);
+  bhttp::response_serializer<bhttp::empty_body> sr{res};
+  stream_.expires_after(options_.write_timeout);
+  auto [ec, n] = co_await bhttp::async_write_header(stream_, sr, kTuple);
+  if (ec) client_failed_ = true;
+  co_return !ec;
+}
+
+net::awaitable<bool> Exchange::SendBody(net::const_buffer data) {
+  if (!head_sent_ || finished_ || client_failed_) co_return false;
+  if (data.size() == 0) co_return true;
+  stream_.expires_after(options_.write_timeout);
+  beast::error_code ec;
+  if (chunked_) {
+    std::tie(ec, std::ignore) = co_await net::async_write(stream_, bhttp::make_chunk(data), kTuple);
+  } else {
+    std::tie(ec, std::ignore) = co_await net::async_write(stream_, data, kTuple);
+  }
+  if (ec) client_failed_ = true;
+  co_return !ec;
+}
+
+net::awaitable<bool> Exchange::Finish() {
+  if (!head_sent_ || client_failed_) co_return false;
+  if (finished_) co_return true;
+  finished_ = true;
+  if (!chunked_) co_return true;
+  stream_.expires_after(options_.write_timeout);
+  auto [ec, n] = co_await net::async_write(stream_, bhttp::make_chunk_last(), kTuple);
+  if (ec) client_failed_ = true;
+  co_return !ec;
+}
+
+net::awaitable<void> Exchange::WaitClientGone() {
+  auto& socket = stream_.socket();
+  for (;;) {
+    auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, kTuple);
+    if (ec == net::error::operation_aborted) co_return;  // cancelled: the other side won
+    if (!ec) {
+      char byte;
+      beast::error_code pec;
+      socket.non_blocking(true, pec);
+      const size_t n = socket.receive(net::buffer(&byte, 1), tcp::socket::message_peek, pec);
+      if (pec == net::error::would_block || pec == net::error::try_again) continue;
+      if (!pec && n > 0) break;  // pipelined data, not a close: stop watching
+    }
+    client_failed_ = true;  // EOF, reset or another socket error
+    keep_alive_ = false;
+    co_return;
+  }
+  net::steady_timer forever(stream_.get_executor(), net::steady_timer::time_point::max());
+  co_await forever.async_wait(kTuple);
+}
+
+void Exchange::Abort() {
+  beast::error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream_.socket().close(ignored);
+  client_failed_ = true;
+  keep_alive_ = false;
+}
+
+// ------------------------------------------------------------------------------------ Server
+
+struct Server::ThreadState {
+  struct Session {
+    beast::tcp_stream* stream;
+    bool idle;
+  };
+  std::unordered_set<Session*> sessions;  // touched only on this thread
+};
+
+Server::Server(ServerOptions options, Handler& handler) : options_(std::move(options)), handler_(handler) {
+  if (options_.io_threads == 0) options_.io_threads = std::max(1u, std::thread::hardware_concurrency());
+}
+
+Server::~Server() {
+  if (!threads_.empty() && !stopped_.load()) Stop(std::chrono::milliseconds(0));
+}
+
+Status Server::Start() {
+  for (uint32_t i = 0; i < options_.io_threads; ++i) {
+    contexts_.push_back(std::make_unique<net::io_context>(1));
+    thread_states_.push_back(std::make_unique<ThreadState>());
+    work_.push_back(net::make_work_guard(*contexts_.back()));
+  }
+  beast::error_code ec;
+  auto address = net::ip::make_address(options_.host, ec);
+  tcp::endpoint endpoint;
+  if (ec) {
+    tcp::resolver resolver(*contexts_[0]);
+    auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
+    if (ec || results.empty()) {
+      return Status::InvalidArgument("listen: cannot resolve '" + options_.host + "': " + ec.message());
+    }
+    endpoint = results.begin()->endpoint();
+  } else {
+    endpoint = tcp::endpoint(address, options_.port);
+  }
+  acceptor_ = std::make_unique<tcp::acceptor>(*contexts_[0]);
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  if (acceptor_->open(endpoint.protocol(), ec); ec) {
+    return Status::Unavailable("listen " + where + ": " + ec.message());
+  }
+  acceptor_->set_option(net::socket_base::reuse_address(true), ec);
+  if (acceptor_->bind(endpoint, ec); ec) return Status::Unavailable("listen " + where + ": " + ec.message());
+  if (acceptor_->listen(net::socket_base::max_listen_connections, ec); ec) {
+    return Status::Unavailable("listen " + where + ": " + ec.message());
+  }
+  port_ = acceptor_->local_endpoint().port();
+  net::co_spawn(*contexts_[0], AcceptLoop(), [](std::exception_ptr e) { LogCoroutineFailure(e, "accept loop"); });
+  for (auto& ctx : contexts_) {
+    threads_.emplace_back([c = ctx.get()] { c->run(); });
+  }
+  return Status::Ok();
+}
+
+net::awaitable<void> Server::AcceptLoop() {
+  uint32_t next = 0;
+  while (!stopping_.load()) {
+    auto& ctx = *contexts_[next];
+    ThreadState& ts = *thread_states_[next];
+    next = (next + 1) % contexts_.size();
+    auto [ec, socket] = co_await acceptor_->async_accept(ctx, kTuple);
+    if (ec) {
+      if (ec == net::error::operation_aborted || stopping_.load()) break;
+      spdlog::warn("accept failed: {}", ec.message());
+      // Out of descriptors and similar: back off briefly instead of spinning.
+      net::steady_timer timer(co_await net::this_coro::executor, std::chrono::milliseconds(50));
+      co_await timer.async_wait(kTuple);
+      continue;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    net::co_spawn(ctx, Session(std::move(socket), ts),
+                  [](std::exception_ptr e) { LogCoroutineFailure(e, "connection"); });
+  }
+}
+
+net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
+  beast::tcp_stream stream(std::move(socket));
+  ++open_connections_;
+  ThreadState::Session entry{&stream, true};
+  ts.sessions.insert(&entry);
+  beast::flat_buffer buffer;
+  bool first = true;
+  while (!stopping_.load()) {
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.body_limit(options_.max_body_bytes);
+    parser.header_limit(options_.max_header_bytes);
+    entry.idle = true;
+    stream.expires_after(first ? options_.read_timeout : options_.idle_timeout);
+    first = false;
+    auto [ec, n] = co_await bhttp::async_read_header(stream, buffer, parser, kTuple);
+    entry.idle = false;
+    if (ec) {
+      if (ec == bhttp::error::header_limit) {
+        co_await bhttp::async_write(
+            stream, ErrorResponse(431, "request headers are larger than the limit", "", 11, false, options_.server_name),
+            kTuple);
+      } else if (ec != bhttp::error::end_of_stream && ec != net::error::operation_aborted &&
+                 ec != beast::error::timeout && ec != net::error::eof &&
+                 ec != net::error::connection_reset && buffer.size() > 0) {
+        co_await bhttp::async_write(
+            stream, ErrorResponse(400, "malformed HTTP request: " + ec.message(), "", 11, false, options_.server_name),
+            kTuple);
+      }
+      break;
+    }
+    const auto& head = parser.get();
+    if (beast::iequals(head[bhttp::field::expect], "100-continue")) {
+      bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, head.version()};
+      stream.expires_after(options_.write_timeout);
+      auto [wec, wn] = co_await bhttp::async_write(stream, cont, kTuple);
+      if (wec) break;
+    }
+    if (!parser.is_done()) {
+      stream.expires_after(options_.read_timeout);
+      auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, kTuple);
+      if (bec) {
+        if (bec == bhttp::error::body_limit) {
+          co_await bhttp::async_write(
+              stream,
+              ErrorResponse(413, "request body is larger than the limit of " +
+                                     std::to_string(options_.max_body_bytes) + " bytes",
+                            "", head.version(), false, options_.server_name),
+              kTuple);
+        } else if (bec != beast::error::timeout && bec != net::error::eof &&
+                   bec != bhttp::error::partial_message && bec != net::error::connection_reset &&
+                   bec != net::error::operation_aborted) {
+          co_await bhttp::async_write(
+              stream, ErrorResponse(400, "malformed HTTP request body: " + bec.message(), "", head.version(), false,
+                                    options_.server_name),
+              kTuple);
+        }
+        break;
+      }
+    }
+    ++active_exchanges_;
+    Exchange exchange(stream, parser.release(), options_);
+    if (stopping_.load()) exchange.CloseAfter();
+    co_await handler_.Handle(exchange);
+    --active_exchanges_;
+    if (!exchange.keep_alive()) break;
+  }
+  ts.sessions.erase(&entry);
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream.close();
+  --open_connections_;
+}
+
+void Server::Stop(std::chrono::milliseconds drain) {
+  if (stopped_.exchange(true)) return;
+  stopping_.store(true);
+  if (acceptor_) {
+    net::post(*contexts_[0], [this] {
+      beast::error_code ignored;
+      acceptor_->close(ignored);
+    });
+  }
+  // Idle keep-alive connections close now; busy ones close after their exchange.
+  auto cancel_sessions = [this](bool idle_only) {
+    for (size_t i = 0; i < contexts_.size(); ++i) {
+      net::post(*contexts_[i], [ts = thread_states_[i].get(), idle_only] {
+        for (auto* s : ts->sessions) {
+          if (!idle_only || s->idle) s->stream->cancel();
+        }
+      });
+    }
+  };
+  cancel_sessions(true);
+  const auto deadline = std::chrono::steady_clock::now() + drain;
+  while (active_exchanges_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    cancel_sessions(true);  // sessions that finished an exchange and went idle
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (active_exchanges_.load() > 0) {
+    spdlog::warn("drain deadline reached with {} requests in flight; cancelling them",
+                 active_exchanges_.load());
+  }
+  cancel_sessions(false);
+  for (auto& w : work_) w.reset();
+  // Give cancelled coroutines a moment to unwind, then stop the loops.
+  const auto hard_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (open_connections_.load() > 0 && std::chrono::steady_clock::now() < hard_deadline) {
+    cancel_sessions(false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (auto& ctx : contexts_) ctx->stop();
+  for (auto& t : threads_) {
+    if (t.joinable() && t.get_id() != std::this_thread::get_id()) t.join();
+  }
+}
+
+void Server::Wait() {
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+}  // namespace prefix_router::http

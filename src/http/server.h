@@ -1,0 +1,164 @@
+// The HTTP/1.1 server layer shared by the gateway (`serve`) and the engine emulator (`engine`).
+//
+// A Server owns N I/O threads, each running its own io_context; accepted connections are spread
+// over them round-robin and stay on their thread for life, so a connection's state needs no
+// strand or lock (the Beast "one executor per connection" model, without cross-thread hops).
+// Each connection is a coroutine that reads a request (head and body, with deadlines and size
+// limits), hands it to the Handler as an Exchange, and loops while keep-alive holds.
+//
+// The Handler answers through the Exchange: either one complete response (Send), or a stream
+// (SendHead, then SendBody pieces, then Finish) for SSE and other incremental bodies. Every
+// write has a deadline; a failed write means the client is gone and the handler should abort
+// its own upstream work.
+//
+// Errors the server answers itself, with an OpenAI-style JSON body: 400 for a malformed request,
+// 413 for a body over the limit, 431 for headers over the limit, 503 while shutting down.
+//
+// Shutdown (Stop): the listener closes at once; idle keep-alive connections close; exchanges in
+// progress get up to the drain deadline to finish, then everything is cancelled.
+//
+// Thread-safety: Start/Stop/Wait from one controlling thread; handlers run on I/O threads.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+
+namespace prefix_router::http {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = net::ip::tcp;
+using Request = bhttp::request<bhttp::string_body>;
+using StringResponse = bhttp::response<bhttp::string_body>;
+
+inline constexpr auto kTuple = net::as_tuple(net::use_awaitable);
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;                    // 0 = ephemeral (see Server::port())
+  uint32_t io_threads = 1;
+  uint64_t max_body_bytes = 32ull << 20;
+  uint32_t max_header_bytes = 64u << 10;
+  std::chrono::milliseconds read_timeout{30'000};   // request head and body
+  std::chrono::milliseconds write_timeout{60'000};  // each write to the client
+  std::chrono::milliseconds idle_timeout{60'000};   // keep-alive wait for the next request
+  std::string server_name = "prefix-router";
+};
+
+// One request and its response on one connection. Lives for one Handler::Handle call.
+class Exchange {
+ public:
+  Exchange(beast::tcp_stream& stream, Request request, const ServerOptions& options);
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  Request& request() { return request_; }
+  const Request& request() const { return request_; }
+  std::chrono::steady_clock::time_point received_at() const { return received_at_; }
+  net::any_io_executor executor() { return stream_.get_executor(); }
+
+  // A complete response. Returns false when the client could not be written to.
+  net::awaitable<bool> Send(StringResponse response);
+  // An OpenAI-style JSON error response.
+  net::awaitable<bool> SendError(int status, std::string_view message, std::string_view code = {});
+  // Streaming: the head (status and headers). Without a Content-Length the body is sent
+  // chunked. Then body pieces as they come, then Finish (the terminating chunk).
+  net::awaitable<bool> SendHead(bhttp::response_header<> head);
+  net::awaitable<bool> SendBody(net::const_buffer data);
+  net::awaitable<bool> Finish();
+
+  bool head_sent() const { return head_sent_; }
+  // The connection may carry another request after this one.
+  bool keep_alive() const { return keep_alive_ && !client_failed_; }
+  // Closes the connection after this exchange (for example after a truncated stream).
+  void CloseAfter() { keep_alive_ = false; }
+  bool client_failed() const { return client_failed_; }
+  // Completes when the client has closed its connection (or reset it); otherwise waits until
+  // cancelled. Meant to race an upstream operation (awaitable operator ||) so that a client
+  // that goes away aborts the work done for it. A client that pipelines its next request
+  // cannot be watched this way; the wait then lasts until cancelled.
+  net::awaitable<void> WaitClientGone();
+  // Closes the client connection at once, without a response (fault injection in tests and the
+  // engine emulator).
+  void Abort();
+
+ private:
+  beast::tcp_stream& stream_;
+  Request request_;
+  const ServerOptions& options_;
+  std::chrono::steady_clock::time_point received_at_;
+  bool keep_alive_;
+  bool head_sent_ = false;
+  bool chunked_ = false;
+  bool finished_ = false;
+  bool client_failed_ = false;
+};
+
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  // Must answer through the exchange (or leave the client failed); never throws.
+  virtual net::awaitable<void> Handle(Exchange& exchange) = 0;
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, Handler& handler);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and listens, then starts the I/O threads. Errors name the address.
+  Status Start();
+  // The bound port (useful with port 0).
+  uint16_t port() const { return port_; }
+  // Stops accepting, lets exchanges in progress finish for up to `drain`, then cancels the
+  // rest and joins the threads. Safe to call from any thread, once.
+  void Stop(std::chrono::milliseconds drain);
+  // Blocks until Stop has completed.
+  void Wait();
+
+  uint32_t thread_count() const { return static_cast<uint32_t>(contexts_.size()); }
+  net::io_context& context(uint32_t i) { return *contexts_[i]; }
+  // Connections currently open and exchanges currently being handled, over all threads.
+  int64_t open_connections() const { return open_connections_.load(); }
+  int64_t active_exchanges() const { return active_exchanges_.load(); }
+  bool stopping() const { return stopping_.load(); }
+
+ private:
+  struct ThreadState;
+  net::awaitable<void> AcceptLoop();
+  net::awaitable<void> Session(tcp::socket socket, ThreadState& thread);
+
+  ServerOptions options_;
+  Handler& handler_;
+  std::vector<std::unique_ptr<net::io_context>> contexts_;
+  std::vector<std::unique_ptr<ThreadState>> thread_states_;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> work_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<tcp::acceptor> acceptor_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopped_{false};
+  std::atomic<int64_t> open_connections_{0};
+  std::atomic<int64_t> active_exchanges_{0};
+};
+
+// Headers that belong to one connection and are never forwarded (RFC 9110 section 7.6.1).
+bool IsHopByHopHeader(std::string_view name);
+
+}  // namespace prefix_router::http

@@ -1,0 +1,120 @@
+#include "testing/fake_upstream.h"
+
+#include "api/error.h"
+
+namespace prefix_router::testing {
+namespace bhttp = http::bhttp;
+namespace net = http::net;
+
+std::string RecordedRequest::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (http::beast::iequals(k, name)) return v;
+  }
+  return "";
+}
+
+FakeUpstream::FakeUpstream(std::string name) : name_(std::move(name)) {}
+FakeUpstream::~FakeUpstream() { Stop(); }
+
+Status FakeUpstream::Start(uint16_t port) {
+  stopping_ = false;
+  http::ServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.io_threads = 1;
+  o.server_name = "fake-upstream";
+  server_ = std::make_unique<http::Server>(o, *this);
+  Status s = server_->Start();
+  if (s.ok()) port_ = server_->port();
+  return s;
+}
+
+void FakeUpstream::Stop() {
+  stopping_ = true;
+  if (server_) {
+    server_->Stop(std::chrono::milliseconds(0));
+    server_.reset();
+  }
+}
+
+void FakeUpstream::SetBehavior(Behavior b) {
+  std::lock_guard<std::mutex> lock(mu_);
+  behavior_ = std::move(b);
+}
+
+std::vector<RecordedRequest> FakeUpstream::received() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return received_;
+}
+
+net::awaitable<void> FakeUpstream::Handle(http::Exchange& ex) {
+  Behavior b;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    b = behavior_;
+    RecordedRequest r;
+    r.method = std::string(ex.request().method_string());
+    r.target = std::string(ex.request().target());
+    r.body = ex.request().body();
+    for (const auto& f : ex.request()) r.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    received_.push_back(std::move(r));
+  }
+  ++requests_;
+  ++in_progress_;
+  auto executor = co_await net::this_coro::executor;
+  net::steady_timer timer(executor);
+  auto sleep = [&](std::chrono::milliseconds d) -> net::awaitable<void> {
+    if (d.count() <= 0) co_return;
+    timer.expires_after(d);
+    co_await timer.async_wait(http::kTuple);
+  };
+
+  if (b.fault == Behavior::Fault::kHang) {
+    const auto until = std::chrono::steady_clock::now() + b.hang_for;
+    while (!stopping_ && std::chrono::steady_clock::now() < until) {
+      co_await sleep(std::chrono::milliseconds(20));
+    }
+    ex.Abort();
+    --in_progress_;
+    co_return;
+  }
+  co_await sleep(b.head_delay);
+  if (b.fault == Behavior::Fault::kCloseBeforeResponse) {
+    ex.Abort();
+    --in_progress_;
+    co_return;
+  }
+  if (b.chunks.empty()) {
+    http::StringResponse res{static_cast<bhttp::status>(b.status), 11};
+    res.set(bhttp::field::content_type, "application/json");
+    res.set("x-upstream", name_);
+    std::string body = "{\"instance\":\"";
+    api::AppendJsonEscaped(body, name_);
+    body += "\",\"target\":\"";
+    api::AppendJsonEscaped(body, ex.request().target());
+    body += "\",\"body_bytes\":" + std::to_string(ex.request().body().size()) + "}";
+    res.body() = std::move(body);
+    if (!co_await ex.Send(std::move(res))) ++aborted_;
+    --in_progress_;
+    co_return;
+  }
+  bhttp::response_header<> head;
+  head.result(static_cast<unsigned>(b.status));
+  head.set(bhttp::field::content_type, b.sse ? "text/event-stream" : "application/octet-stream");
+  head.set("x-upstream", name_);
+  bool ok = co_await ex.SendHead(std::move(head));
+  for (size_t k = 0; ok && k < b.chunks.size(); ++k) {
+    if (b.fault == Behavior::Fault::kCloseMidStream && k == b.fault_after_chunks) {
+      ex.Abort();
+      --in_progress_;
+      co_return;
+    }
+    co_await sleep(b.chunk_delay);
+    ok = co_await ex.SendBody(net::buffer(b.chunks[k]));
+  }
+  if (ok) ok = co_await ex.Finish();
+  if (!ok) ++aborted_;
+  --in_progress_;
+}
+
+}  // namespace prefix_router::testing

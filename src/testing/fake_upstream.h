@@ -1,0 +1,77 @@
+// FakeUpstream: an in-process model server for gateway tests, on loopback, port 0.
+//
+// It answers every request with a configurable Behavior: a status and JSON body naming the
+// instance, or a stream of chunks (SSE or plain) with delays, or a fault (close before the
+// response, close mid-stream, never answer). It records what it received.
+//
+// Thread-safety: SetBehavior and the accessors may be called from the test thread while the
+// server runs; the handler runs on the upstream's own I/O thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "http/server.h"
+
+namespace prefix_router::testing {
+
+struct Behavior {
+  enum class Fault { kNone, kCloseBeforeResponse, kCloseMidStream, kHang };
+  int status = 200;
+  // When not empty: a streamed body made of these pieces, one write each.
+  std::vector<std::string> chunks;
+  bool sse = false;                             // content-type text/event-stream
+  std::chrono::milliseconds head_delay{0};      // before the response head
+  std::chrono::milliseconds chunk_delay{0};     // before each streamed piece
+  Fault fault = Fault::kNone;
+  size_t fault_after_chunks = 1;                // kCloseMidStream: pieces sent before closing
+  std::chrono::milliseconds hang_for{10'000};   // kHang: how long to sit on the request
+};
+
+struct RecordedRequest {
+  std::string method;
+  std::string target;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string Header(std::string_view name) const;
+};
+
+class FakeUpstream final : public http::Handler {
+ public:
+  explicit FakeUpstream(std::string name);
+  ~FakeUpstream() override;
+
+  // Starts on 127.0.0.1 with an ephemeral port (or `port` when not 0, to come back on the
+  // same address after Stop).
+  Status Start(uint16_t port = 0);
+  void Stop();
+  uint16_t port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  const std::string& name() const { return name_; }
+
+  void SetBehavior(Behavior b);
+  int requests() const { return requests_.load(); }
+  // Exchanges whose client (the gateway) went away before the response ended.
+  int aborted() const { return aborted_.load(); }
+  int in_progress() const { return in_progress_.load(); }
+  std::vector<RecordedRequest> received() const;
+
+  http::net::awaitable<void> Handle(http::Exchange& ex) override;
+
+ private:
+  std::string name_;
+  uint16_t port_ = 0;
+  std::unique_ptr<http::Server> server_;
+  mutable std::mutex mu_;
+  Behavior behavior_;
+  std::vector<RecordedRequest> received_;
+  std::atomic<int> requests_{0};
+  std::atomic<int> aborted_{0};
+  std::atomic<int> in_progress_{0};
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace prefix_router::testing
