@@ -185,7 +185,7 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
   const HealthConfig& h = d.health;
 
   cmd.add_option("--config", flags.config_file,
-                 "YAML configuration file (shape in src/gateway/config.h); flags given with it "
+                 "YAML configuration file (examples/router.yaml documents every field); flags given with it "
                  "override its fields. Default: none (built-in defaults and flags only).")
       ->type_name("FILE");
   AddValue(cmd, "--listen", flags.listen, "HOST:PORT",

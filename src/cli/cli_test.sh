@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Behaviour of the binary's command line, run by CTest with the binary's path as $1.
+# Behaviour of the binary's command line, run by CTest with the binary's path as $1 and the
+# repository root as $2.
 set -uo pipefail
 bin=$1
+root=${2:-.}
 fails=0; passes=0
 check() {  # check NAME COMMAND...: passes when the command succeeds
   local name=$1; shift
@@ -37,6 +39,28 @@ err=$(echo "$body" | "$bin" route --instances 3 --concurrency-threshold 2000 - 2
 check "threshold range" bash -c "test $rc = 2 && echo '$err' | grep -q 'concurrency_threshold: 2000 is outside the allowed range 1..1024'"
 err=$(echo "$body" | "$bin" route --instances 3 --api native --group '' - 2>&1); rc=$?
 check "empty routing header" bash -c "test $rc = 1 || test $rc = 2"
+
+# serve: the example configuration validates; an invalid one is refused naming the field.
+check "example config" bash -c "'$bin' serve --check-config --config '$root/examples/router.yaml' | grep -q 'configuration OK'"
+tmp=$(mktemp)
+printf 'instances:\n  - url: http://127.0.0.1:1\nrouting:\n  prefix_length: 10\n' > "$tmp"
+err=$("$bin" serve --check-config --config "$tmp" 2>&1); rc=$?
+check "invalid config refused" bash -c "test $rc = 2 && echo '$err' | grep -q 'routing.prefix_length: 10 is outside the allowed range 1024..65536'"
+printf 'instances:\n  - url: http://127.0.0.1:1\ntimeouts:\n  conect: 1\n' > "$tmp"
+err=$("$bin" serve --check-config --config "$tmp" 2>&1); rc=$?
+check "unknown field refused" bash -c "test $rc = 2 && echo '$err' | grep -q 'timeouts.conect'"
+rm -f "$tmp"
+err=$("$bin" serve --check-config 2>&1); rc=$?
+check "no instance refused" bash -c "test $rc = 2 && echo '$err' | grep -q 'instance'"
+check "short form" bash -c "'$bin' serve --check-config --listen 127.0.0.1:0 --instance http://127.0.0.1:8001 --instance b=http://127.0.0.1:8002 --strategy prefix-aware --prefix-length 1024 --concurrency-threshold 8 | grep -q '2 instances'"
+check "serve help documents flags" bash -c "'$bin' serve --help | grep -q -- '--concurrency-threshold'"
+
+# serve runs, answers /health and exits 0 on SIGTERM.
+"$bin" serve --listen 127.0.0.1:0 --instance http://127.0.0.1:9 --health-interval 0 >/dev/null 2>&1 &
+pid=$!
+sleep 1
+kill -TERM $pid; wait $pid; rc=$?
+check "SIGTERM exits 0" test $rc = 0
 
 echo "$passes passed, $fails failed"
 test $fails = 0
