@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
 
   int exit_code = 0;
   prefix_router::cli::AddServeCommand(app, &exit_code);
+  prefix_router::cli::AddEngineCommand(app, &exit_code);
   prefix_router::cli::AddRouteCommand(app, &exit_code);
 
   CLI11_PARSE(app, argc, argv);

@@ -10,5 +10,7 @@ namespace prefix_router::cli {
 void AddRouteCommand(CLI::App& app, int* exit_code);
 // `serve`: the gateway.
 void AddServeCommand(CLI::App& app, int* exit_code);
+// `engine`: the engine emulator.
+void AddEngineCommand(CLI::App& app, int* exit_code);
 
 }  // namespace prefix_router::cli

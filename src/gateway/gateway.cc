@@ -68,6 +68,19 @@ http::StringResponse JsonResponse(int status, std::string body) {
   return res;
 }
 
+// True when the sender's Connection header lists `name` as a connection option: that header
+// is hop-by-hop as well and is not forwarded (RFC 9110 section 7.6.1).
+template <bool isRequest>
+bool NamedByConnection(const bhttp::header<isRequest>& message, std::string_view name) {
+  auto [begin, end] = message.equal_range(bhttp::field::connection);
+  for (auto it = begin; it != end; ++it) {
+    for (auto token : bhttp::token_list(it->value())) {
+      if (beast::iequals(token, name)) return true;
+    }
+  }
+  return false;
+}
+
 bool IsSse(const bhttp::response_header<>& head) {
   auto it = head.find(bhttp::field::content_type);
   return it != head.end() && beast::iequals(it->value().substr(0, 17), "text/event-stream");
@@ -297,12 +310,15 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int)
   const Pool& pool = rs->PoolFor(p.served_name);
   Attempt attempt;
   attempt.model = std::string(p.served_name);
+  // `p` views into this thread's parser, which other requests reuse while this one awaits its
+  // instance: retries must route by a copy of the name.
+  const std::string served_name(p.served_name);
 
   // 2. Pick, forward, and on a retryable failure move down the preference order.
   std::vector<uint32_t> tried;
   bool decided_once = false;
   for (uint32_t n = 0;; ++n) {
-    RouteRequest rr{p.served_name, p.key, tried};
+    RouteRequest rr{served_name, p.key, tried};
     auto decision = pool.policy->Pick(rr, fleet, ThreadRng());
     if (!decided_once) {
       metrics_->decision_seconds.WithLabels({}).Observe(SecondsSince(ex.received_at()));
@@ -377,7 +393,8 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     // The request goes upstream unchanged but for hop-by-hop headers.
     bhttp::request<bhttp::span_body<const char>> up{req.method(), rt.target.base_path + std::string(req.target()), 11};
     for (const auto& f : req) {
-      if (http::IsHopByHopHeader(f.name_string()) || f.name() == bhttp::field::host ||
+      if (http::IsHopByHopHeader(f.name_string()) || NamedByConnection(req, f.name_string()) ||
+          f.name() == bhttp::field::host ||
           f.name() == bhttp::field::content_length || f.name() == bhttp::field::expect) {
         continue;
       }
@@ -430,7 +447,7 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     head.result(parser.get().result_int());
     head.reason(parser.get().reason());
     for (const auto& f : parser.get()) {
-      if (http::IsHopByHopHeader(f.name_string())) continue;
+      if (http::IsHopByHopHeader(f.name_string()) || NamedByConnection(parser.get(), f.name_string())) continue;
       head.insert(f.name_string(), f.value());
     }
     if (config_.decision_headers) {

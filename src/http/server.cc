@@ -244,6 +244,14 @@ net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
         co_await bhttp::async_write(
             stream, ErrorResponse(431, "request headers are larger than the limit", "", 11, false, options_.server_name),
             kTuple);
+      } else if (ec == bhttp::error::body_limit) {
+        // A Content-Length over the limit is refused as soon as the head is parsed.
+        co_await bhttp::async_write(
+            stream,
+            ErrorResponse(413, "request body is larger than the limit of " +
+                                   std::to_string(options_.max_body_bytes) + " bytes",
+                          "", 11, false, options_.server_name),
+            kTuple);
       } else if (ec != bhttp::error::end_of_stream && ec != net::error::operation_aborted &&
                  ec != beast::error::timeout && ec != net::error::eof &&
                  ec != net::error::connection_reset && buffer.size() > 0) {

@@ -1,5 +1,7 @@
 #include "testing/fake_upstream.h"
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
 #include "api/error.h"
 
 namespace prefix_router::testing {
@@ -63,22 +65,36 @@ net::awaitable<void> FakeUpstream::Handle(http::Exchange& ex) {
   ++in_progress_;
   auto executor = co_await net::this_coro::executor;
   net::steady_timer timer(executor);
-  auto sleep = [&](std::chrono::milliseconds d) -> net::awaitable<void> {
-    if (d.count() <= 0) co_return;
+  // Waits `d`, or until the client (the gateway) goes away: a closed connection is only seen by
+  // watching it, since the first write after the peer closed usually succeeds. False when gone.
+  auto sleep = [&](std::chrono::milliseconds d) -> net::awaitable<bool> {
+    using namespace boost::asio::experimental::awaitable_operators;
+    if (d.count() <= 0) co_return true;
     timer.expires_after(d);
-    co_await timer.async_wait(http::kTuple);
+    auto waited = co_await (timer.async_wait(http::kTuple) || ex.WaitClientGone());
+    co_return waited.index() == 0;
+  };
+  auto gone = [&] {
+    ++aborted_;
+    --in_progress_;
   };
 
   if (b.fault == Behavior::Fault::kHang) {
     const auto until = std::chrono::steady_clock::now() + b.hang_for;
     while (!stopping_ && std::chrono::steady_clock::now() < until) {
-      co_await sleep(std::chrono::milliseconds(20));
+      if (!co_await sleep(std::chrono::milliseconds(20))) {
+        gone();
+        co_return;
+      }
     }
     ex.Abort();
     --in_progress_;
     co_return;
   }
-  co_await sleep(b.head_delay);
+  if (!co_await sleep(b.head_delay)) {
+    gone();
+    co_return;
+  }
   if (b.fault == Behavior::Fault::kCloseBeforeResponse) {
     ex.Abort();
     --in_progress_;
@@ -109,7 +125,10 @@ net::awaitable<void> FakeUpstream::Handle(http::Exchange& ex) {
       --in_progress_;
       co_return;
     }
-    co_await sleep(b.chunk_delay);
+    if (!co_await sleep(b.chunk_delay)) {
+      gone();
+      co_return;
+    }
     ok = co_await ex.SendBody(net::buffer(b.chunks[k]));
   }
   if (ok) ok = co_await ex.Finish();

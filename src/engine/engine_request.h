@@ -1,0 +1,71 @@
+// The engine emulator's view of an OpenAI-compatible request, and the responses it writes.
+//
+// Parsing here is the engine's, not the router's: it needs the whole prompt (to tokenize it
+// through the chat template), max_tokens and the streaming options. Boost.JSON is fast enough
+// for an emulator that should serve thousands of requests per second on one core.
+//
+// Accepted bodies:
+//   /v1/chat/completions  {"model", "messages": [{"role", "content": string | parts | null}],
+//                          "max_tokens" | "max_completion_tokens" (default 128), "stream",
+//                          "stream_options": {"include_usage"}}
+//   /v1/completions       {"model", "prompt": string | [string] | [ids] (first prompt used),
+//                          "max_tokens" (default 16), "stream", "stream_options"}
+//   /invocations          either of the above shapes (messages or prompt), or the TGI shape
+//                          {"inputs": string, "parameters": {"max_new_tokens"}}
+//
+// Values only; no I/O. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine_model/tokenizer.h"
+
+namespace prefix_router::engine {
+
+enum class RequestShape { kChat, kCompletion, kTgi };
+
+struct EngineHttpRequest {
+  RequestShape shape = RequestShape::kChat;
+  std::string model;                               // "" = the base model
+  std::vector<engine_model::ChatMessage> messages;  // kChat
+  std::string prompt;                               // kCompletion / kTgi text prompt
+  std::vector<uint32_t> prompt_ids;                 // kCompletion given as token ids
+  bool prompt_is_ids = false;
+  uint32_t max_tokens = 16;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+inline constexpr uint32_t kDefaultChatMaxTokens = 128;
+inline constexpr uint32_t kDefaultCompletionMaxTokens = 16;
+
+// `path` selects the API: "/v1/chat/completions", "/v1/completions" or "/invocations".
+Result<EngineHttpRequest> ParseEngineRequest(std::string_view path, std::string_view body);
+
+// The prompt's token ids, through the chat template for chat requests.
+std::vector<uint32_t> PromptTokens(const EngineHttpRequest& r);
+
+struct Usage {
+  uint32_t prompt_tokens = 0;
+  uint32_t completion_tokens = 0;
+  uint32_t cached_tokens = 0;
+};
+
+// Whole responses and stream chunks in OpenAI's shapes. `id` like "chatcmpl-42".
+std::string CompletionBody(const EngineHttpRequest& r, const std::string& id, int64_t created,
+                           const std::string& text, const Usage& usage);
+// One SSE event ("data: {...}\n\n") carrying `text` (the first chunk of a chat stream also
+// carries the assistant role).
+std::string StreamChunk(const EngineHttpRequest& r, const std::string& id, int64_t created,
+                        const std::string& text, bool first);
+// The final event with finish_reason "length", then the usage event if requested, then
+// "data: [DONE]\n\n".
+std::string StreamEnd(const EngineHttpRequest& r, const std::string& id, int64_t created,
+                      const Usage& usage);
+// vLLM's error shape: {"object":"error","message":...,"type":...,"param":null,"code":N}.
+std::string VllmErrorBody(int status, std::string_view type, std::string_view message);
+
+}  // namespace prefix_router::engine

@@ -1,0 +1,348 @@
+#include "engine/engine_server.h"
+
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include <ctime>
+#include <deque>
+
+#include "engine/engine_request.h"
+#include "engine_model/tokenizer.h"
+
+namespace prefix_router::engine {
+namespace {
+
+namespace bhttp = http::bhttp;
+using namespace boost::asio::experimental::awaitable_operators;
+using engine_model::EventKind;
+using engine_model::RequestEvent;
+
+// Below this a scaled step is not slept: the loop only yields so that handlers can run.
+constexpr double kMinSleepSeconds = 20e-6;
+
+http::StringResponse JsonResponse(int status, std::string body) {
+  http::StringResponse res{static_cast<bhttp::status>(status), 11};
+  res.set(bhttp::field::content_type, "application/json");
+  res.body() = std::move(body);
+  return res;
+}
+
+std::string TimingHeader(double queue, double ttft, uint32_t cached, uint32_t prompt) {
+  return fmt::format("queue={:.6f}; ttft={:.6f}; cached={}; prompt={}", queue, ttft, cached, prompt);
+}
+
+}  // namespace
+
+// A request's mailbox: the loop appends events and cancels the timer to wake the handler. A
+// streaming handler is woken for every token; a non-streaming one only when its request has
+// finished (it has nothing to write before), which saves a coroutine wake-up and a race with
+// the client-gone watch per generated token.
+struct EngineServer::Pending {
+  Pending(net::any_io_executor ex, bool stream)
+      : notify(ex, net::steady_timer::time_point::max()), wake_each_token(stream) {}
+  std::deque<RequestEvent> events;
+  net::steady_timer notify;
+  bool wake_each_token;
+};
+
+Result<std::unique_ptr<EngineServer>> EngineServer::Create(EngineOptions o) {
+  if (!(o.time_scale > 0) || o.time_scale > 1000) {
+    return Status::InvalidArgument("--time-scale: must be in (0, 1000]");
+  }
+  auto profile = engine_model::FindProfile(o.profile);
+  if (!profile.ok()) return profile.status();
+  auto& c = profile->config;
+  if (o.capacity_blocks) c.capacity_blocks = o.capacity_blocks;
+  if (o.block_size) c.block_size = o.block_size;
+  if (o.max_num_seqs) c.max_num_seqs = o.max_num_seqs;
+  if (o.max_num_batched_tokens) c.max_num_batched_tokens = o.max_num_batched_tokens;
+  if (Status s = c.Validate(); !s.ok()) return s;
+  if (o.model.empty()) return Status::InvalidArgument("--model: must not be empty");
+  return std::unique_ptr<EngineServer>(new EngineServer(std::move(o), std::move(*profile)));
+}
+
+EngineServer::EngineServer(EngineOptions options, engine_model::Profile profile)
+    : options_(std::move(options)),
+      profile_(std::move(profile)),
+      scheduler_(profile_.config),
+      running_(registry_.AddGauge("vllm:num_requests_running", "Requests in the running batch", {"model_name"})),
+      waiting_(registry_.AddGauge("vllm:num_requests_waiting", "Requests waiting to be admitted", {"model_name"})),
+      kv_usage_(registry_.AddGauge("vllm:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1)",
+                                   {"model_name"})),
+      cache_queries_(registry_.AddCounter("vllm:prefix_cache_queries_total",
+                                          "Prompt tokens looked up in the prefix cache", {"model_name"})),
+      cache_hits_(registry_.AddCounter("vllm:prefix_cache_hits_total",
+                                       "Prompt tokens served from the prefix cache", {"model_name"})),
+      prompt_tokens_(registry_.AddCounter("vllm:prompt_tokens_total", "Prompt tokens processed", {"model_name"})),
+      generation_tokens_(registry_.AddCounter("vllm:generation_tokens_total", "Tokens generated", {"model_name"})),
+      preemptions_(registry_.AddCounter("vllm:num_preemptions_total", "Preempted requests", {"model_name"})),
+      successes_(registry_.AddCounter("vllm:request_success_total", "Requests that finished",
+                                      {"model_name", "finished_reason"})),
+      ttft_(registry_.AddHistogram("vllm:time_to_first_token_seconds",
+                                   "Modelled time to first token, per-request overhead included", {"model_name"},
+                                   {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                                    5.0, 7.5, 10.0, 20.0, 40.0, 80.0})),
+      queue_time_(registry_.AddHistogram("vllm:request_queue_time_seconds",
+                                         "Modelled time from arrival to admission", {"model_name"},
+                                         gateway::Histogram::LatencyBuckets())) {
+  registry_.AddCollector([this] {
+    const std::string& m = options_.model;
+    running_.WithLabels({m}).Set(static_cast<double>(scheduler_.num_running()));
+    waiting_.WithLabels({m}).Set(static_cast<double>(scheduler_.num_waiting()));
+    kv_usage_.WithLabels({m}).Set(scheduler_.kv_usage());
+    const auto stats = scheduler_.kv_cache().stats();
+    auto& q = cache_queries_.WithLabels({m});
+    if (stats.query_tokens > q.Value()) q.Inc(stats.query_tokens - q.Value());
+    auto& h = cache_hits_.WithLabels({m});
+    if (stats.hit_tokens > h.Value()) h.Inc(stats.hit_tokens - h.Value());
+    auto& p = preemptions_.WithLabels({m});
+    if (scheduler_.num_preemptions() > p.Value()) p.Inc(scheduler_.num_preemptions() - p.Value());
+  });
+  http::ServerOptions so;
+  so.host = options_.host;
+  so.port = options_.port;
+  so.io_threads = 1;  // handlers and the engine loop share one thread: no locks
+  so.max_body_bytes = options_.max_body_bytes;
+  so.server_name = "prefix-router-engine";
+  server_ = std::make_unique<http::Server>(so, *this);
+}
+
+EngineServer::~EngineServer() { Stop(); }
+
+double EngineServer::WallModelNow() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count() /
+         options_.time_scale;
+}
+
+Status EngineServer::Start() {
+  started_ = std::chrono::steady_clock::now();
+  if (Status s = server_->Start(); !s.ok()) return s;
+  wake_ = std::make_unique<net::steady_timer>(server_->context(0), net::steady_timer::time_point::max());
+  net::co_spawn(server_->context(0), Loop(), net::detached);
+  spdlog::info("engine emulator on {}:{}: profile {}, model {}, {} KV blocks of {} tokens, time scale {}",
+               options_.host, server_->port(), profile_.name, options_.model,
+               profile_.config.capacity_blocks, profile_.config.block_size, options_.time_scale);
+  return Status::Ok();
+}
+
+void EngineServer::Stop() {
+  if (!server_ || server_->stopping()) return;
+  if (wake_) {
+    net::post(server_->context(0), [this] {
+      stopping_ = true;
+      wake_->cancel();
+      for (auto& [id, p] : pending_) p->notify.cancel();
+    });
+  }
+  server_->Stop(std::chrono::milliseconds(0));
+}
+
+void EngineServer::Wake() {
+  if (wake_) wake_->cancel();
+}
+
+net::awaitable<void> EngineServer::Loop() {
+  auto executor = co_await net::this_coro::executor;
+  net::steady_timer step_timer(executor);
+  std::vector<RequestEvent> events;
+  while (!stopping_) {
+    if (!scheduler_.HasWork()) {
+      wake_->expires_at(net::steady_timer::time_point::max());
+      co_await wake_->async_wait(http::kTuple);
+      continue;
+    }
+    const engine_model::StepResult& r = scheduler_.Step(virtual_now_);
+    if (r.duration <= 0) {  // nothing could be scheduled: wait for a change
+      wake_->expires_at(net::steady_timer::time_point::max());
+      co_await wake_->async_wait(http::kTuple);
+      continue;
+    }
+    events.assign(r.events.begin(), r.events.end());
+    virtual_now_ += r.duration;
+    const double wall = r.duration * options_.time_scale;
+    if (wall >= kMinSleepSeconds) {
+      step_timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(wall)));
+      co_await step_timer.async_wait(http::kTuple);
+    } else {
+      co_await net::post(executor, net::use_awaitable);
+    }
+    for (const RequestEvent& e : events) {
+      auto it = pending_.find(e.request_id);
+      if (it == pending_.end()) continue;
+      Pending& p = *it->second;
+      if (e.kind == EventKind::kFirstToken) {
+        // Observed when the first token exists, whether or not its handler wakes for it.
+        if (!ttft_child_) ttft_child_ = &ttft_.WithLabels({options_.model});
+        if (!queue_time_child_) queue_time_child_ = &queue_time_.WithLabels({options_.model});
+        ttft_child_->Observe(e.ttft + profile_.config.cost.request_overhead);
+        queue_time_child_->Observe(e.queue_wait);
+      }
+      p.events.push_back(e);
+      if (p.wake_each_token || e.kind == EventKind::kFinished) p.notify.cancel();
+    }
+  }
+}
+
+net::awaitable<void> EngineServer::Handle(http::Exchange& ex) {
+  const auto& req = ex.request();
+  std::string_view target(req.target().data(), req.target().size());
+  std::string_view path = target.substr(0, target.find('?'));
+  if (req.method() == bhttp::verb::post &&
+      (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/invocations")) {
+    co_await HandleGenerate(ex, path);
+  } else if (req.method() == bhttp::verb::get && path == "/v1/models") {
+    co_await HandleModels(ex);
+  } else if (req.method() == bhttp::verb::get && (path == "/health" || path == "/ping")) {
+    co_await ex.Send(JsonResponse(200, "{}"));
+  } else if (req.method() == bhttp::verb::get && path == "/metrics") {
+    http::StringResponse res{bhttp::status::ok, 11};
+    res.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    res.body() = registry_.Render();
+    co_await ex.Send(std::move(res));
+  } else {
+    co_await ex.Send(JsonResponse(404, VllmErrorBody(404, "NotFoundError", "Not Found")));
+  }
+}
+
+net::awaitable<void> EngineServer::HandleModels(http::Exchange& ex) {
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  auto entry = [&](const std::string& id, const std::string& parent) {
+    return fmt::format(R"({{"id":"{}","object":"model","created":{},"owned_by":"vllm","root":"{}","parent":{},"max_model_len":{}}})",
+                       id, created, parent.empty() ? id : id, parent.empty() ? "null" : "\"" + parent + "\"",
+                       profile_.config.max_model_len);
+  };
+  std::string body = "{\"object\":\"list\",\"data\":[" + entry(options_.model, "");
+  for (const auto& a : options_.adapters) body += "," + entry(a, options_.model);
+  body += "]}";
+  co_await ex.Send(JsonResponse(200, std::move(body)));
+}
+
+net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::string_view path) {
+  auto parsed = ParseEngineRequest(path, ex.request().body());
+  if (!parsed.ok()) {
+    co_await ex.Send(JsonResponse(400, VllmErrorBody(400, "BadRequestError", parsed.status().message())));
+    co_return;
+  }
+  EngineHttpRequest& r = *parsed;
+  std::string adapter;
+  if (r.model.empty()) {
+    r.model = options_.model;
+  } else if (r.model != options_.model) {
+    if (std::find(options_.adapters.begin(), options_.adapters.end(), r.model) == options_.adapters.end()) {
+      co_await ex.Send(JsonResponse(
+          404, VllmErrorBody(404, "NotFoundError", "The model `" + r.model + "` does not exist.")));
+      co_return;
+    }
+    adapter = r.model;
+  }
+
+  engine_model::EngineRequest er;
+  er.id = next_id_++;
+  er.prompt = PromptTokens(r);
+  er.adapter = adapter;
+  er.max_tokens = r.max_tokens;
+  er.output_seed = XXH3_64bits(er.prompt.data(), er.prompt.size() * sizeof(uint32_t));
+  const uint32_t prompt_tokens = static_cast<uint32_t>(er.prompt.size());
+  const uint64_t id = er.id;
+  const uint64_t seed = er.output_seed;  // selects the generated text (before er is moved)
+  auto executor = co_await net::this_coro::executor;
+
+  // The per-request overhead outside the engine (API server, tokenization, network) passes
+  // before the request reaches the scheduler.
+  const double overhead = profile_.config.cost.request_overhead;
+  if (overhead * options_.time_scale >= kMinSleepSeconds) {
+    net::steady_timer t(executor, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      std::chrono::duration<double>(overhead * options_.time_scale)));
+    co_await t.async_wait(http::kTuple);
+  }
+  if (stopping_) co_return;
+  if (!scheduler_.HasWork()) virtual_now_ = std::max(virtual_now_, WallModelNow());
+  if (Status s = scheduler_.Submit(std::move(er), virtual_now_); !s.ok()) {
+    co_await ex.Send(JsonResponse(400, VllmErrorBody(400, "BadRequestError", s.message())));
+    co_return;
+  }
+  auto pending = std::make_shared<Pending>(executor, r.stream);
+  pending_[id] = pending;
+  Wake();
+
+  const std::string response_id = (r.shape == RequestShape::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  Usage usage;
+  usage.prompt_tokens = prompt_tokens;
+  std::string text;      // non-streaming: the whole output
+  std::string pending_out;  // streaming: events not yet written
+  bool finished = false;
+  bool client_gone = false;
+  bool head_sent = false;
+  double queue = 0, ttft = 0;
+  while (!finished && !client_gone && !stopping_) {
+    if (pending->events.empty()) {
+      pending->notify.expires_at(net::steady_timer::time_point::max());
+      auto woke = co_await (pending->notify.async_wait(http::kTuple) || ex.WaitClientGone());
+      if (woke.index() == 1) client_gone = true;
+      continue;
+    }
+    pending_out.clear();
+    while (!pending->events.empty()) {
+      const RequestEvent e = pending->events.front();
+      pending->events.pop_front();
+      if (e.kind == EventKind::kFirstToken || e.kind == EventKind::kToken) {
+        if (e.kind == EventKind::kFirstToken) {
+          usage.cached_tokens = e.cached_tokens;
+          queue = e.queue_wait;
+          ttft = e.ttft + overhead;
+        }
+        std::string piece;
+        engine_model::AppendGeneratedPiece(seed, e.token_index, piece);
+        ++usage.completion_tokens;
+        if (r.stream) {
+          pending_out += StreamChunk(r, response_id, created, piece, e.token_index == 0);
+        } else {
+          text += piece;
+        }
+      } else if (e.kind == EventKind::kFinished) {
+        finished = true;
+      }
+    }
+    if (r.stream && !pending_out.empty()) {
+      if (!head_sent) {
+        bhttp::response_header<> head;
+        head.result(bhttp::status::ok);
+        head.set(bhttp::field::content_type, "text/event-stream");
+        head.set(bhttp::field::cache_control, "no-cache");
+        head.set("x-engine-timing", TimingHeader(queue, ttft, usage.cached_tokens, prompt_tokens));
+        head_sent = true;
+        if (!co_await ex.SendHead(std::move(head))) client_gone = true;
+      }
+      if (!client_gone && !co_await ex.SendBody(net::buffer(pending_out))) client_gone = true;
+    }
+  }
+  pending_.erase(id);
+  if (client_gone || stopping_) {
+    // Frees its blocks (a no-op if it already finished). Wake the loop: if it was waiting for
+    // a change because nothing could be scheduled, the freed blocks are one.
+    if (scheduler_.Abort(id)) Wake();
+    co_return;
+  }
+  if (!prompt_tokens_child_) {
+    prompt_tokens_child_ = &prompt_tokens_.WithLabels({options_.model});
+    generation_tokens_child_ = &generation_tokens_.WithLabels({options_.model});
+    successes_length_child_ = &successes_.WithLabels({options_.model, "length"});
+  }
+  prompt_tokens_child_->Inc(prompt_tokens);
+  generation_tokens_child_->Inc(usage.completion_tokens);
+  successes_length_child_->Inc();
+  if (r.stream) {
+    std::string end = StreamEnd(r, response_id, created, usage);
+    if (co_await ex.SendBody(net::buffer(end))) co_await ex.Finish();
+  } else {
+    auto res = JsonResponse(200, CompletionBody(r, response_id, created, text, usage));
+    res.set("x-engine-timing", TimingHeader(queue, ttft, usage.cached_tokens, prompt_tokens));
+    co_await ex.Send(std::move(res));
+  }
+}
+
+}  // namespace prefix_router::engine

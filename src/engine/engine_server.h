@@ -1,0 +1,114 @@
+// EngineServer: `prefix-router engine`, an OpenAI-compatible server over the engine model.
+//
+// It stands in for a vLLM instance where routing is concerned: requests are tokenized through
+// the chat template, admitted to a continuous-batching StepScheduler whose KV cache does
+// vLLM-style automatic prefix caching, and answered token by token as the modelled steps
+// complete, in real time scaled by --time-scale (wall seconds per modelled second).
+//
+// Modelled time runs on a virtual clock: while the engine is busy it advances by exactly the
+// modelled step durations (sleeping the scaled duration in between), and it catches up with the
+// wall clock when the engine goes idle. The times reported per response, in the header
+//   x-engine-timing: queue=<s>; ttft=<s>; cached=<tokens>; prompt=<tokens>
+// (modelled seconds, TTFT including the profile's per-request overhead), are therefore free of
+// loopback and scheduling jitter, so time-scaled runs can be read in model time.
+//
+// Everything runs on one I/O thread: the HTTP handlers and the engine loop share it, so the
+// scheduler needs no lock. That thread is the engine's whole CPU budget, as in vLLM's
+// single-process front end.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine_model/profiles.h"
+#include "engine_model/scheduler.h"
+#include "gateway/metrics.h"
+#include "http/server.h"
+
+namespace prefix_router::engine {
+
+namespace net = http::net;
+using gateway::Counter;
+using gateway::Family;
+using gateway::Gauge;
+using gateway::Histogram;
+using gateway::Registry;
+
+struct EngineOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8001;
+  std::string profile = "llama-70b-h100x8";
+  double time_scale = 1.0;                 // wall seconds per modelled second, > 0
+  std::string model = "llama";             // the served base model name
+  std::vector<std::string> adapters;       // LoRA adapters served beside it
+  // Overrides of the profile (0 = keep the profile's value).
+  uint32_t capacity_blocks = 0;
+  uint32_t block_size = 0;
+  uint32_t max_num_seqs = 0;
+  uint32_t max_num_batched_tokens = 0;
+  uint64_t max_body_bytes = 32ull << 20;
+};
+
+class EngineServer final : public http::Handler {
+ public:
+  static Result<std::unique_ptr<EngineServer>> Create(EngineOptions options);
+  ~EngineServer() override;
+
+  Status Start();
+  uint16_t port() const { return server_->port(); }
+  void Stop();
+  void Wait() { server_->Wait(); }
+
+  net::awaitable<void> Handle(http::Exchange& exchange) override;
+
+  const engine_model::SchedulerConfig& scheduler_config() const { return profile_.config; }
+
+ private:
+  struct Pending;
+  explicit EngineServer(EngineOptions options, engine_model::Profile profile);
+
+  net::awaitable<void> Loop();
+  net::awaitable<void> HandleGenerate(http::Exchange& ex, std::string_view path);
+  net::awaitable<void> HandleModels(http::Exchange& ex);
+  void Wake();
+  double WallModelNow() const;
+
+  EngineOptions options_;
+  engine_model::Profile profile_;
+  engine_model::StepScheduler scheduler_;
+  std::unique_ptr<http::Server> server_;
+  std::unique_ptr<net::steady_timer> wake_;
+  std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_;
+  uint64_t next_id_ = 1;
+  double virtual_now_ = 0;  // modelled seconds
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point started_;
+
+  Registry registry_;
+  Family<Gauge>& running_;
+  Family<Gauge>& waiting_;
+  Family<Gauge>& kv_usage_;
+  Family<Counter>& cache_queries_;
+  Family<Counter>& cache_hits_;
+  Family<Counter>& prompt_tokens_;
+  Family<Counter>& generation_tokens_;
+  Family<Counter>& preemptions_;
+  Family<Counter>& successes_;
+  Family<Histogram>& ttft_;
+  Family<Histogram>& queue_time_;
+  // Children of the families above for the served model, looked up on first use (so that a
+  // series appears when it first has a value, as before) and kept: the per-request path then
+  // takes no family lock. Touched only on the I/O thread.
+  Histogram* ttft_child_ = nullptr;
+  Histogram* queue_time_child_ = nullptr;
+  Counter* prompt_tokens_child_ = nullptr;
+  Counter* generation_tokens_child_ = nullptr;
+  Counter* successes_length_child_ = nullptr;
+};
+
+}  // namespace prefix_router::engine
