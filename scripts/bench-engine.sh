@@ -276,6 +276,8 @@ print()
 print(f"Goal (>= {int(goal):,} chat req/s on one core): {'met' if met else 'NOT met'} ({ch['rps']:,.0f} req/s).")
 print(f"Model path cost: chat serves {ratio:.2f}x the /health rate "
       f"({ch['engine_us_per_request'] or 0:.0f} vs {h['engine_us_per_request'] or 0:.0f} us of engine CPU per request).")
+if ch["engine_us_per_request"]:
+    print(f"One engine core's chat capacity at that cost: ~{1e6 / ch['engine_us_per_request']:,.0f} req/s.")
 if ch["engine_cpu_pct"] < 90:
     print(f"Note: the engine's CPU was only {ch['engine_cpu_pct']:.0f}% busy during chat runs: the load "
           f"generator or other processes on this machine limited the rate.")

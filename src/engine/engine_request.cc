@@ -126,7 +126,10 @@ Result<EngineHttpRequest> ParseEngineRequest(std::string_view path, std::string_
     const json::value* msgs = o.if_contains("messages");
     if (!msgs) return Invalid("messages: is required");
     if (Status s = ReadMessages(*msgs, r); !s.ok()) return s;
-    auto mt = MaxTokens(o, o.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens");
+    // max_completion_tokens (the current name) wins over max_tokens (deprecated) unless it is
+    // absent or null: clients that send every field write "max_completion_tokens": null.
+    const json::value* mct = o.if_contains("max_completion_tokens");
+    auto mt = MaxTokens(o, mct && !mct->is_null() ? "max_completion_tokens" : "max_tokens");
     if (!mt.ok()) return mt.status();
     r.max_tokens = *mt ? *mt : kDefaultChatMaxTokens;
   } else if (path == "/v1/completions" || (native && o.contains("prompt"))) {
@@ -205,8 +208,8 @@ std::string StreamEnd(const EngineHttpRequest& r, const std::string& id, int64_t
 }
 
 std::string VllmErrorBody(int status, std::string_view type, std::string_view message) {
-  return "{\"object\":\"error\",\"message\":" + Quote(message) + ",\"type\":" + Quote(type) +
-         ",\"param\":null,\"code\":" + std::to_string(status) + "}";
+  return "{\"error\":{\"message\":" + Quote(message) + ",\"type\":" + Quote(type) +
+         ",\"param\":null,\"code\":" + std::to_string(status) + "}}";
 }
 
 }  // namespace prefix_router::engine

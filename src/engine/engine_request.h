@@ -65,7 +65,8 @@ std::string StreamChunk(const EngineHttpRequest& r, const std::string& id, int64
 // "data: [DONE]\n\n".
 std::string StreamEnd(const EngineHttpRequest& r, const std::string& id, int64_t created,
                       const Usage& usage);
-// vLLM's error shape: {"object":"error","message":...,"type":...,"param":null,"code":N}.
+// vLLM's error shape (since 0.10.1, OpenAI-compatible):
+// {"error":{"message":...,"type":"NotFoundError","param":null,"code":404}}.
 std::string VllmErrorBody(int status, std::string_view type, std::string_view message);
 
 }  // namespace prefix_router::engine

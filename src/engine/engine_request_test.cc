@@ -41,6 +41,12 @@ TEST(EngineRequestTest, ParsesChatBodies) {
   EXPECT_EQ(m->max_tokens, 7u);
   EXPECT_EQ(m->model, "");
   EXPECT_FALSE(m->stream);
+
+  // A null max_completion_tokens (clients that send every field) leaves max_tokens in force.
+  auto n = ParseEngineRequest("/v1/chat/completions",
+                              R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":null,"max_tokens":5})");
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->max_tokens, 5u);
 }
 
 // Completions: a string, the first of several strings, or token ids; max_tokens defaults to 16.
@@ -125,8 +131,8 @@ TEST(EngineRequestTest, WritesOpenAiShapes) {
   EXPECT_TRUE(end.ends_with("data: [DONE]\n\n")) << end;
   EXPECT_NE(end.find("\"usage\":{\"prompt_tokens\":10"), std::string::npos) << end;
 
-  const json::value err = json::parse(VllmErrorBody(404, "NotFoundError", "no \"x\""));
-  EXPECT_EQ(err.at("object").as_string(), "error");
+  const json::value err = json::parse(VllmErrorBody(404, "NotFoundError", "no \"x\"")).at("error");
+  EXPECT_EQ(err.at("message").as_string(), "no \"x\"");
   EXPECT_EQ(err.at("code").as_int64(), 404);
   EXPECT_TRUE(err.at("param").is_null());
 }

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <deque>
 
+#include "api/error.h"
 #include "engine/engine_request.h"
 #include "engine_model/tokenizer.h"
 
@@ -209,9 +210,14 @@ net::awaitable<void> EngineServer::Handle(http::Exchange& ex) {
 
 net::awaitable<void> EngineServer::HandleModels(http::Exchange& ex) {
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  auto quote = [](const std::string& s) {
+    std::string out = "\"";
+    api::AppendJsonEscaped(out, s);
+    return out + "\"";
+  };
   auto entry = [&](const std::string& id, const std::string& parent) {
-    return fmt::format(R"({{"id":"{}","object":"model","created":{},"owned_by":"vllm","root":"{}","parent":{},"max_model_len":{}}})",
-                       id, created, parent.empty() ? id : id, parent.empty() ? "null" : "\"" + parent + "\"",
+    return fmt::format(R"({{"id":{},"object":"model","created":{},"owned_by":"vllm","root":{},"parent":{},"max_model_len":{}}})",
+                       quote(id), created, quote(id), parent.empty() ? "null" : quote(parent),
                        profile_.config.max_model_len);
   };
   std::string body = "{\"object\":\"list\",\"data\":[" + entry(options_.model, "");

@@ -167,15 +167,14 @@ test('a served LoRA adapter', { timeout: 20_000 }, async () => {
   assert.equal(r.usage.completion_tokens, 3);
 });
 
-// An unknown model is vLLM's 404, which the SDK surfaces as its NotFoundError. (The SDK takes
-// the message from body.error; the emulator writes vLLM's flat pre-0.10.1 body, so the SDK's
-// message is "404 status code (no body)": not asserted either way.)
+// An unknown model is vLLM's 404, which the SDK surfaces as its NotFoundError with vLLM's message.
 test('unknown model is NotFoundError', { timeout: 20_000 }, async () => {
   await assert.rejects(
     client.chat.completions.create({ model: 'no-such-model', messages, max_tokens: 3 }),
     (e) => {
       assert.ok(e instanceof OpenAI.NotFoundError, `expected NotFoundError, got ${e?.constructor?.name}: ${e}`);
       assert.equal(e.status, 404);
+      assert.match(e.message, /does not exist/);
       return true;
     });
   await assert.rejects(client.completions.create({ model: 'no-such-model', prompt: 'x', max_tokens: 1 }),
