@@ -27,6 +27,7 @@
 
 #include "engine_model/tokenizer.h"
 #include "testing/http_client.h"
+#include "testing/wait.h"
 
 namespace prefix_router::engine {
 namespace {
@@ -38,6 +39,7 @@ namespace bhttp = http::bhttp;
 using Clock = std::chrono::steady_clock;
 using engine_model::ChatMessage;
 using pt::ClientResponse;
+using pt::Eventually;
 using pt::Get;
 using pt::HttpClient;
 using pt::Post;
@@ -79,16 +81,6 @@ std::unique_ptr<EngineServer> StartEngine(EngineOptions options) {
     return nullptr;
   }
   return engine;
-}
-
-// Polls `done` until it holds or `limit` has passed; returns its final value.
-bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 5000ms) {
-  const auto deadline = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() >= deadline) return done();
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
 }
 
 // `n` distinct-looking words of 2 to 4 letters separated by single spaces: exactly n tokens

@@ -25,6 +25,7 @@
 
 #include "testing/fake_upstream.h"
 #include "testing/http_client.h"
+#include "testing/wait.h"
 
 namespace prefix_router::gateway {
 namespace {
@@ -35,6 +36,7 @@ namespace bhttp = http::bhttp;
 using Clock = std::chrono::steady_clock;
 using pt::Behavior;
 using pt::ClientResponse;
+using pt::Eventually;
 using pt::FakeUpstream;
 using pt::Get;
 using pt::Headers;
@@ -132,16 +134,6 @@ std::unique_ptr<Gateway> StartGateway(GatewayConfig config) {
     return nullptr;
   }
   return gateway;
-}
-
-// Polls `done` until it holds or `limit` has passed; returns its final value.
-bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 5000ms) {
-  const auto deadline = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() >= deadline) return done();
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
 }
 
 int32_t InFlight(const Gateway& g, uint32_t i) { return g.routing()->fleet->state(i).in_flight.load(); }
