@@ -40,6 +40,7 @@ using Clock = std::chrono::steady_clock;
 using engine_model::ChatMessage;
 using pt::ClientResponse;
 using pt::Eventually;
+using pt::Metric;
 using pt::Get;
 using pt::HttpClient;
 using pt::Post;
@@ -227,25 +228,6 @@ std::vector<std::string> SseData(const std::string& body) {
     pos = end + 2;
   }
   return out;
-}
-
-// The value of one sample (metric name and labels exactly as rendered) in GET /metrics, or -1
-// when the series is absent.
-double Metric(uint16_t port, std::string_view series) {
-  const ClientResponse r = Get(port, "/metrics");
-  EXPECT_EQ(r.status(), 200);
-  const std::string& text = r.body();
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string_view line(text.data() + pos, end - pos);
-    if (line.size() > series.size() && line.starts_with(series) && line[series.size()] == ' ') {
-      return std::stod(std::string(line.substr(series.size() + 1)));
-    }
-    pos = end + 1;
-  }
-  return -1;
 }
 
 constexpr std::string_view kRunning = R"(vllm:num_requests_running{model_name="llama"})";

@@ -37,6 +37,7 @@ using Clock = std::chrono::steady_clock;
 using pt::Behavior;
 using pt::ClientResponse;
 using pt::Eventually;
+using pt::Metric;
 using pt::FakeUpstream;
 using pt::Get;
 using pt::Headers;
@@ -191,25 +192,6 @@ std::string GroupPreferring(uint16_t port, std::string_view model, std::string_v
   }
   ADD_FAILURE() << "no routing group prefers " << instance;
   return "";
-}
-
-// The value of one sample (metric name and labels exactly as rendered) in GET /metrics, or -1
-// when the series is absent.
-double Metric(uint16_t port, std::string_view series) {
-  const ClientResponse r = Get(port, "/metrics");
-  EXPECT_EQ(r.status(), 200);
-  const std::string& text = r.body();
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string_view line(text.data() + pos, end - pos);
-    if (line.size() > series.size() && line.starts_with(series) && line[series.size()] == ' ') {
-      return std::stod(std::string(line.substr(series.size() + 1)));
-    }
-    pos = end + 1;
-  }
-  return -1;
 }
 
 struct ErrorBody {

@@ -164,4 +164,20 @@ ClientResponse Post(uint16_t port, std::string_view target, std::string body, co
   return Fetch(port, MakeRequest(bhttp::verb::post, target, std::move(body), all));
 }
 
+double Metric(uint16_t port, std::string_view series) {
+  const ClientResponse r = Get(port, "/metrics");
+  const std::string& text = r.body();
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + pos, end - pos);
+    if (line.size() > series.size() && line.starts_with(series) && line[series.size()] == ' ') {
+      return std::stod(std::string(line.substr(series.size() + 1)));
+    }
+    pos = end + 1;
+  }
+  return -1;
+}
+
 }  // namespace prefix_router::testing

@@ -101,6 +101,10 @@ class HttpClient {
 // One request on a new connection.
 ClientResponse Fetch(uint16_t port, const ClientRequest& request);
 ClientResponse Get(uint16_t port, std::string_view target);
+
+// The value of one sample (metric name and labels exactly as rendered) in the server's
+// GET /metrics, or -1 when the series is absent.
+double Metric(uint16_t port, std::string_view series);
 ClientResponse Post(uint16_t port, std::string_view target, std::string body,
                     const Headers& headers = {});
 
