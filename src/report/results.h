@@ -1,0 +1,107 @@
+// Results of a load run (simulated or over HTTP) in one fixed shape, so scripts, `demo` and the
+// HTML report can rely on it.
+//
+// A run's raw material is one RequestRecord per request; Summarize turns them into a RunResult
+// (percentiles, hit rate, shares, a time series and a TTFT distribution for charts). The JSON
+// written by WriteResultsJson is an array of run objects; the field names below are the JSON
+// names (documented for users in docs/results-format.md).
+//
+// Thread-safety: values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace prefix_router::report {
+
+struct RequestRecord {
+  double start_s = 0;     // when the request was sent, seconds from the run's start
+  double ttft_s = -1;     // to the first content token (client-measured or modelled); <0 unknown
+  double e2e_s = -1;      // to the last byte; <0 when the request failed
+  double engine_ttft_s = -1;   // the engine's own modelled TTFT when reported, else <0
+  double engine_queue_s = -1;  // the engine's modelled queue wait when reported, else <0
+  double itl_mean_s = -1;      // mean inter-token latency over the stream, <0 unknown
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0;  // prompt tokens served from the engine's prefix cache
+  uint32_t output_tokens = 0;
+  int32_t instance = -1;       // index into the run's instance list; -1 unknown or none
+  bool error = false;          // no complete, successful response
+  bool overflow = false;       // routed away from its preferred instance (spill)
+  bool counted = true;         // false during warm-up: excluded from every summary figure
+};
+
+// One point of a run's time series: requests that started in [t_s, t_s + window).
+struct SeriesPoint {
+  double t_s = 0;
+  uint64_t requests = 0;
+  double hit_rate = 0;   // cached / prompt tokens in the window
+  double ttft_p50_s = 0;
+  double ttft_p90_s = 0;
+  std::vector<double> share;  // per instance, fraction of the window's requests
+};
+
+struct RunResult {
+  // Identity.
+  std::string source;    // "simulate", "bench" or "demo"
+  std::string workload;
+  std::string strategy;  // strategy name as given on the command line (e.g. prefix-aware-least-loaded)
+  uint32_t instances = 0;
+  uint64_t seed = 0;
+  std::string ttft_kind;  // "modelled" (engine model's clock) or "client" (measured over HTTP)
+  // Settings and sweep coordinates: prefix_length, concurrency_threshold, load_pct,
+  // concurrency, rate_rps, duration_s, time_scale, ... (numbers only).
+  std::map<std::string, double> settings;
+  // Counts.
+  uint64_t requests = 0;  // counted requests (warm-up excluded), errors included
+  uint64_t errors = 0;
+  // Latency, seconds, over successful counted requests.
+  double ttft_p50_s = 0, ttft_p90_s = 0, ttft_p99_s = 0, ttft_mean_s = 0;
+  double e2e_p50_s = 0, e2e_p90_s = 0;
+  double itl_p50_s = -1;  // <0 when unknown
+  // The engines' own modelled TTFT when reported (bench/demo through the emulator), else <0.
+  double engine_ttft_p50_s = -1, engine_ttft_p90_s = -1, engine_ttft_p99_s = -1;
+  // Cache, throughput, balance.
+  double hit_rate = 0;  // sum cached_tokens / sum prompt_tokens
+  double throughput_rps = 0;        // successful counted requests / measured span
+  double output_tokens_per_s = 0;
+  std::vector<double> share;        // per instance, fraction of counted requests
+  double overflow_rate = 0;         // fraction of counted requests that overflowed
+  // Extra figures a producer may add (e.g. queue_depth_mean, queue_depth_max, lru_bound_hit_rate,
+  // infinite_bound_hit_rate, routing_overhead_p50_s). Numbers only.
+  std::map<std::string, double> extra;
+  // For charts.
+  std::vector<double> ttft_quantiles;  // TTFT at quantiles 0, 0.01, ..., 1 (101 values); empty if none
+  std::vector<SeriesPoint> series;
+};
+
+struct SummaryOptions {
+  uint32_t instances = 0;     // share vector length
+  double series_window_s = 0;  // 0 = no time series
+};
+
+// Fills the measured fields of `into` (counts, latencies, hit rate, throughput, shares,
+// overflow, quantiles, series) from `records`; identity, settings and extra are left as they are.
+// The measured span is from the first to the last counted request's end (start + e2e).
+void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& options,
+               RunResult& into);
+
+// Percentile by linear interpolation between closest ranks; 0 for an empty input. Sorts `v`.
+double Percentile(std::vector<double>& v, double p);
+
+// JSON: an array of run objects with every field above (series and quantiles included).
+std::string ResultsJson(const std::vector<RunResult>& runs);
+// Parses what ResultsJson wrote (for `demo` and the report); InvalidArgument on bad input.
+Result<std::vector<RunResult>> ParseResultsJson(std::string_view json);
+// CSV: one header line, one line per run: the scalar fields, settings.* and extra.* columns
+// (union over runs), share as "a;b;c".
+std::string ResultsCsv(const std::vector<RunResult>& runs);
+
+// Writes `content` to `path` atomically enough for a CLI (temp file + rename); Internal error
+// naming the path on failure.
+Status WriteFile(const std::string& path, const std::string& content);
+
+}  // namespace prefix_router::report

@@ -1,0 +1,2 @@
+// placeholder header, written next
+#pragma once
