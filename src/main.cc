@@ -7,7 +7,19 @@
 #include "cli/commands.h"
 #include "cli/version.h"
 
+namespace prefix_router::cli {
+namespace {
+std::string command_line;
+}  // namespace
+const std::string& CommandLine() { return command_line; }
+}  // namespace prefix_router::cli
+
 int main(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = i == 0 ? std::string("prefix-router") : std::string(argv[i]);
+    if (arg.find_first_of(" \t\"'$") != std::string::npos) arg = "'" + arg + "'";
+    prefix_router::cli::command_line += (i ? " " : "") + arg;
+  }
   CLI::App app{
       "prefix-router " PREFIX_ROUTER_VERSION
       ": routes LLM requests to the instance most likely to hold their prompt prefix in KV "
@@ -21,6 +33,8 @@ int main(int argc, char** argv) {
   prefix_router::cli::AddServeCommand(app, &exit_code);
   prefix_router::cli::AddEngineCommand(app, &exit_code);
   prefix_router::cli::AddRouteCommand(app, &exit_code);
+  prefix_router::cli::AddSimulateCommand(app, &exit_code);
+  prefix_router::cli::AddBenchCommand(app, &exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace prefix_router::cli {
 
 // `route`: explains the routing decision for one request body (key, preference order, pick).
@@ -12,5 +14,12 @@ void AddRouteCommand(CLI::App& app, int* exit_code);
 void AddServeCommand(CLI::App& app, int* exit_code);
 // `engine`: the engine emulator.
 void AddEngineCommand(CLI::App& app, int* exit_code);
+// `simulate`: the fleet simulator.
+void AddSimulateCommand(CLI::App& app, int* exit_code);
+// `bench`: the HTTP load generator.
+void AddBenchCommand(CLI::App& app, int* exit_code);
+
+// The command line the binary was started with, for reports ("how to reproduce this").
+const std::string& CommandLine();
 
 }  // namespace prefix_router::cli

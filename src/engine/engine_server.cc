@@ -1,7 +1,6 @@
 #include "engine/engine_server.h"
 
 #include <spdlog/spdlog.h>
-#include <xxhash.h>
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
@@ -250,7 +249,7 @@ net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::strin
   er.prompt = PromptTokens(r);
   er.adapter = adapter;
   er.max_tokens = r.max_tokens;
-  er.output_seed = XXH3_64bits(er.prompt.data(), er.prompt.size() * sizeof(uint32_t));
+  er.output_seed = engine_model::OutputSeed(er.prompt);
   const uint32_t prompt_tokens = static_cast<uint32_t>(er.prompt.size());
   const uint64_t id = er.id;
   const uint64_t seed = er.output_seed;  // selects the generated text (before er is moved)

@@ -160,6 +160,15 @@ size_t CountTokens(std::string_view text) {
   return count;
 }
 
+void AppendChatMessage(const ChatMessage& message, std::vector<uint32_t>& out) {
+  std::string scratch;
+  AppendHeader(message.role, out);
+  AppendContent(message, out, scratch);
+  out.push_back(kEotId);
+}
+
+void AppendGenerationPrompt(std::vector<uint32_t>& out) { AppendHeader("assistant", out); }
+
 std::vector<uint32_t> RenderChat(const std::vector<ChatMessage>& messages) {
   std::vector<uint32_t> out;
   std::string scratch;
@@ -169,8 +178,12 @@ std::vector<uint32_t> RenderChat(const std::vector<ChatMessage>& messages) {
     AppendContent(m, out, scratch);
     out.push_back(kEotId);
   }
-  AppendHeader("assistant", out);
+  AppendGenerationPrompt(out);
   return out;
+}
+
+uint64_t OutputSeed(std::span<const uint32_t> prompt) {
+  return XXH3_64bits(prompt.data(), prompt.size_bytes());
 }
 
 std::vector<uint32_t> RenderCompletion(std::string_view prompt) {

@@ -42,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -87,6 +88,15 @@ struct ChatMessage {
 
 // The prompt tokens of a chat request, generation prompt included.
 std::vector<uint32_t> RenderChat(const std::vector<ChatMessage>& messages);
+// RenderChat's parts, for callers that memoise per-message tokens (the simulator): RenderChat
+// is kBeginOfText, AppendChatMessage for each message, then AppendGenerationPrompt.
+void AppendChatMessage(const ChatMessage& message, std::vector<uint32_t>& out);
+void AppendGenerationPrompt(std::vector<uint32_t>& out);
+
+// The seed that selects a request's generated output: a hash of its prompt token ids, so the
+// same prompt gets the same reply from every engine and from the simulator.
+uint64_t OutputSeed(std::span<const uint32_t> prompt);
+
 // The prompt tokens of a completions request: <|begin_of_text|> then the prompt's tokens.
 std::vector<uint32_t> RenderCompletion(std::string_view prompt);
 

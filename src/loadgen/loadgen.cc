@@ -1,10 +1,808 @@
-// Being written (issue 5): replaced by the Beast client.
+// The load generator's client side: per-thread io_contexts running coroutine users (closed loop)
+// or a Poisson session-start generator (open loop), over keep-alive Beast connections, with the
+// controlling thread (the caller of RunLoad) keeping time: the duration limit, progress, and a
+// last-resort bound on the whole run.
 #include "loadgen/loadgen.h"
 
-namespace prefix_router::loadgen {
+#include <spdlog/spdlog.h>
 
-Result<LoadRun> RunLoad(const LoadOptions&, workload::Workload&) {
-  return Status::Internal("loadgen: not written yet");
+#include <boost/json.hpp>
+
+#include <array>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "core/rng.h"
+#include "http/server.h"
+#include "loadgen/response.h"
+#include "loadgen/sse.h"
+
+namespace prefix_router::loadgen {
+namespace {
+
+namespace net = http::net;
+namespace beast = http::beast;
+namespace bhttp = http::bhttp;
+using tcp = http::tcp;
+using Clock = std::chrono::steady_clock;
+using http::kTuple;
+
+constexpr size_t kReadBufferBytes = 16 * 1024;
+constexpr size_t kMaxBodyBytes = 64u << 20;    // a whole (non-streaming) response body
+constexpr size_t kMaxErrorBodyBytes = 2048;    // kept of an error response, for its message
+constexpr uint32_t kMaxHeaderBytes = 64u << 10;
+constexpr size_t kMaxIdlePerThread = 4096;     // open loop: idle connections kept per thread
+// Waits (think times, arrival gaps, the controller) wake at least this often to see a stop.
+constexpr auto kPollSlice = std::chrono::milliseconds(100);
+// After sending stops, requests in flight have their own deadline; past it plus this grace the
+// run is cut short (a bug, never expected).
+constexpr auto kGrace = std::chrono::seconds(5);
+constexpr std::string_view kInstanceHeader = "x-prefix-router-instance";
+constexpr std::string_view kDecisionHeader = "x-prefix-router-decision";
+constexpr std::string_view kTimingHeader = "x-engine-timing";
+constexpr std::string_view kNativeGroupHeader = "X-Amzn-SageMaker-Prefix-Aware-Id";
+
+// Seconds as a clock duration, saturated at 30 years so that "no limit" values cannot overflow
+// the clock's 64-bit nanoseconds.
+Clock::duration Wall(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::min(seconds, 1e9)));
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string_view View(beast::string_view s) { return {s.data(), s.size()}; }
+
+// ------------------------------------------------------------------------------------ target
+
+struct Target {
+  std::string host;
+  uint16_t port = 80;
+  std::string base_path;    // without a trailing slash
+  std::string host_header;  // as sent in Host
+  tcp::resolver::results_type endpoints;
+};
+
+Result<Target> ParseUrl(std::string_view url) {
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument("url '" + std::string(url) + "': " + std::string(why));
+  };
+  std::string_view rest = url;
+  if (rest.starts_with("https://")) return bad("https is not supported (http only)");
+  if (rest.starts_with("http://")) {
+    rest.remove_prefix(7);
+  } else if (rest.find("://") != std::string_view::npos) {
+    return bad("only http:// URLs are supported");
+  }
+  const size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
+  if (path.find_first_of("?#") != std::string_view::npos) return bad("no query or fragment allowed");
+  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  if (authority.find('@') != std::string_view::npos) return bad("no user information allowed");
+  Target t;
+  std::string_view port;
+  if (authority.starts_with("[")) {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return bad("unterminated IPv6 address");
+    t.host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return bad("expected :PORT after the IPv6 address");
+      port = after.substr(1);
+      if (port.empty()) return bad("empty port");
+    }
+  } else {
+    const size_t colon = authority.find(':');
+    t.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port = authority.substr(colon + 1);
+      if (port.empty()) return bad("empty port");
+    }
+  }
+  if (t.host.empty()) return bad("no host");
+  if (!port.empty()) {
+    uint32_t p = 0;
+    for (char c : port) {
+      if (c < '0' || c > '9' || p > 65535) return bad("the port must be a number 1..65535");
+      p = p * 10 + static_cast<uint32_t>(c - '0');
+    }
+    if (p == 0 || p > 65535) return bad("the port must be a number 1..65535");
+    t.port = static_cast<uint16_t>(p);
+  }
+  t.base_path = std::string(path);
+  t.host_header = std::string(authority);
+  return t;
+}
+
+Status Resolve(Target& t) {
+  net::io_context ctx;
+  tcp::resolver resolver(ctx);
+  beast::error_code ec;
+  t.endpoints = resolver.resolve(t.host, std::to_string(t.port), ec);
+  if (ec || t.endpoints.empty()) {
+    return Status::Unavailable("cannot resolve '" + t.host + "': " + (ec ? ec.message() : "no address"));
+  }
+  return Status::Ok();
+}
+
+// -------------------------------------------------------------------------------- connection
+
+// One keep-alive connection with its read buffers; used by one request at a time.
+struct Connection {
+  explicit Connection(const net::any_io_executor& ex) : stream(ex) {}
+  beast::tcp_stream stream;
+  beast::flat_buffer buffer;                    // parser input (bytes past a head)
+  std::array<char, kReadBufferBytes> body_buf;  // body pieces as they are read
+  bool used = false;                            // has carried a complete exchange
+};
+
+// A request's outcome: the record's measured fields, the reply text (for the next turn) and,
+// when it failed, why.
+struct Outcome {
+  report::RequestRecord record;
+  std::string reply;
+  std::string error_kind;  // "" = success
+  std::string error_message;
+};
+
+bool IsEventStream(std::string_view content_type) {
+  while (!content_type.empty() && content_type.front() == ' ') content_type.remove_prefix(1);
+  constexpr std::string_view kSse = "text/event-stream";
+  return content_type.size() >= kSse.size() && beast::iequals(content_type.substr(0, kSse.size()), kSse);
+}
+
+std::string Shorten(std::string_view s, size_t n = 200) {
+  std::string out(s.substr(0, n));
+  for (char& c : out) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  if (s.size() > n) out += "...";
+  return out;
+}
+
+// ------------------------------------------------------------------------------------ runner
+
+class Runner {
+ public:
+  Runner(const LoadOptions& options, workload::Workload& workload, Target target)
+      : options_(options), workload_(workload), target_(std::move(target)) {
+    for (const auto& name : options_.instance_names) InstanceIndex(name);
+  }
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // Open loop: checks that the workload can be paced (takes the first session to see whether
+  // it carries arrival times).
+  Status PrepareOpenLoop();
+  LoadRun Run();
+
+ private:
+  struct Thread {
+    net::io_context ctx{1};
+    // Open loop: idle keep-alive connections. Touched only on this thread.
+    std::vector<std::unique_ptr<Connection>> idle;
+  };
+  struct Claim {
+    uint64_t index;
+    Clock::time_point start;
+  };
+
+  net::awaitable<void> User(Thread& t);
+  net::awaitable<void> Arrivals();
+  net::awaitable<void> OpenSession(Thread& t, std::unique_ptr<workload::Session> session);
+  // Runs a session's turns; false when sending has stopped. `own` is the user's connection
+  // (closed loop) or null to use the thread's pool (open loop).
+  net::awaitable<bool> RunSession(Thread& t, workload::Session& session, std::unique_ptr<Connection>* own);
+  net::awaitable<Outcome> Send(std::unique_ptr<Connection>& conn, const workload::Request& request,
+                               Clock::time_point start);
+  // Sleeps until `until`; false (early) when sending stops.
+  net::awaitable<bool> SleepUntil(Clock::time_point until);
+
+  std::optional<Claim> ClaimNext();
+  bool SendingOpen();
+  void Complete(uint64_t index, Outcome outcome);
+  int32_t InstanceIndex(std::string_view name);
+  workload::SessionStart TakeSession();
+  std::optional<workload::Request> NextTurn(workload::Session& s, std::string_view reply);
+  double ThinkSeconds(workload::Session& s);
+  void DropSession(std::unique_ptr<workload::Session> s);
+  void WorkerDone(std::exception_ptr e);
+  void SpawnWorker(Thread& t, net::awaitable<void> work);
+
+  const LoadOptions& options_;
+  workload::Workload& workload_;
+  const Target target_;
+  Clock::time_point run_start_;
+  Clock::time_point send_deadline_ = Clock::time_point::max();
+  std::atomic<bool> stopping_{false};  // no more requests are sent
+
+  std::mutex workload_mu_;  // guards workload_ and every session's calls
+  std::optional<workload::SessionStart> first_session_;  // open loop, taken by PrepareOpenLoop
+  double mean_turns_ = 1;
+
+  std::mutex records_mu_;  // guards the members up to first_error_
+  std::vector<report::RequestRecord> records_;
+  std::vector<bool> completed_;
+  std::map<std::string, uint64_t> errors_by_kind_;
+  std::string first_error_;
+  std::atomic<uint64_t> sent_{0}, done_{0}, failed_{0};
+
+  std::mutex names_mu_;  // guards names_ and name_index_
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, int32_t> name_index_;
+
+  std::atomic<int64_t> workers_{0};  // coroutines that may still send
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+
+  // Last: destroyed first, so that coroutine frames never outlive the members they use.
+  std::vector<std::unique_ptr<Thread>> threads_;
+};
+
+Status Runner::PrepareOpenLoop() {
+  std::lock_guard<std::mutex> lock(workload_mu_);
+  mean_turns_ = std::max(workload_.mean_turns(), 1e-9);
+  first_session_ = workload_.NextSession();
+  if (first_session_->session && !first_session_->arrival_s && !(options_.rate_rps > 0)) {
+    return Status::InvalidArgument(
+        "rate_rps: an open loop over a generated workload needs a rate above 0");
+  }
+  return Status::Ok();
+}
+
+workload::SessionStart Runner::TakeSession() {
+  std::lock_guard<std::mutex> lock(workload_mu_);
+  return workload_.NextSession();
+}
+
+std::optional<workload::Request> Runner::NextTurn(workload::Session& s, std::string_view reply) {
+  std::lock_guard<std::mutex> lock(workload_mu_);
+  return s.Next(reply);
+}
+
+double Runner::ThinkSeconds(workload::Session& s) {
+  std::lock_guard<std::mutex> lock(workload_mu_);
+  return s.think_s();
+}
+
+void Runner::DropSession(std::unique_ptr<workload::Session> s) {
+  std::lock_guard<std::mutex> lock(workload_mu_);
+  s.reset();
+}
+
+int32_t Runner::InstanceIndex(std::string_view name) {
+  std::lock_guard<std::mutex> lock(names_mu_);
+  auto it = name_index_.find(std::string(name));
+  if (it != name_index_.end()) return it->second;
+  const auto index = static_cast<int32_t>(names_.size());
+  names_.emplace_back(name);
+  name_index_.emplace(std::string(name), index);
+  return index;
+}
+
+bool Runner::SendingOpen() {
+  if (stopping_.load()) return false;
+  if (Clock::now() >= send_deadline_ || (options_.requests && sent_.load() >= options_.requests)) {
+    stopping_.store(true);
+    return false;
+  }
+  return true;
+}
+
+std::optional<Runner::Claim> Runner::ClaimNext() {
+  std::lock_guard<std::mutex> lock(records_mu_);
+  if (!SendingOpen()) return std::nullopt;
+  const auto now = Clock::now();
+  report::RequestRecord r;
+  r.start_s = Seconds(now - run_start_) / options_.time_scale;
+  r.counted = records_.size() >= options_.warmup_requests;
+  records_.push_back(r);
+  completed_.push_back(false);
+  sent_.store(records_.size());
+  // The last allowed request stops the run at once, so that sleeping users need not wake to
+  // find out.
+  if (options_.requests && records_.size() >= options_.requests) stopping_.store(true);
+  return Claim{records_.size() - 1, now};
+}
+
+void Runner::Complete(uint64_t index, Outcome o) {
+  std::lock_guard<std::mutex> lock(records_mu_);
+  report::RequestRecord& r = records_[index];
+  o.record.start_s = r.start_s;
+  o.record.counted = r.counted;
+  r = o.record;
+  completed_[index] = true;
+  if (r.error) {
+    ++errors_by_kind_[o.error_kind];
+    if (first_error_.empty()) first_error_ = o.error_message;
+    failed_.fetch_add(1);
+  }
+  done_.fetch_add(1);
+}
+
+void Runner::WorkerDone(std::exception_ptr e) {
+  if (e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      spdlog::error("load generator: unexpected exception: {}", ex.what());
+    }
+  }
+  if (workers_.fetch_sub(1) == 1) {
+    std::lock_guard<std::mutex> lock(done_mu_);
+    done_cv_.notify_all();
+  }
+}
+
+void Runner::SpawnWorker(Thread& t, net::awaitable<void> work) {
+  workers_.fetch_add(1);
+  net::co_spawn(t.ctx, std::move(work), [this](std::exception_ptr e) { WorkerDone(e); });
+}
+
+net::awaitable<bool> Runner::SleepUntil(Clock::time_point until) {
+  net::steady_timer timer(co_await net::this_coro::executor);
+  while (!stopping_.load()) {
+    const auto now = Clock::now();
+    if (now >= until) co_return true;
+    timer.expires_at(std::min(until, now + kPollSlice));
+    co_await timer.async_wait(kTuple);
+  }
+  co_return false;
+}
+
+net::awaitable<void> Runner::User(Thread& t) {
+  std::unique_ptr<Connection> conn;  // this user's keep-alive connection
+  while (!stopping_.load()) {
+    workload::SessionStart start = TakeSession();
+    if (!start.session) {  // a finite workload ran out
+      stopping_.store(true);
+      break;
+    }
+    const bool more = co_await RunSession(t, *start.session, &conn);
+    DropSession(std::move(start.session));
+    if (!more) break;
+  }
+}
+
+net::awaitable<void> Runner::OpenSession(Thread& t, std::unique_ptr<workload::Session> session) {
+  co_await RunSession(t, *session, nullptr);
+  DropSession(std::move(session));
+}
+
+net::awaitable<void> Runner::Arrivals() {
+  Rng rng(options_.seed);
+  // Sessions start at this rate (wall), so that requests arrive at rate_rps in model time.
+  const double session_rate = options_.rate_rps / mean_turns_ / options_.time_scale;
+  Clock::time_point next = run_start_;
+  size_t spread = 0;
+  for (;;) {
+    workload::SessionStart s;
+    if (first_session_) {
+      s = std::move(*first_session_);
+      first_session_.reset();
+    } else {
+      s = TakeSession();
+    }
+    if (!s.session) {
+      stopping_.store(true);
+      break;
+    }
+    Clock::time_point at;
+    if (s.arrival_s) {
+      at = run_start_ + Wall(*s.arrival_s / options_.trace_speed * options_.time_scale);
+    } else if (session_rate > 0) {
+      next += Wall(-std::log1p(-rng.NextDouble()) / session_rate);
+      at = next;
+    } else {  // a trace that stops carrying times, with no rate to fall back on
+      spdlog::warn("load generator: a session without an arrival time and no rate: stopping");
+      DropSession(std::move(s.session));
+      stopping_.store(true);
+      break;
+    }
+    if (!co_await SleepUntil(at) || !SendingOpen()) {
+      DropSession(std::move(s.session));
+      break;
+    }
+    Thread& t = *threads_[spread++ % threads_.size()];
+    SpawnWorker(t, OpenSession(t, std::move(s.session)));
+  }
+}
+
+net::awaitable<bool> Runner::RunSession(Thread& t, workload::Session& session, std::unique_ptr<Connection>* own) {
+  std::string reply;
+  bool first = true;
+  for (;;) {
+    std::optional<workload::Request> request = NextTurn(session, reply);
+    if (!request) co_return true;
+    if (!first) {
+      const double think = ThinkSeconds(session);
+      if (think > 0 && !co_await SleepUntil(Clock::now() + Wall(think * options_.time_scale))) co_return false;
+    }
+    first = false;
+    const std::optional<Claim> claim = ClaimNext();
+    if (!claim) co_return false;
+    std::unique_ptr<Connection> pooled;
+    if (!own && !t.idle.empty()) {
+      pooled = std::move(t.idle.back());
+      t.idle.pop_back();
+    }
+    std::unique_ptr<Connection>& conn = own ? *own : pooled;
+    Outcome o = co_await Send(conn, *request, claim->start);
+    if (!own && conn && t.idle.size() < kMaxIdlePerThread) t.idle.push_back(std::move(conn));
+    // A failed turn's partial reply is not history: the next turn is built from "".
+    reply = o.error_kind.empty() ? std::move(o.reply) : std::string();
+    Complete(claim->index, std::move(o));
+  }
+}
+
+net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const workload::Request& wr,
+                                     Clock::time_point start) {
+  Outcome out;
+  report::RequestRecord& rec = out.record;
+  const double scale = options_.time_scale;
+  const Clock::time_point deadline = start + Wall(options_.timeout_s);
+  auto fail = [&](std::string kind, std::string message) {
+    rec.error = true;
+    rec.e2e_s = -1;
+    out.error_kind = std::move(kind);
+    out.error_message = std::move(message);
+  };
+  auto transport_kind = [](const beast::error_code& ec, std::string_view otherwise) {
+    return std::string(ec == beast::error::timeout ? "timeout" : otherwise);
+  };
+
+  bhttp::request<bhttp::string_body> req{bhttp::verb::post,
+                                         target_.base_path + std::string(workload::PathFor(wr.api)), 11};
+  req.set(bhttp::field::host, target_.host_header);
+  req.set(bhttp::field::user_agent, "prefix-router-bench");
+  req.set(bhttp::field::content_type, "application/json");
+  if (wr.api == api::ApiKind::kNative && !wr.routing_group.empty()) req.set(kNativeGroupHeader, wr.routing_group);
+  req.body() = workload::RenderBody(wr, options_.stream, options_.default_model);
+  req.keep_alive(true);
+  req.prepare_payload();
+
+  const auto executor = co_await net::this_coro::executor;
+  std::optional<bhttp::response_parser<bhttp::buffer_body>> parser;
+  for (int attempt = 0;; ++attempt) {
+    bool reused = conn && conn->used;
+    if (!conn || !conn->stream.socket().is_open()) {
+      conn = std::make_unique<Connection>(executor);
+      reused = false;
+      conn->stream.expires_at(deadline);
+      auto [cec, endpoint] = co_await conn->stream.async_connect(target_.endpoints, kTuple);
+      if (cec) {
+        conn.reset();
+        fail(transport_kind(cec, "connect"), "connect to " + target_.host_header + ": " + cec.message());
+        co_return out;
+      }
+      beast::error_code ignored;
+      conn->stream.socket().set_option(tcp::no_delay(true), ignored);
+    }
+    conn->stream.expires_at(deadline);
+    auto [wec, wn] = co_await bhttp::async_write(conn->stream, req, kTuple);
+    if (wec) {
+      conn.reset();
+      // A kept connection the server closed while idle: once more on a new one.
+      if (reused && attempt == 0 && wec != beast::error::timeout) continue;
+      fail(transport_kind(wec, "write"), "sending the request failed: " + wec.message());
+      co_return out;
+    }
+    parser.emplace();
+    parser->body_limit(boost::none);
+    parser->header_limit(kMaxHeaderBytes);
+    auto [hec, hn] = co_await bhttp::async_read_header(conn->stream, conn->buffer, *parser, kTuple);
+    if (hec) {
+      const bool idle_close = hec == bhttp::error::end_of_stream || hec == net::error::eof ||
+                              hec == net::error::connection_reset;
+      conn.reset();
+      if (reused && attempt == 0 && idle_close) continue;
+      fail(transport_kind(hec, "read"), "no response: " + hec.message());
+      co_return out;
+    }
+    break;
+  }
+
+  const auto& head = parser->get();
+  const int status = head.result_int();
+  int64_t header_cached = -1, header_prompt = -1;
+  if (auto it = head.find(kTimingHeader); it != head.end()) {
+    EngineTiming timing;
+    if (ParseEngineTiming(View(it->value()), &timing)) {
+      rec.engine_ttft_s = timing.ttft_s;
+      rec.engine_queue_s = timing.queue_s;
+    }
+    header_cached = timing.cached_tokens;
+    header_prompt = timing.prompt_tokens;
+  }
+  if (auto it = head.find(kInstanceHeader); it != head.end() && !it->value().empty()) {
+    rec.instance = InstanceIndex(View(it->value()));
+  }
+  if (auto it = head.find(kDecisionHeader); it != head.end()) rec.overflow = IsOverflowDecision(View(it->value()));
+  const bool ok_status = status >= 200 && status < 300;
+  const bool sse = ok_status && IsEventStream(View(head[bhttp::field::content_type]));
+
+  SseParser events;
+  std::string body;  // a whole body, or the start of an error body
+  bool too_large = false, done_seen = false, bad_event = false, error_event = false;
+  std::string error_event_message;
+  Usage usage;
+  uint32_t content_chunks = 0;
+  Clock::time_point now, first_content, last_content;
+  auto on_event = [&](const SseEvent& e) {
+    if (done_seen) return;  // nothing counts after [DONE]
+    if (e.data == "[DONE]") {
+      done_seen = true;
+      return;
+    }
+    const ChunkInfo c = ParseStreamChunk(e.data, &out.reply, &usage);
+    if (c.error || e.event == "error") {
+      if (!error_event) error_event_message = c.error_message.empty() ? Shorten(e.data) : c.error_message;
+      error_event = true;
+      return;
+    }
+    if (!c.valid) {
+      bad_event = true;
+      return;
+    }
+    if (c.has_content) {
+      if (content_chunks == 0) first_content = now;
+      last_content = now;
+      ++content_chunks;
+    }
+  };
+
+  beast::error_code read_error;
+  size_t body_bytes = 0;
+  while (!parser->is_done()) {
+    auto& b = parser->get().body();
+    b.data = conn->body_buf.data();
+    b.size = conn->body_buf.size();
+    conn->stream.expires_at(deadline);
+    auto [rec_ec, rn] = co_await bhttp::async_read_some(conn->stream, conn->buffer, *parser, kTuple);
+    now = Clock::now();
+    const size_t got = conn->body_buf.size() - parser->get().body().size;
+    body_bytes += got;
+    if (got > 0) {
+      const std::string_view piece(conn->body_buf.data(), got);
+      if (sse) {
+        events.Feed(piece, on_event);
+      } else if (!ok_status) {
+        body.append(piece.substr(0, kMaxErrorBodyBytes - std::min(kMaxErrorBodyBytes, body.size())));
+      } else if (body.size() + got > kMaxBodyBytes) {
+        too_large = true;
+      } else {
+        body.append(piece);
+      }
+    }
+    if (rec_ec && rec_ec != bhttp::error::need_buffer) {
+      read_error = rec_ec;
+      break;
+    }
+  }
+  const Clock::time_point end = Clock::now();
+
+  if (read_error) {
+    conn.reset();
+    if (!ok_status) {
+      fail("status_" + std::to_string(status), "HTTP " + std::to_string(status) + " (body broke off)");
+    } else {
+      fail(transport_kind(read_error, "read"), "the response broke off after " + std::to_string(body_bytes) +
+                                                   " body bytes: " + read_error.message());
+    }
+    co_return out;
+  }
+  if (!parser->get().keep_alive()) {
+    conn.reset();
+  } else {
+    conn->used = true;
+  }
+  if (!ok_status) {
+    fail("status_" + std::to_string(status), "HTTP " + std::to_string(status) + ": " + Shorten(body));
+    co_return out;
+  }
+
+  const double e2e = Seconds(end - start) / scale;
+  if (sse) {
+    events.Finish(on_event);
+    if (error_event) {
+      fail("sse_error", "error event in the stream: " + error_event_message);
+    } else if (bad_event || events.failed()) {
+      fail("bad_response", "a stream event was not a JSON object");
+    } else if (!done_seen) {
+      fail("no_done", "the stream ended without data: [DONE]");
+    }
+    if (content_chunks > 0) rec.ttft_s = Seconds(first_content - start) / scale;
+    if (content_chunks > 1) rec.itl_mean_s = Seconds(last_content - first_content) / scale / (content_chunks - 1);
+  } else if (too_large) {
+    fail("bad_response", "the response body is over " + std::to_string(kMaxBodyBytes) + " bytes");
+  } else {
+    const ChunkInfo c = ParseCompletionBody(body, &out.reply, &usage);
+    if (c.error) {
+      fail("error_body", "error in the response body: " + c.error_message);
+    } else if (!c.valid) {
+      fail("bad_response", "the response body is not a JSON completion: " + Shorten(body));
+    }
+    rec.ttft_s = e2e;  // nothing arrives before the whole response
+    if (c.has_content) content_chunks = 1;
+  }
+  if (usage.present) {
+    rec.prompt_tokens = usage.prompt_tokens;
+    rec.cached_tokens = usage.cached_tokens;
+    rec.output_tokens = usage.completion_tokens;
+  } else {
+    // No usage (the server ignores stream_options): the engine's header, else count chunks.
+    if (header_prompt >= 0) rec.prompt_tokens = static_cast<uint32_t>(header_prompt);
+    if (header_cached >= 0) rec.cached_tokens = static_cast<uint32_t>(header_cached);
+    rec.output_tokens = sse ? content_chunks : 0;
+  }
+  if (!rec.error) rec.e2e_s = e2e;
+  co_return out;
+}
+
+LoadRun Runner::Run() {
+  const uint32_t n_threads = options_.threads ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
+  for (uint32_t i = 0; i < n_threads; ++i) threads_.push_back(std::make_unique<Thread>());
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> guards;
+  for (auto& t : threads_) guards.push_back(net::make_work_guard(t->ctx));
+
+  run_start_ = Clock::now();
+  if (options_.duration_s > 0) send_deadline_ = run_start_ + Wall(options_.duration_s * options_.time_scale);
+  if (options_.mode == Mode::kClosed) {
+    for (uint32_t u = 0; u < options_.concurrency; ++u) {
+      Thread& t = *threads_[u % threads_.size()];
+      SpawnWorker(t, User(t));
+    }
+  } else {
+    SpawnWorker(*threads_[0], Arrivals());
+  }
+  std::vector<std::thread> running;
+  for (auto& t : threads_) running.emplace_back([ctx = &t->ctx] { ctx->run(); });
+
+  // The controller: the duration limit, progress, and the bound on the whole run.
+  auto next_progress = run_start_ + std::chrono::seconds(1);
+  auto stopped_at = Clock::time_point::max();
+  bool forced = false;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(done_mu_);
+      done_cv_.wait_for(lock, kPollSlice, [&] { return workers_.load() == 0; });
+    }
+    if (workers_.load() == 0) break;
+    const auto now = Clock::now();
+    if (now >= send_deadline_) stopping_.store(true);
+    if (stopping_.load() && stopped_at == Clock::time_point::max()) stopped_at = now;
+    if (stopped_at != Clock::time_point::max() && now > stopped_at + Wall(options_.timeout_s) + kGrace) {
+      spdlog::error("load generator: {} requests still in flight past their deadline; cutting the run short",
+                    sent_.load() - done_.load());
+      forced = true;
+      break;
+    }
+    if (options_.progress && now >= next_progress) {
+      const uint64_t sent = sent_.load(), done = done_.load();
+      options_.progress(done, failed_.load(), sent - done);
+      next_progress = now + std::chrono::seconds(1);
+    }
+  }
+  stopping_.store(true);
+  if (forced) {
+    for (auto& t : threads_) t->ctx.stop();
+  }
+  guards.clear();
+  for (auto& th : running) th.join();
+  const auto finished = Clock::now();
+
+  LoadRun run;
+  {
+    std::lock_guard<std::mutex> lock(records_mu_);
+    for (size_t i = 0; i < records_.size(); ++i) {
+      if (completed_[i]) continue;
+      records_[i].error = true;
+      records_[i].e2e_s = -1;
+      ++errors_by_kind_["unfinished"];
+      failed_.fetch_add(1);
+      done_.fetch_add(1);
+    }
+    run.records = std::move(records_);
+    run.errors_by_kind = std::move(errors_by_kind_);
+    run.first_error = std::move(first_error_);
+  }
+  {
+    std::lock_guard<std::mutex> lock(names_mu_);
+    run.instance_names = names_;
+  }
+  run.wall_s = Seconds(finished - run_start_);
+  if (options_.progress) options_.progress(done_.load(), failed_.load(), 0);
+  // A forced stop leaves coroutine frames in the contexts: destroy them before the members
+  // they refer to.
+  threads_.clear();
+  return run;
+}
+
+// ---------------------------------------------------------------------------------- models
+
+net::awaitable<Result<std::vector<std::string>>> FetchModelsOnce(const Target& target, double timeout_s);
+
+// Writes into `out` (co_spawn's completion needs a default-constructible result type).
+net::awaitable<void> FetchModels(const Target& target, double timeout_s,
+                                 std::optional<Result<std::vector<std::string>>>& out) {
+  out = co_await FetchModelsOnce(target, timeout_s);
+}
+
+net::awaitable<Result<std::vector<std::string>>> FetchModelsOnce(const Target& target, double timeout_s) {
+  const auto deadline = Clock::now() + Wall(timeout_s);
+  beast::tcp_stream stream(co_await net::this_coro::executor);
+  stream.expires_at(deadline);
+  auto [cec, ep] = co_await stream.async_connect(target.endpoints, kTuple);
+  if (cec) co_return Status::Unavailable("connect to " + target.host_header + ": " + cec.message());
+  bhttp::request<bhttp::empty_body> req{bhttp::verb::get, target.base_path + "/v1/models", 11};
+  req.set(bhttp::field::host, target.host_header);
+  req.set(bhttp::field::user_agent, "prefix-router-bench");
+  req.keep_alive(false);
+  stream.expires_at(deadline);
+  auto [wec, wn] = co_await bhttp::async_write(stream, req, kTuple);
+  if (wec) co_return Status::Unavailable("GET /v1/models: " + wec.message());
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(4u << 20);
+  auto [rec, rn] = co_await bhttp::async_read(stream, buffer, parser, kTuple);
+  if (rec) co_return Status::Unavailable("GET /v1/models: " + rec.message());
+  const auto& res = parser.get();
+  if (res.result_int() != 200) {
+    co_return Status::Unavailable("GET /v1/models answered " + std::to_string(res.result_int()));
+  }
+  boost::json::error_code ec;
+  boost::json::value doc = boost::json::parse(res.body(), ec);
+  const boost::json::value* data = !ec && doc.is_object() ? doc.as_object().if_contains("data") : nullptr;
+  if (!data || !data->is_array()) co_return Status::Unavailable("GET /v1/models: not an OpenAI model list");
+  std::vector<std::string> names;
+  for (const auto& m : data->as_array()) {
+    if (!m.is_object()) continue;
+    if (const auto* id = m.as_object().if_contains("id"); id && id->is_string()) {
+      names.emplace_back(id->as_string());
+    }
+  }
+  co_return names;
+}
+
+}  // namespace
+
+Result<LoadRun> RunLoad(const LoadOptions& options, workload::Workload& workload) {
+  auto target = ParseUrl(options.url);
+  if (!target.ok()) return target.status();
+  auto invalid = [](std::string m) { return Status::InvalidArgument(std::move(m)); };
+  if (options.requests == 0 && !(options.duration_s > 0)) {
+    return invalid("set requests or duration_s (at least one stops the run)");
+  }
+  if (!(options.duration_s >= 0) || !std::isfinite(options.duration_s)) return invalid("duration_s: must be >= 0");
+  if (!(options.timeout_s > 0)) return invalid("timeout_s: must be > 0");
+  if (!(options.time_scale > 0) || !std::isfinite(options.time_scale)) return invalid("time_scale: must be > 0");
+  if (!(options.trace_speed > 0)) return invalid("trace_speed: must be > 0");
+  if (!(options.rate_rps >= 0) || !std::isfinite(options.rate_rps)) return invalid("rate_rps: must be >= 0");
+  if (options.mode == Mode::kClosed && options.concurrency == 0) return invalid("concurrency: must be at least 1");
+  if (Status s = Resolve(*target); !s.ok()) return s;
+  Runner runner(options, workload, std::move(*target));
+  if (options.mode == Mode::kOpen) {
+    if (Status s = runner.PrepareOpenLoop(); !s.ok()) return s;
+  }
+  return runner.Run();
+}
+
+Result<std::vector<std::string>> ListModels(const std::string& url, double timeout_s) {
+  auto target = ParseUrl(url);
+  if (!target.ok()) return target.status();
+  if (Status s = Resolve(*target); !s.ok()) return s;
+  net::io_context ctx;
+  std::optional<Result<std::vector<std::string>>> result;
+  net::co_spawn(ctx, FetchModels(*target, timeout_s, result), [&](std::exception_ptr e) {
+    if (e) result = Status::Internal("GET /v1/models: unexpected exception");
+  });
+  ctx.run();
+  if (!result) return Status::Internal("GET /v1/models: did not complete");
+  return std::move(*result);
 }
 
 }  // namespace prefix_router::loadgen

@@ -19,14 +19,28 @@
 // status, an SSE error event or a stream without [DONE].
 //
 // `time_scale` converts measured times into model time when the engines run time-scaled
-// (measured seconds / time_scale); 1 for real engines.
+// (measured seconds / time_scale, record start times included); 1 for real engines. The run's
+// limits are model time too: it sends for duration_s * time_scale wall seconds, at
+// rate_rps / time_scale wall requests per second, and users think think_s * time_scale.
 //
-// Thread-safety: RunLoad blocks the calling thread and runs its own I/O threads.
+// Connections: HTTP/1.1 keep-alive; in a closed loop each user keeps its own connection, in an
+// open loop each I/O thread keeps a pool of idle ones (a session takes one per request, or
+// opens one). A kept connection that the server closed while idle is retried once on a new
+// connection when it fails before any response byte (as browsers and the gateway do).
+//
+// Bounded: every connect, write and read has the request's deadline (its start + timeout_s);
+// think times and arrival waits end at once (within 100 ms) when sending stops; after sending
+// stops, requests in flight get their own deadline plus a grace period and are then recorded
+// as failed ("unfinished") if a bug kept them alive.
+//
+// Thread-safety: RunLoad blocks the calling thread and runs its own I/O threads. The workload
+// and its sessions are only ever used under one lock, from one thread at a time.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,7 +69,9 @@ struct LoadOptions {
   // Instance names in index order (records' `instance` indexes this list); names first seen in
   // x-prefix-router-instance headers and not listed are appended. Empty = learn them all.
   std::vector<std::string> instance_names;
-  // Called about once a second from an I/O thread: requests done, failed, in flight.
+  uint64_t seed = 1;  // open loop: the Poisson arrival times
+  // Called about once a second from the thread that called RunLoad (never concurrently with
+  // itself): requests done (failed included), failed, in flight.
   std::function<void(uint64_t done, uint64_t failed, uint64_t in_flight)> progress;
 };
 
@@ -63,10 +79,20 @@ struct LoadRun {
   std::vector<report::RequestRecord> records;  // in the order requests were sent
   std::vector<std::string> instance_names;     // final list (see LoadOptions)
   double wall_s = 0;                           // wall time of the whole run
+  // Failed requests by kind: "connect" (no connection), "timeout" (deadline), "write" or
+  // "read" (the connection broke), "status_<code>" (non-2xx), "sse_error" (an error event),
+  // "error_body" (a 2xx body holding an error object),
+  // "no_done" (a stream without [DONE]), "bad_response" (unparseable body), "unfinished".
+  std::map<std::string, uint64_t> errors_by_kind;
+  std::string first_error;  // the first failure's message, for a CLI to show
 };
 
 // InvalidArgument for bad options (bad URL, no stop condition, ...). Request failures are
 // recorded, never returned as an error.
 Result<LoadRun> RunLoad(const LoadOptions& options, workload::Workload& workload);
+
+// The model names the endpoint lists at GET {url}/v1/models, in its order (for a default model).
+// Unavailable when it cannot be reached or answers otherwise; InvalidArgument for a bad URL.
+Result<std::vector<std::string>> ListModels(const std::string& url, double timeout_s);
 
 }  // namespace prefix_router::loadgen

@@ -16,6 +16,15 @@ namespace prefix_router::report {
 // instances and seed when there is one), P99, hit rate, throughput (and change), per-instance
 // share range (min-max), overflow rate, errors. When several seeds are present, one row per
 // (strategy, seed).
+//
+// Details: a block holds the runs of one workload, fleet size, source and TTFT kind; its header
+// names them ("workload long-context, 7 instances, seed 1, simulate, TTFT modelled ..."). Rows
+// are labelled with the strategy plus the seed and any setting that differs between runs. Among
+// several random runs of the seed, a row is compared with the one whose settings agree with its
+// own on the most keys (a load sweep compares equal loads). Columns for engine TTFT (P50/P90 with
+// change), the LRU and infinite-cache hit-rate bounds and routing overhead appear when a run
+// carries them. A share range outside the balance band (13.3-15.4% for 7 instances, the ideal
+// share +-7.5% otherwise) is marked with '*'.
 std::string ComparisonTable(const std::vector<RunResult>& runs);
 
 struct ReportOptions {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -85,7 +86,16 @@ struct SummaryOptions {
 
 // Fills the measured fields of `into` (counts, latencies, hit rate, throughput, shares,
 // overflow, quantiles, series) from `records`; identity, settings and extra are left as they are.
-// The measured span is from the first to the last counted request's end (start + e2e).
+// The measured span is from the first counted request's start to the last counted request's end
+// (start + e2e; a failed request ends at its start).
+//
+// Only counted records contribute. Errors count in `requests` and `errors` (and in shares and
+// overflow when they carry an instance) but never in latencies, hit rate or throughput; a
+// latency of <0 (unknown) is left out of its percentiles. `share` has options.instances entries
+// (more if a record names a higher instance index) over counted requests with instance >= 0.
+// Series windows are aligned to multiples of series_window_s from t = 0 and run from the window
+// of the first counted start to that of the last, empty windows included (requests = 0); more
+// than 10,000 windows widen the window to a multiple of itself.
 void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& options,
                RunResult& into);
 
@@ -93,12 +103,19 @@ void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& 
 double Percentile(std::vector<double>& v, double p);
 
 // JSON: an array of run objects with every field above (series and quantiles included).
+// Numbers are written in their shortest exact form and read back exactly; a NaN or infinite
+// value is written as null and read back as NaN.
 std::string ResultsJson(const std::vector<RunResult>& runs);
-// Parses what ResultsJson wrote (for `demo` and the report); InvalidArgument on bad input.
+// Parses what ResultsJson wrote (for `demo` and the report); InvalidArgument on bad input,
+// naming the offending field (e.g. "runs[2].share[1]: expected a number"). Missing fields keep
+// their defaults and unknown fields are ignored, so older and newer files still load.
 Result<std::vector<RunResult>> ParseResultsJson(std::string_view json);
 // CSV: one header line, one line per run: the scalar fields, settings.* and extra.* columns
 // (union over runs), share as "a;b;c".
 std::string ResultsCsv(const std::vector<RunResult>& runs);
+
+// The whole file at `path`; NotFound or Internal naming the path on failure.
+Result<std::string> ReadFile(const std::string& path);
 
 // Writes `content` to `path` atomically enough for a CLI (temp file + rename); Internal error
 // naming the path on failure.

@@ -1,1 +1,762 @@
 #include "sim/simulator.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <unordered_map>
+#include <utility>
+
+#include <xxhash.h>
+
+#include "api/native_request.h"
+#include "api/openai_request.h"
+#include "core/fleet.h"
+#include "core/rng.h"
+#include "engine_model/kv_cache.h"
+#include "engine_model/scheduler.h"
+#include "engine_model/tokenizer.h"
+
+namespace prefix_router::sim {
+namespace {
+
+using engine_model::EventKind;
+using engine_model::StepScheduler;
+
+Result<double> ParseSeconds(std::string_view text) {
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || !(v >= 0) || !std::isfinite(v)) {
+    return Status::InvalidArgument("bad time '" + std::string(text) + "' (seconds >= 0)");
+  }
+  return v;
+}
+
+// A client whose request failed before reaching an engine waits this long before its next.
+constexpr double kErrorPause = 1.0;
+
+std::string InstanceName(uint32_t i) { return "instance-" + std::to_string(i + 1); }
+
+// Prompt tokens as the engine emulator computes them, memoising each message's tokens: the
+// long shared contexts of a workload are tokenized once, not once per request.
+class PromptTokenizer {
+ public:
+  std::vector<uint32_t> Chat(const std::vector<workload::Message>& messages) {
+    std::vector<uint32_t> out;
+    out.push_back(engine_model::kBeginOfText);
+    for (const workload::Message& m : messages) {
+      const std::vector<uint32_t>& t = MessageTokens(m);
+      out.insert(out.end(), t.begin(), t.end());
+    }
+    engine_model::AppendGenerationPrompt(out);
+    return out;
+  }
+
+ private:
+  // Messages this long or longer are memoised; short ones are cheaper to tokenize again.
+  static constexpr size_t kMemoMinBytes = 512;
+  // Bound on memoised text, in bytes of content.
+  static constexpr size_t kMemoMaxBytes = size_t{256} << 20;
+
+  const std::vector<uint32_t>& MessageTokens(const workload::Message& m) {
+    if (m.content.size() < kMemoMinBytes) {
+      scratch_.clear();
+      engine_model::AppendChatMessage(engine_model::ChatMessage{m.role, m.content, {}}, scratch_);
+      return scratch_;
+    }
+    // Keyed by a 128-bit hash of role and content: no 32 KB key copied or hashed twice.
+    const XXH128_hash_t h = XXH3_128bits_withSeed(m.content.data(), m.content.size(),
+                                                  XXH3_64bits(m.role.data(), m.role.size()));
+    const std::pair<uint64_t, uint64_t> key{h.high64, h.low64};
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    if (memo_bytes_ + m.content.size() > kMemoMaxBytes) {
+      memo_.clear();
+      memo_bytes_ = 0;
+    }
+    std::vector<uint32_t> tokens;
+    engine_model::AppendChatMessage(engine_model::ChatMessage{m.role, m.content, {}}, tokens);
+    memo_bytes_ += m.content.size();
+    return memo_.emplace(key, std::move(tokens)).first->second;
+  }
+
+  struct PairHash {
+    size_t operator()(const std::pair<uint64_t, uint64_t>& p) const { return p.first ^ p.second; }
+  };
+  std::unordered_map<std::pair<uint64_t, uint64_t>, std::vector<uint32_t>, PairHash> memo_;
+  size_t memo_bytes_ = 0;
+  std::vector<uint32_t> scratch_;
+};
+
+// A set of block hashes that grows without bound: open addressing, linear probing, load at
+// most 1/2 (std::unordered_set's node per entry and pointer chase per lookup made the bounds
+// cost more than the rest of the simulation). Hashes are XXH3 outputs, already uniform.
+class HashSet {
+ public:
+  // Inserts `h`; returns whether it was already present.
+  bool TestAndInsert(uint64_t h) {
+    if (h == kEmpty) h = 1;
+    if (2 * (size_ + 1) > slots_.size()) Grow();
+    for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i] == h) return true;
+      if (slots_[i] == kEmpty) {
+        slots_[i] = h;
+        ++size_;
+        return false;
+      }
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = 0;
+  void Grow() {
+    std::vector<uint64_t> old = std::move(slots_);
+    slots_.assign(std::max<size_t>(1024, old.size() * 2), kEmpty);
+    size_ = 0;
+    for (uint64_t h : old) {
+      if (h != kEmpty) TestAndInsert(h);
+    }
+  }
+  std::vector<uint64_t> slots_;
+  size_t size_ = 0;
+};
+
+// The two hit-rate bounds of the header comment, fed in dispatch order.
+class Bounds {
+ public:
+  Bounds(uint32_t block_size, uint64_t fleet_blocks)
+      : block_size_(block_size),
+        lru_(engine_model::KvCacheConfig{
+            block_size, static_cast<uint32_t>(std::min<uint64_t>(fleet_blocks, UINT32_MAX / 2))}) {}
+
+  // Returns {lru cached tokens, infinite cached tokens} for this prompt, then caches prompt
+  // and output.
+  std::pair<uint32_t, uint32_t> Observe(const std::vector<uint32_t>& prompt,
+                                        const std::vector<uint32_t>& output) {
+    // Infinite: leading full blocks already seen, capped like the engine (one token is always
+    // computed).
+    uint64_t parent = engine_model::kRootParentHash;
+    size_t blocks = 0;
+    bool hitting = true;
+    all_.assign(prompt.begin(), prompt.end());
+    all_.insert(all_.end(), output.begin(), output.end());
+    const size_t prompt_blocks = prompt.size() / block_size_;
+    for (size_t b = 0; b < all_.size() / block_size_; ++b) {
+      const uint64_t h = engine_model::BlockHash(
+          parent, std::span<const uint32_t>(all_).subspan(b * block_size_, block_size_), 0);
+      const bool seen = seen_.TestAndInsert(h);
+      if (hitting && b < prompt_blocks && seen) {
+        ++blocks;
+      } else {
+        hitting = false;
+      }
+      parent = h;
+    }
+    uint32_t infinite = static_cast<uint32_t>(
+        std::min(blocks * block_size_, prompt.empty() ? size_t{0} : prompt.size() - 1));
+    infinite -= infinite % block_size_;
+
+    uint32_t lru = 0;
+    const uint64_t id = next_id_++;
+    if (auto cached = lru_.Allocate(id, prompt, ""); cached.ok()) {
+      lru = static_cast<uint32_t>(*cached);
+      if (!output.empty()) (void)lru_.AppendTokens(id, output);
+      lru_.MarkComputed(id, lru_.NumTokens(id));
+      lru_.Free(id);
+    }
+    return {lru, infinite};
+  }
+
+ private:
+  uint32_t block_size_;
+  engine_model::KvCache lru_;
+  HashSet seen_;
+  std::vector<uint32_t> all_;
+  uint64_t next_id_ = 1;
+};
+
+class Simulation {
+ public:
+  explicit Simulation(const SimOptions& options) : o_(options), rng_(options.seed ^ 0x51A1) {}
+
+  Result<SimRun> Run();
+
+ private:
+  enum class EvType : uint8_t { kSessionStart, kSend, kSubmit, kStepEnd, kScale };
+  struct Ev {
+    double t;
+    uint64_t seq;
+    EvType type;
+    uint64_t a;
+    bool operator>(const Ev& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+  };
+
+  struct Engine {
+    std::string name;
+    uint32_t share_index = 0;
+    std::unique_ptr<StepScheduler> scheduler;
+    std::shared_ptr<InstanceState> state;
+    const engine_model::StepResult* last = nullptr;  // of the step in progress
+    bool stepping = false;
+    bool routable = true;
+  };
+
+  struct SimSession {
+    std::unique_ptr<workload::Session> session;
+    bool closed_user = false;  // a closed-loop user starts another session when this one ends
+  };
+
+  struct Live {
+    uint64_t session = 0;
+    uint32_t engine = 0;
+    double sent = 0;
+    uint64_t output_seed = 0;
+    uint32_t max_tokens = 0;
+    Decision decision;
+    std::optional<engine_model::EngineRequest> submit;  // until submitted
+  };
+
+  void Push(double t, EvType type, uint64_t a) { queue_.push(Ev{t, seq_++, type, a}); }
+  bool Sending(double t) const {
+    return t < o_.duration_s && (o_.max_requests == 0 || sent_ < o_.max_requests);
+  }
+
+  Status RebuildFleet();
+  void StartSession(double t, bool closed_user);
+  void SendTurn(double t, uint64_t session_id, std::string_view previous_reply);
+  void Submit(double t, uint64_t request_id);
+  void StartStep(double t, uint32_t engine);
+  void StepEnd(double t, uint32_t engine);
+  void Finish(double t, uint64_t request_id, bool error);
+  Status Scale(double t, const ScaleEvent& e);
+  uint32_t AddEngine(const std::string& name);
+
+  const SimOptions& o_;
+  Rng rng_;
+  std::unique_ptr<Policy> policy_;
+  std::unique_ptr<workload::Workload> workload_;
+  std::priority_queue<Ev, std::vector<Ev>, std::greater<>> queue_;
+  uint64_t seq_ = 0;
+  uint64_t sent_ = 0;
+  uint64_t events_ = 0;
+
+  std::vector<Engine> engines_;                 // every engine ever started, by id
+  std::vector<std::string> share_names_;        // share index -> instance name
+  std::shared_ptr<const FleetSnapshot> fleet_;  // the routable engines
+  std::vector<uint32_t> fleet_engine_;          // snapshot index -> engine id
+
+  std::unordered_map<uint64_t, SimSession> sessions_;
+  uint64_t next_session_ = 0;
+  std::optional<workload::SessionStart> buffered_start_;  // timed traces: the next start
+  double session_rate_ = 0;
+
+  std::vector<report::RequestRecord> records_;
+  std::unordered_map<uint64_t, Live> live_;
+  std::unordered_map<uint64_t, std::string> replies_;  // session -> reply for its next turn
+
+  api::OpenAiRequestParser parser_;
+  PromptTokenizer tokenizer_;
+  std::optional<Bounds> bounds_;
+  uint64_t bound_prompt_ = 0, bound_lru_ = 0, bound_infinite_ = 0;
+  std::vector<double> queue_depths_;
+};
+
+uint32_t Simulation::AddEngine(const std::string& name) {
+  Engine e;
+  e.name = name;
+  auto it = std::find(share_names_.begin(), share_names_.end(), name);
+  if (it == share_names_.end()) {
+    share_names_.push_back(name);
+    e.share_index = static_cast<uint32_t>(share_names_.size() - 1);
+  } else {
+    e.share_index = static_cast<uint32_t>(it - share_names_.begin());
+  }
+  e.scheduler = std::make_unique<StepScheduler>(o_.profile.config);
+  engines_.push_back(std::move(e));
+  return static_cast<uint32_t>(engines_.size() - 1);
+}
+
+Status Simulation::RebuildFleet() {
+  std::vector<InstanceSpec> specs;
+  std::vector<uint32_t> ids;
+  for (uint32_t id = 0; id < engines_.size(); ++id) {
+    if (!engines_[id].routable) continue;
+    specs.push_back(InstanceSpec{engines_[id].name, "", 1, {}});
+    ids.push_back(id);
+  }
+  if (specs.empty()) return Status::InvalidArgument("the fleet has no instance left");
+  auto next = FleetSnapshot::Create(std::move(specs), fleet_.get());
+  if (!next.ok()) return next.status();
+  fleet_ = std::move(*next);
+  fleet_engine_ = std::move(ids);
+  for (uint32_t i = 0; i < fleet_->size(); ++i) {
+    // A replaced instance keeps its name (so its keys) but is a new engine: its state object
+    // is the snapshot's (shared with the previous snapshot by name), and the old engine keeps
+    // its own until its requests finish.
+    Engine& e = engines_[fleet_engine_[i]];
+    if (!e.state) e.state = fleet_->shared_state(i);
+  }
+  return Status::Ok();
+}
+
+void Simulation::StartSession(double t, bool closed_user) {
+  if (!Sending(t)) return;
+  workload::SessionStart start;
+  if (buffered_start_) {
+    start = std::move(*buffered_start_);
+    buffered_start_.reset();
+  } else {
+    start = workload_->NextSession();
+  }
+  if (!start.session) return;  // a finite trace ran out
+  const uint64_t id = next_session_++;
+  sessions_.emplace(id, SimSession{std::move(start.session), closed_user});
+  SendTurn(t, id, "");
+  if (closed_user) return;
+  // Open loop: schedule the next session's start.
+  workload::SessionStart next = workload_->NextSession();
+  if (!next.session) return;
+  double at;
+  if (next.arrival_s) {
+    at = *next.arrival_s / o_.trace_speed;
+  } else {
+    at = t - std::log(1.0 - rng_.NextDouble()) / session_rate_;
+  }
+  buffered_start_ = std::move(next);
+  Push(std::max(at, t), EvType::kSessionStart, 0);
+}
+
+void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previous_reply) {
+  auto sit = sessions_.find(session_id);
+  if (sit == sessions_.end()) return;
+  std::optional<workload::Request> r;
+  if (Sending(t)) r = sit->second.session->Next(previous_reply);
+  if (!r) {
+    const bool closed_user = sit->second.closed_user;
+    sessions_.erase(sit);
+    if (closed_user) StartSession(t, true);
+    return;
+  }
+  const uint64_t request_id = records_.size();
+  ++sent_;
+  report::RequestRecord rec;
+  rec.start_s = t;
+  rec.counted = t >= o_.warmup_s;
+
+  // The routing decision, from the body the gateway would receive.
+  const std::string body = workload::RenderBody(*r, /*stream=*/false, o_.default_model);
+  Result<api::ParsedRequest> parsed = Status::Internal("unset");
+  if (r->api == api::ApiKind::kNative) {
+    std::optional<std::string_view> group;
+    if (!r->routing_group.empty()) group = r->routing_group;
+    parsed = api::ParseNative(body, o_.routing.prefix_length, group, std::nullopt);
+  } else {
+    parsed = parser_.Parse(r->api, body, o_.routing.prefix_length);
+  }
+  std::vector<uint32_t> prompt;
+  if (r->api == api::ApiKind::kChatCompletions || (r->api == api::ApiKind::kNative && r->body.empty() && r->prompt.empty())) {
+    prompt = tokenizer_.Chat(r->messages);
+  } else if (!r->prompt.empty()) {
+    prompt = engine_model::RenderCompletion(r->prompt);
+  } else {
+    prompt = engine_model::RenderCompletion(r->body);
+  }
+  if (!parsed.ok() || prompt.empty()) {
+    rec.error = true;
+    records_.push_back(rec);
+    replies_[session_id] = "";
+    Push(t + kErrorPause, EvType::kSend, session_id);  // the session goes on, as a client's would
+    return;
+  }
+  RouteRequest route = api::RouteRequestFor(*parsed);
+  route.served_name = "";  // every simulated instance serves every model
+  Result<Decision> d = policy_->Pick(route, *fleet_, rng_);
+  if (!d.ok()) {
+    rec.error = true;
+    records_.push_back(rec);
+    replies_[session_id] = "";
+    Push(t + kErrorPause, EvType::kSend, session_id);
+    return;
+  }
+  const uint32_t engine_id = fleet_engine_[d->instance];
+  Engine& engine = engines_[engine_id];
+  engine.state->in_flight.fetch_add(1, std::memory_order_relaxed);
+  engine.state->dispatched.fetch_add(1, std::memory_order_relaxed);
+  policy_->OnDispatched(route, *d, *fleet_);
+  rec.instance = static_cast<int32_t>(engine.share_index);
+  rec.overflow = d->kind == DecisionKind::kOverflow || d->kind == DecisionKind::kSaturated;
+  rec.prompt_tokens = static_cast<uint32_t>(prompt.size());
+
+  size_t waiting = 0;
+  for (uint32_t id : fleet_engine_) waiting += engines_[id].scheduler->num_waiting();
+  queue_depths_.push_back(static_cast<double>(waiting));
+
+  Live live;
+  live.session = session_id;
+  live.engine = engine_id;
+  live.sent = t;
+  live.max_tokens = std::max<uint32_t>(1, r->max_tokens);
+  live.output_seed = engine_model::OutputSeed(prompt);
+  live.decision = *d;
+  if (bounds_) {
+    std::vector<uint32_t> output(live.max_tokens);
+    for (uint32_t i = 0; i < live.max_tokens; ++i) {
+      output[i] = engine_model::GeneratedTokenId(live.output_seed, i);
+    }
+    auto [lru, infinite] = bounds_->Observe(prompt, output);
+    if (rec.counted) {
+      bound_prompt_ += prompt.size();
+      bound_lru_ += lru;
+      bound_infinite_ += infinite;
+    }
+  }
+  engine_model::EngineRequest er;
+  er.id = request_id;
+  er.prompt = std::move(prompt);
+  er.max_tokens = live.max_tokens;
+  er.output_seed = live.output_seed;
+  live.submit = std::move(er);
+  records_.push_back(rec);
+  live_.emplace(request_id, std::move(live));
+  const double overhead = o_.profile.config.cost.request_overhead;
+  if (overhead > 0) {
+    Push(t + overhead, EvType::kSubmit, request_id);
+  } else {
+    Submit(t, request_id);
+  }
+}
+
+void Simulation::Submit(double t, uint64_t request_id) {
+  auto it = live_.find(request_id);
+  if (it == live_.end() || !it->second.submit) return;
+  Live& live = it->second;
+  Engine& engine = engines_[live.engine];
+  Status s = engine.scheduler->Submit(std::move(*live.submit), t);
+  live.submit.reset();
+  if (!s.ok()) {
+    Finish(t, request_id, /*error=*/true);
+    return;
+  }
+  if (!engine.stepping) StartStep(t, live.engine);
+}
+
+void Simulation::StartStep(double t, uint32_t engine_id) {
+  Engine& engine = engines_[engine_id];
+  if (!engine.scheduler->HasWork()) {
+    engine.stepping = false;
+    return;
+  }
+  const engine_model::StepResult& r = engine.scheduler->Step(t);
+  engine.last = &r;
+  engine.stepping = true;
+  Push(t + r.duration, EvType::kStepEnd, engine_id);
+}
+
+void Simulation::StepEnd(double t, uint32_t engine_id) {
+  Engine& engine = engines_[engine_id];
+  // The result of the step that just ended is still the scheduler's latest: nothing here
+  // steps this engine (Finish only schedules events; Submit does not step while `stepping`).
+  const engine_model::StepResult& r = *engine.last;
+  for (const engine_model::RequestEvent& e : r.events) {
+    if (e.kind == EventKind::kFirstToken) {
+      report::RequestRecord& rec = records_[e.request_id];
+      rec.ttft_s = t - rec.start_s;
+      rec.cached_tokens = e.cached_tokens;
+      rec.engine_queue_s = e.queue_wait;
+    } else if (e.kind == EventKind::kFinished) {
+      Finish(t, e.request_id, /*error=*/false);
+    }
+  }
+  engine.stepping = false;
+  StartStep(t, engine_id);
+}
+
+void Simulation::Finish(double t, uint64_t request_id, bool error) {
+  auto it = live_.find(request_id);
+  if (it == live_.end()) return;
+  Live live = std::move(it->second);
+  live_.erase(it);
+  Engine& engine = engines_[live.engine];
+  engine.state->in_flight.fetch_sub(1, std::memory_order_relaxed);
+  report::RequestRecord& rec = records_[request_id];
+  std::string reply;
+  if (error) {
+    rec.error = true;
+  } else {
+    rec.e2e_s = t - rec.start_s;
+    rec.output_tokens = live.max_tokens;
+    if (live.max_tokens > 1 && rec.ttft_s >= 0) {
+      rec.itl_mean_s = (rec.e2e_s - rec.ttft_s) / (live.max_tokens - 1);
+    }
+    reply = engine_model::GeneratedText(live.output_seed, live.max_tokens);
+  }
+  auto sit = sessions_.find(live.session);
+  if (sit == sessions_.end()) return;
+  replies_[live.session] = std::move(reply);
+  Push(t + (o_.ignore_think_time ? 0.0 : sit->second.session->think_s()), EvType::kSend, live.session);
+}
+
+Status Simulation::Scale(double t, const ScaleEvent& e) {
+  (void)t;
+  auto find = [&](const std::string& name) -> std::optional<uint32_t> {
+    for (uint32_t id = 0; id < engines_.size(); ++id) {
+      if (engines_[id].routable && engines_[id].name == name) return id;
+    }
+    return std::nullopt;
+  };
+  switch (e.kind) {
+    case ScaleEvent::Kind::kAdd: {
+      std::string name = e.instance;
+      if (name.empty()) {
+        for (uint32_t i = 0;; ++i) {
+          name = InstanceName(i);
+          if (std::find(share_names_.begin(), share_names_.end(), name) == share_names_.end()) break;
+        }
+      } else if (find(name)) {
+        return Status::InvalidArgument("scale event: instance '" + name + "' already exists");
+      }
+      AddEngine(name);
+      break;
+    }
+    case ScaleEvent::Kind::kRemove:
+    case ScaleEvent::Kind::kReplace: {
+      auto id = find(e.instance);
+      if (!id) return Status::InvalidArgument("scale event: no instance '" + e.instance + "'");
+      engines_[*id].routable = false;
+      if (e.kind == ScaleEvent::Kind::kReplace) {
+        const uint32_t fresh = AddEngine(e.instance);
+        // The new engine shares the name's in-flight counter (the gateway's view of that
+        // address), which still includes the old engine's requests until they finish.
+        engines_[fresh].state = engines_[*id].state;
+      }
+      break;
+    }
+  }
+  return RebuildFleet();
+}
+
+Result<SimRun> Simulation::Run() {
+  if (o_.instances == 0) return Status::InvalidArgument("instances must be >= 1");
+  if (Status s = o_.profile.config.Validate(); !s.ok()) return s;
+  if (Status s = o_.routing.Validate(); !s.ok()) return s;
+  if (!(o_.duration_s > 0) && o_.max_requests == 0) {
+    return Status::InvalidArgument("set a duration or a request count");
+  }
+  if (o_.arrivals == Arrivals::kClosed && o_.concurrency == 0) {
+    return Status::InvalidArgument("concurrency must be >= 1");
+  }
+  if (o_.arrivals == Arrivals::kOpen && !(o_.rate_rps > 0)) {
+    return Status::InvalidArgument("rate must be > 0 requests/s");
+  }
+  if (!(o_.trace_speed > 0)) return Status::InvalidArgument("trace speed must be > 0");
+  auto w = o_.make_workload ? o_.make_workload(o_.seed)
+                            : workload::MakeWorkload(o_.workload, o_.params, o_.seed);
+  if (!w.ok()) return w.status();
+  workload_ = std::move(*w);
+  session_rate_ = o_.rate_rps / std::max(1.0, workload_->mean_turns());
+  policy_ = MakePolicy(o_.routing);
+  for (uint32_t i = 0; i < o_.instances; ++i) AddEngine(InstanceName(i));
+  if (Status s = RebuildFleet(); !s.ok()) return s;
+  if (o_.bounds) {
+    bounds_.emplace(o_.profile.config.block_size,
+                    uint64_t{o_.instances} * o_.profile.config.capacity_blocks);
+  }
+  std::vector<ScaleEvent> events = o_.events;
+  std::stable_sort(events.begin(), events.end(),
+                   [](const ScaleEvent& a, const ScaleEvent& b) { return a.at_s < b.at_s; });
+  for (size_t i = 0; i < events.size(); ++i) Push(events[i].at_s, EvType::kScale, i);
+
+  if (o_.arrivals == Arrivals::kClosed) {
+    for (uint32_t u = 0; u < o_.concurrency; ++u) StartSession(0, /*closed_user=*/true);
+  } else {
+    // The first session of a timed trace starts at its own time.
+    workload::SessionStart first = workload_->NextSession();
+    if (first.session) {
+      const double at = first.arrival_s ? *first.arrival_s / o_.trace_speed : 0.0;
+      buffered_start_ = std::move(first);
+      Push(at, EvType::kSessionStart, 0);
+    }
+  }
+
+  double now = 0;
+  while (!queue_.empty()) {
+    const Ev ev = queue_.top();
+    queue_.pop();
+    now = ev.t;
+    ++events_;
+    switch (ev.type) {
+      case EvType::kSessionStart:
+        StartSession(now, /*closed_user=*/false);
+        break;
+      case EvType::kSend: {
+        std::string reply;
+        if (auto it = replies_.find(ev.a); it != replies_.end()) {
+          reply = std::move(it->second);
+          replies_.erase(it);
+        }
+        SendTurn(now, ev.a, reply);
+        break;
+      }
+      case EvType::kSubmit:
+        Submit(now, ev.a);
+        break;
+      case EvType::kStepEnd:
+        StepEnd(now, static_cast<uint32_t>(ev.a));
+        break;
+      case EvType::kScale:
+        if (now < o_.duration_s) {
+          if (Status s = Scale(now, events[ev.a]); !s.ok()) return s;
+        }
+        break;
+    }
+  }
+
+  SimRun run;
+  run.records = std::move(records_);
+  run.instance_names = share_names_;
+  run.events_processed = events_;
+  report::RunResult& r = run.result;
+  r.source = "simulate";
+  r.workload = o_.workload;
+  r.strategy = o_.strategy_label.empty() ? std::string(StrategyName(o_.routing.strategy))
+                                         : o_.strategy_label;
+  r.instances = o_.instances;
+  r.seed = o_.seed;
+  r.ttft_kind = "modelled";
+  r.settings["prefix_length"] = o_.routing.prefix_length;
+  r.settings["concurrency_threshold"] = o_.routing.concurrency_threshold;
+  r.settings["duration_s"] = o_.duration_s;
+  r.settings["warmup_s"] = o_.warmup_s;
+  if (o_.arrivals == Arrivals::kClosed) {
+    r.settings["concurrency"] = o_.concurrency;
+  } else {
+    r.settings["rate_rps"] = o_.rate_rps;
+  }
+  report::Summarize(run.records,
+                    report::SummaryOptions{static_cast<uint32_t>(share_names_.size()),
+                                           o_.series_window_s},
+                    r);
+  if (!queue_depths_.empty()) {
+    double sum = 0;
+    for (double q : queue_depths_) sum += q;
+    r.extra["queue_depth_mean"] = sum / static_cast<double>(queue_depths_.size());
+    r.extra["queue_depth_p99"] = report::Percentile(queue_depths_, 0.99);
+    r.extra["queue_depth_max"] = queue_depths_.back();  // sorted by Percentile
+  }
+  if (bounds_ && bound_prompt_ > 0) {
+    r.extra["lru_bound_hit_rate"] = static_cast<double>(bound_lru_) / bound_prompt_;
+    r.extra["infinite_bound_hit_rate"] = static_cast<double>(bound_infinite_) / bound_prompt_;
+  }
+  uint64_t preemptions = 0;
+  for (const Engine& e : engines_) preemptions += e.scheduler->num_preemptions();
+  r.extra["preemptions"] = static_cast<double>(preemptions);
+  return run;
+}
+
+}  // namespace
+
+Result<ScaleEvent> ParseScaleEvent(std::string_view text) {
+  const size_t at = text.rfind('@');
+  if (at == std::string_view::npos) {
+    return Status::InvalidArgument("scale event '" + std::string(text) +
+                                   "': expected KIND[:INSTANCE]@SECONDS, e.g. remove:instance-3@1200");
+  }
+  auto when = ParseSeconds(text.substr(at + 1));
+  if (!when.ok()) return Status::InvalidArgument("scale event '" + std::string(text) + "': " + when.status().message());
+  std::string_view head = text.substr(0, at);
+  std::string_view kind = head, instance;
+  if (size_t colon = head.find(':'); colon != std::string_view::npos) {
+    kind = head.substr(0, colon);
+    instance = head.substr(colon + 1);
+  }
+  ScaleEvent e;
+  e.at_s = *when;
+  e.instance = std::string(instance);
+  if (kind == "add") {
+    e.kind = ScaleEvent::Kind::kAdd;
+  } else if (kind == "remove" || kind == "replace") {
+    e.kind = kind == "remove" ? ScaleEvent::Kind::kRemove : ScaleEvent::Kind::kReplace;
+    if (instance.empty()) {
+      return Status::InvalidArgument("scale event '" + std::string(text) + "': " + std::string(kind) +
+                                     " needs an instance name, e.g. " + std::string(kind) + ":instance-3@600");
+    }
+  } else {
+    return Status::InvalidArgument("scale event '" + std::string(text) +
+                                   "': kind must be add, remove or replace");
+  }
+  return e;
+}
+
+std::vector<std::string_view> StrategyNames() {
+  return {"random", "least-outstanding-requests", "round-robin", "prefix-aware",
+          "prefix-aware-next-preferred", "prefix-aware-least-loaded"};
+}
+
+Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions base) {
+  constexpr std::string_view kPrefixAware = "prefix-aware";
+  if (name.starts_with(kPrefixAware)) {
+    // An optional "-bF" suffix: the balance factor.
+    if (size_t b = name.rfind("-b"); b != std::string_view::npos && b >= kPrefixAware.size() &&
+                                      b + 2 < name.size() &&
+                                      (std::isdigit(static_cast<unsigned char>(name[b + 2])) != 0)) {
+      double factor = 0;
+      std::string_view digits = name.substr(b + 2);
+      auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), factor);
+      if (ec != std::errc() || ptr != digits.data() + digits.size()) {
+        return Status::InvalidArgument("strategy '" + std::string(name) + "': bad balance factor");
+      }
+      base.balance_factor = factor;
+      name = name.substr(0, b);
+    }
+  }
+  if (name.starts_with(kPrefixAware) && name.size() > kPrefixAware.size() &&
+      name[kPrefixAware.size()] == '-') {
+    auto spill = ParseSpillMode(name.substr(kPrefixAware.size() + 1));
+    if (!spill.ok()) {
+      return Status::InvalidArgument("unknown strategy '" + std::string(name) +
+                                     "' (prefix-aware spill modes: next-preferred, least-loaded)");
+    }
+    base.strategy = Strategy::kPrefixAware;
+    base.spill = *spill;
+    return base;
+  }
+  auto s = ParseStrategy(name);
+  if (!s.ok()) {
+    std::string known;
+    for (std::string_view n : StrategyNames()) known += (known.empty() ? "" : ", ") + std::string(n);
+    return Status::InvalidArgument("unknown strategy '" + std::string(name) + "' (known: " + known + ")");
+  }
+  base.strategy = *s;
+  return base;
+}
+
+Result<SimRun> Simulate(const SimOptions& options) {
+  Simulation sim(options);
+  return sim.Run();
+}
+
+Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_instance,
+                                    double duration_s, double warmup_s) {
+  options.routing.strategy = Strategy::kRandom;
+  options.strategy_label = "random";
+  options.arrivals = Arrivals::kClosed;
+  options.concurrency = std::max<uint32_t>(1, users_per_instance * options.instances);
+  options.ignore_think_time = true;
+  options.duration_s = duration_s;
+  options.max_requests = 0;
+  options.warmup_s = warmup_s;
+  options.series_window_s = 0;
+  options.events.clear();
+  options.bounds = false;
+  auto run = Simulate(options);
+  if (!run.ok()) return run.status();
+  if (!(run->result.throughput_rps > 0)) {
+    return Status::Internal("saturation run completed no request");
+  }
+  return run->result.throughput_rps;
+}
+
+}  // namespace prefix_router::sim

@@ -1,2 +1,109 @@
-// placeholder header, written next
+// The fleet simulator: a discrete-event model of a gateway in front of N inference engines,
+// with no sockets and no sleeping.
+//
+// What runs is what ships: requests come from workload/ (the same generators `bench` sends),
+// their routing key from api/ (the parser the gateway runs, on the same JSON body), the
+// decision from core/ (the same Policy objects, FleetSnapshot and in-flight counts), and each
+// instance is an engine_model::StepScheduler (the same cache and step model the `engine`
+// emulator runs), fed the prompt tokens the emulator would compute.
+//
+// A request's life, in model seconds:
+//   sent at t           routed; the instance's in-flight count goes up (as the gateway's does)
+//   t + overhead        submitted to the instance's scheduler (the profile's request_overhead:
+//                       the emulator waits the same before submitting)
+//   step ends           first token (TTFT = its time - t), later tokens, finish
+//   finish              in-flight count goes down; a multi-turn session builds its next turn
+//                       from the reply text the emulator would have streamed
+// Each instance runs steps back to back while it has work; a step's events happen at its end.
+//
+// Arrivals: closed loop (C users running sessions back to back) or open loop (sessions start
+// at Poisson times; a trace's own times when it has them). New requests stop at `duration_s`
+// (or after `max_requests`); requests in flight then finish and are recorded.
+//
+// Scale events change the fleet during a run: `add` a cold instance, `remove` one (it stops
+// receiving requests; those in flight finish; its cache is gone), `replace` one (same name, so
+// the same keys, but a cold cache: a restart).
+//
+// Bounds: the hit rate of one LRU cache with the fleet's total KV capacity, and of an infinite
+// cache, seeing every request in dispatch order (prompt, then its output, as the engines cache
+// them): what no router could beat with this fleet's memory, and with unbounded memory.
+//
+// Thread-safety: Simulate is a pure function of its options (deterministic for a seed); runs
+// may execute concurrently on different threads.
 #pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/policy.h"
+#include "core/status.h"
+#include "engine_model/profiles.h"
+#include "report/results.h"
+#include "workload/workload.h"
+
+namespace prefix_router::sim {
+
+struct ScaleEvent {
+  enum class Kind { kAdd, kRemove, kReplace };
+  Kind kind = Kind::kAdd;
+  double at_s = 0;
+  std::string instance;  // kRemove / kReplace: an existing name; kAdd: "" = next free name
+};
+
+// "add@600", "add:instance-9@600", "remove:instance-3@1200", "replace:instance-2@1800".
+Result<ScaleEvent> ParseScaleEvent(std::string_view text);
+
+// A strategy as named on the command line: random, least-outstanding-requests, round-robin,
+// prefix-aware (spill next-preferred), prefix-aware-next-preferred, prefix-aware-least-loaded.
+// Fills strategy and spill of `base`.
+Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions base);
+std::vector<std::string_view> StrategyNames();
+
+enum class Arrivals { kClosed, kOpen };
+
+struct SimOptions {
+  std::string workload = "long-context";
+  workload::ParamMap params;
+  // When set, makes the workload instead of workload::MakeWorkload(workload, params, seed);
+  // `workload` is then only the name recorded in results (tests use it for hand-made traffic).
+  std::function<Result<std::unique_ptr<workload::Workload>>(uint64_t seed)> make_workload;
+  uint64_t seed = 1;
+  uint32_t instances = 7;
+  engine_model::Profile profile;   // REQUIRES: profile.config.Validate().ok()
+  RoutingOptions routing;
+  std::string strategy_label;      // the name recorded in results ("" = from routing)
+  Arrivals arrivals = Arrivals::kOpen;
+  uint32_t concurrency = 64;       // closed loop: users
+  bool ignore_think_time = false;  // sessions' think times taken as 0 (saturation runs)
+  double rate_rps = 1;             // open loop: requests per second (sessions at rate / turns)
+  double trace_speed = 1;          // open loop over a timed trace
+  double duration_s = 3600;        // no request is sent at or after this time
+  uint64_t max_requests = 0;       // 0 = no limit
+  double warmup_s = 0;             // requests sent before are recorded with counted = false
+  double series_window_s = 60;     // 0 = no time series
+  std::vector<ScaleEvent> events;
+  bool bounds = false;             // compute the LRU and infinite-cache bounds
+  std::string default_model = "default";
+};
+
+struct SimRun {
+  report::RunResult result;  // source "simulate", ttft_kind "modelled"
+  std::vector<report::RequestRecord> records;
+  std::vector<std::string> instance_names;  // share index -> name (added ones appended)
+  uint64_t events_processed = 0;
+};
+
+// InvalidArgument for bad options (unknown workload or parameter, no instances, ...).
+Result<SimRun> Simulate(const SimOptions& options);
+
+// Random routing's saturation throughput (requests per second) on this fleet and workload: a
+// closed loop with `users_per_instance` users per instance and no think time for `duration_s`,
+// the first `warmup_s` excluded. Offered loads are stated as a percentage of it.
+Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_instance = 32,
+                                    double duration_s = 900, double warmup_s = 300);
+
+}  // namespace prefix_router::sim

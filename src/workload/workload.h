@@ -91,9 +91,13 @@ std::vector<std::string_view> WorkloadNames();
 Result<std::unique_ptr<Workload>> MakeWorkload(std::string_view name, const ParamMap& params,
                                                uint64_t seed);
 
-// The JSON body of `r` for its API (OpenAI chat/completions shapes; `body` or a prompt body for
-// native), with "stream" and, when streaming, "stream_options": {"include_usage": true}.
-// `default_model` fills an empty `model`.
+// The JSON body of `r` for its API: OpenAI chat {"model", "messages", "max_tokens", "stream",
+// ["stream_options": {"include_usage": true}] when streaming, ["prompt_cache_key"] when
+// `routing_group` is set} or completions (the same with "prompt"); native: `body` unchanged
+// when set, else the chat shape (or the completions shape when there are no messages) without
+// "prompt_cache_key" (the group travels in the X-Amzn-SageMaker-Prefix-Aware-Id header).
+// `default_model` fills an empty `model`. Always valid JSON: control characters are escaped
+// and malformed UTF-8 bytes become U+FFFD.
 std::string RenderBody(const Request& r, bool stream, std::string_view default_model);
 
 // The HTTP path for `r`'s API: /v1/chat/completions, /v1/completions or /invocations.

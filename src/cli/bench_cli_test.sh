@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Behaviour of `prefix-router bench` from the command line, against an engine emulator this
+# script starts (tiny-test profile, time-scaled, on an ephemeral port read from its log). Run by
+# CTest with the binary's path as $1 and the repository root as $2.
+set -uo pipefail
+bin=$1
+root=${2:-.}
+fails=0; passes=0
+check() {  # check NAME COMMAND...: passes when the command succeeds
+  local name=$1; shift
+  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $name"; fails=$((fails + 1)); fi
+}
+tmp=$(mktemp -d)
+engine_pid=
+cleanup() {
+  if [ -n "$engine_pid" ]; then kill -TERM "$engine_pid" 2>/dev/null; wait "$engine_pid" 2>/dev/null; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# A small long-context workload that fits the tiny-test engine (4,096-token context).
+small=(--param documents=4 --param prefix_tokens=400 --param preamble_tokens=40
+       --param output_tokens_median=8 --param output_tokens_max=16)
+
+# --help documents the options and exits 0.
+check "help" bash -c "'$bin' bench --help | grep -q -- '--concurrency' && '$bin' bench --help | grep -q -- '--json'"
+check "listed in the main help" bash -c "'$bin' --help | grep -q bench"
+
+# Usage errors exit 2, before sending anything (the URL points nowhere on purpose).
+usage() {  # usage NAME ARGS...: bench ARGS exits 2 with a message on stderr
+  local name=$1; shift
+  local url=(--url http://127.0.0.1:9)
+  case " $* " in *" --url "*) url=() ;; esac
+  "$bin" bench "${url[@]}" --quiet "$@" >/dev/null 2>"$tmp/err"; local rc=$?
+  check "usage: $name" bash -c "test $rc = 2 && test -s '$tmp/err'"
+}
+usage "concurrency and rate" --concurrency 4 --rate 10
+usage "workload and trace" --workload rag --trace "$tmp/none.jsonl"
+usage "unknown workload" --workload nope
+usage "bad param" --param documents
+usage "unknown param" --param no_such_param=1
+usage "malformed number" --concurrency many
+usage "zero concurrency" --concurrency 0
+usage "no stop condition" --requests 0
+usage "https" --url https://127.0.0.1:8443 --model m
+usage "bad time scale" --time-scale 0
+usage "replay without trace" --replay
+usage "missing trace file" --trace "$tmp/none.jsonl"
+
+# Nothing listening: the run completes, every request fails to connect: exit 1.
+"$bin" bench --url http://127.0.0.1:9 --model m --requests 3 --quiet >"$tmp/out" 2>&1; rc=$?
+check "unreachable exit code" test $rc = 1
+check "unreachable reported" grep -q "connect" "$tmp/out"
+
+# The engine emulator on an ephemeral port.
+"$bin" engine --listen 127.0.0.1:0 --profile tiny-test --time-scale 0.01 >"$tmp/engine.log" 2>&1 &
+engine_pid=$!
+port=
+for _ in $(seq 1 100); do
+  port=$(grep -o 'engine emulator on 127.0.0.1:[0-9]*' "$tmp/engine.log" 2>/dev/null | grep -o '[0-9]*$')
+  [ -n "$port" ] && break
+  sleep 0.05
+done
+check "engine started" test -n "$port"
+url=http://127.0.0.1:${port:-9}
+
+# A short closed-loop run writes valid JSON and CSV with the documented fields; the model comes
+# from the engine's /v1/models; the summary names TTFT, hit rate and throughput.
+"$bin" bench --url "$url" "${small[@]}" --concurrency 4 --requests 24 --warmup 4 --time-scale 0.01 \
+  --strategy direct --json "$tmp/run.json" --csv "$tmp/run.csv" --quiet >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "closed run exit 0" test $rc = 0
+check "summary" bash -c "grep -q 'TTFT' '$tmp/out' && grep -q 'hit rate' '$tmp/out' && grep -q 'throughput' '$tmp/out' && grep -q 'engine TTFT' '$tmp/out'"
+check "quiet stderr" test ! -s "$tmp/err"
+check "json fields" python3 -c "
+import json, sys
+runs = json.load(open('$tmp/run.json'))
+assert isinstance(runs, list) and len(runs) == 1, runs
+r = runs[0]
+assert r['source'] == 'bench' and r['ttft_kind'] == 'client', r
+assert r['workload'] == 'long-context' and r['strategy'] == 'direct' and r['seed'] == 1, r
+assert r['requests'] == 24 and r['errors'] == 0, (r['requests'], r['errors'])
+s = r['settings']
+for k, v in (('concurrency', 4), ('requests', 24), ('time_scale', 0.01), ('warmup', 4), ('duration_s', 0)):
+    assert s[k] == v, (k, s)
+assert 'rate_rps' not in s
+assert 0 < r['ttft_p50_s'] <= r['ttft_p90_s'] <= r['ttft_p99_s'], r
+assert r['e2e_p50_s'] >= r['ttft_p50_s'] > 0
+assert r['engine_ttft_p50_s'] > 0 and r['itl_p50_s'] > 0
+assert 0 < r['hit_rate'] <= 1, r['hit_rate']   # 4 documents, 28 requests: repeats hit
+assert r['throughput_rps'] > 0 and r['output_tokens_per_s'] > 0
+assert r['share'] == [] and r['instances'] == 0
+assert len(r['ttft_quantiles']) == 101
+"
+check "csv" bash -c "test \$(wc -l < '$tmp/run.csv') = 2 && head -1 '$tmp/run.csv' | grep -q 'settings.concurrency'"
+
+# An open-loop run by duration (model time) with --no-stream and explicit model.
+"$bin" bench --url "$url" "${small[@]}" --rate 10 --duration 8 --time-scale 0.01 --no-stream --model llama \
+  --json "$tmp/open.json" --quiet >"$tmp/out" 2>&1; rc=$?
+check "open run exit 0" test $rc = 0
+check "open json" python3 -c "
+import json
+r = json.load(open('$tmp/open.json'))[0]
+assert r['settings']['rate_rps'] == 10 and r['settings']['duration_s'] == 8, r['settings']
+assert 'concurrency' not in r['settings']
+assert 40 <= r['requests'] <= 130, r['requests']   # about 80 (Poisson; loose)
+assert r['errors'] == 0, r['errors']
+assert abs(r['ttft_p50_s'] - r['e2e_p50_s']) < 1e-9   # not streaming: TTFT is the whole response
+"
+
+# --progress prints progress lines on stderr even when it is not a terminal (a 1.6 s wall run).
+"$bin" bench --url "$url" "${small[@]}" --time-scale 0.01 --rate 0.2 --duration 160 --progress >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "progress exit 0" test $rc = 0
+check "progress lines" grep -Eq '^ +[0-9]+ done, [0-9]+ failed, [0-9]+ in flight, [0-9.]+ rps$' "$tmp/err"
+
+echo "$passes passed, $fails failed"
+test $fails = 0

@@ -1,0 +1,216 @@
+// `prefix-router simulate`: the discrete-event fleet simulator (sim/), sweeps included.
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "engine_model/profiles.h"
+#include "report/report.h"
+#include "report/results.h"
+#include "sim/sweep.h"
+
+namespace prefix_router::cli {
+namespace {
+
+struct SimulateArgs {
+  std::vector<std::string> workloads{"long-context"};
+  std::vector<std::string> params;
+  std::vector<std::string> strategies{"random", "least-outstanding-requests",
+                                      "prefix-aware-least-loaded", "prefix-aware-next-preferred"};
+  std::vector<uint32_t> prefix_lengths;
+  std::vector<uint32_t> thresholds;
+  double balance_factor = kDefaultBalanceFactor;
+  std::vector<uint32_t> instances{7};
+  std::vector<uint64_t> seeds{1};
+  std::vector<double> load_pct;
+  std::vector<double> rates;
+  std::vector<uint32_t> concurrency;
+  std::string profile = "llama-70b-h100x8";
+  uint32_t capacity_blocks = 0;
+  double duration_s = 3600;
+  double warmup_s = -1;
+  uint64_t max_requests = 0;
+  double window_s = 0;
+  double trace_speed = 1;
+  std::vector<std::string> events;
+  bool no_bounds = false;
+  unsigned jobs = 0;
+  double saturation_duration_s = 900;
+  std::string json, csv, report;
+  bool quiet = false;
+};
+
+int Fail(const std::string& message, int code = 2) {
+  std::cerr << "prefix-router simulate: " << message << "\n";
+  return code;
+}
+
+int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
+  sim::SweepSpec spec;
+  auto profile = engine_model::FindProfile(a.profile);
+  if (!profile.ok()) return Fail(profile.status().message());
+  spec.base.profile = *profile;
+  if (a.capacity_blocks > 0) spec.base.profile.config.capacity_blocks = a.capacity_blocks;
+  if (Status s = spec.base.profile.config.Validate(); !s.ok()) return Fail(s.message());
+  for (const std::string& p : a.params) {
+    const size_t eq = p.find('=');
+    if (eq == std::string::npos || eq == 0) return Fail("--param '" + p + "': expected NAME=VALUE");
+    spec.base.params[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  for (const std::string& e : a.events) {
+    auto ev = sim::ParseScaleEvent(e);
+    if (!ev.ok()) return Fail(ev.status().message());
+    spec.base.events.push_back(*ev);
+  }
+  spec.base.routing.balance_factor = a.balance_factor;
+  spec.base.duration_s = a.duration_s;
+  spec.base.max_requests = a.max_requests;
+  spec.base.warmup_s = a.warmup_s >= 0 ? a.warmup_s : std::min(300.0, a.duration_s / 6);
+  spec.base.series_window_s = a.window_s > 0 ? a.window_s : std::max(1.0, a.duration_s / 60);
+  spec.base.trace_speed = a.trace_speed;
+  spec.base.bounds = !a.no_bounds;
+  spec.workloads = a.workloads;
+  spec.strategies = a.strategies;
+  spec.prefix_lengths = a.prefix_lengths;
+  spec.thresholds = a.thresholds;
+  spec.instances = a.instances;
+  spec.seeds = a.seeds;
+  const int load_options = !a.load_pct.empty() + !a.rates.empty() + !a.concurrency.empty();
+  if (load_options > 1) return Fail("give one of --load, --rate and --concurrency");
+  if (!a.rates.empty()) {
+    spec.load_kind = sim::LoadKind::kRate;
+    spec.loads = a.rates;
+  } else if (!a.concurrency.empty()) {
+    spec.load_kind = sim::LoadKind::kConcurrency;
+    spec.loads.assign(a.concurrency.begin(), a.concurrency.end());
+  } else {
+    spec.load_kind = sim::LoadKind::kPercentOfSaturation;
+    spec.loads = a.load_pct.empty() ? std::vector<double>{70} : a.load_pct;
+  }
+  spec.saturation_duration_s = a.saturation_duration_s;
+  spec.saturation_warmup_s = a.saturation_duration_s / 3;
+
+  const unsigned jobs = a.jobs > 0 ? a.jobs : std::max(1u, std::thread::hardware_concurrency());
+  const size_t total = sim::SweepSize(spec);
+  if (!a.quiet) {
+    std::cerr << fmt::format("simulating {} run(s) of {:.0f} model seconds on {} thread(s)...\n",
+                             total, a.duration_s, jobs);
+  }
+  const auto started = std::chrono::steady_clock::now();
+  auto results = sim::RunSweep(spec, jobs, [&](const report::RunResult& r, size_t done, size_t n) {
+    if (a.quiet) return;
+    std::cerr << fmt::format("  [{}/{}] {} {} seed {}: {} requests, TTFT P50 {:.3f} s, hit rate {:.1f}%\n",
+                             done, n, r.workload, r.strategy, r.seed, r.requests, r.ttft_p50_s,
+                             100 * r.hit_rate);
+  });
+  if (!results.ok()) return Fail(results.status().message());
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  std::cout << report::ComparisonTable(*results);
+  std::cout << fmt::format("{} run(s) simulated in {:.1f} s of wall time (TTFTs are the engine model's).\n",
+                           results->size(), wall);
+  if (!a.json.empty()) {
+    if (Status s = report::WriteFile(a.json, report::ResultsJson(*results)); !s.ok()) return Fail(s.message(), 1);
+  }
+  if (!a.csv.empty()) {
+    if (Status s = report::WriteFile(a.csv, report::ResultsCsv(*results)); !s.ok()) return Fail(s.message(), 1);
+  }
+  if (!a.report.empty()) {
+    report::ReportOptions ro;
+    ro.title = "prefix-router simulation";
+    ro.notes.push_back("Made by: " + command_line);
+    ro.notes.push_back(
+        "Simulated with the engine model (profile " + spec.base.profile.name +
+        "): TTFTs are modelled, not measured over HTTP. Requests sent during the warm-up are "
+        "excluded from every figure.");
+    if (Status s = report::WriteFile(a.report, report::ReportHtml(*results, ro)); !s.ok()) {
+      return Fail(s.message(), 1);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddSimulateCommand(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<SimulateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "simulate",
+      "Simulate a fleet behind the router, without sockets or sleeping: the gateway's routing "
+      "code and the engine emulator's cache and timing model, driven by a workload in model "
+      "time (an hour of traffic in seconds). Compares strategies and sweeps settings; writes "
+      "JSON, CSV and an HTML report.");
+  cmd->add_option("--workload", a->workloads,
+                  "Workload(s), comma-separated: long-context, sharegpt-like, agentic, rag, trace "
+                  "(docs/workloads.md)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--param", a->params,
+                  "Workload parameter NAME=VALUE (repeatable), e.g. documents=640, file=trace.jsonl");
+  cmd->add_option("--strategy", a->strategies,
+                  "Strategies, comma-separated: random, least-outstanding-requests, round-robin, "
+                  "prefix-aware (= prefix-aware-next-preferred), prefix-aware-least-loaded; a "
+                  "prefix-aware name may end in -bF to set its balance factor (-b0: off)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--prefix-length", a->prefix_lengths,
+                  "Prefix length(s) in characters, 1024..65536, comma-separated (default 2048)")
+      ->delimiter(',');
+  cmd->add_option("--threshold", a->thresholds,
+                  "Concurrency threshold(s) per instance, 1..1024, comma-separated (default 64)")
+      ->delimiter(',');
+  cmd->add_option("--balance-factor", a->balance_factor,
+                  "prefix-aware bounded load (sticky): an instance is full at ceil(F x average "
+                  "in-flight), never below 4; 0 = off, else 1..100. A strategy name ending in "
+                  "-bF (prefix-aware-least-loaded-b0) overrides it for that strategy")
+      ->capture_default_str();
+  cmd->add_option("--instances", a->instances, "Fleet size(s), comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seeds, "Seed(s), comma-separated; each seed is a separate run")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--load", a->load_pct,
+                  "Open-loop (Poisson) offered load(s) in % of random routing's saturation "
+                  "throughput on the same fleet (measured first), comma-separated (default 70)")
+      ->delimiter(',');
+  cmd->add_option("--rate", a->rates, "Open-loop offered load(s) in requests/s instead")->delimiter(',');
+  cmd->add_option("--concurrency", a->concurrency,
+                  "Closed loop instead: number of users, each sending its next request when the "
+                  "previous finishes")
+      ->delimiter(',');
+  std::string profiles = "Engine profile:";
+  for (auto name : engine_model::ProfileNames()) profiles += " " + std::string(name);
+  cmd->add_option("--profile", a->profile, profiles)->capture_default_str();
+  cmd->add_option("--capacity-blocks", a->capacity_blocks,
+                  "Override the profile's KV cache capacity per instance, in blocks");
+  cmd->add_option("--duration", a->duration_s, "Seconds of model time during which requests are sent")
+      ->capture_default_str();
+  cmd->add_option("--warmup", a->warmup_s,
+                  "Seconds at the start excluded from the figures (default: duration/6, at most 300)");
+  cmd->add_option("--max-requests", a->max_requests, "Stop sending after this many requests (0 = no limit)");
+  cmd->add_option("--window", a->window_s, "Time-series window in seconds (default: duration/60)");
+  cmd->add_option("--trace-speed", a->trace_speed, "Replay speed of a timed trace (2 = twice as fast)")
+      ->capture_default_str();
+  cmd->add_option("--event", a->events,
+                  "Scale event KIND[:INSTANCE]@SECONDS (repeatable): add@600, remove:instance-3@1200, "
+                  "replace:instance-2@1800 (same name, cold cache)");
+  cmd->add_flag("--no-bounds", a->no_bounds,
+                "Skip the LRU and infinite-cache hit-rate bounds (saves time and memory)");
+  cmd->add_option("--saturation-duration", a->saturation_duration_s,
+                  "Model seconds of the closed-loop run that measures random's saturation throughput")
+      ->capture_default_str();
+  cmd->add_option("--jobs", a->jobs, "Runs simulated in parallel (default: one per core)");
+  cmd->add_option("--json", a->json, "Write the results as JSON (docs/results-format.md)");
+  cmd->add_option("--csv", a->csv, "Write the results as CSV");
+  cmd->add_option("--report", a->report, "Write a self-contained HTML report");
+  cmd->add_flag("--quiet", a->quiet, "No progress lines on stderr");
+  cmd->callback([a, exit_code] { *exit_code = RunSimulate(*a, CommandLine()); });
+}
+
+}  // namespace prefix_router::cli
