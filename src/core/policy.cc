@@ -1,6 +1,9 @@
 #include "core/policy.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <optional>
 #include <limits>
 #include <mutex>
 #include <unordered_map>
@@ -112,27 +115,109 @@ class RoundRobinPolicy final : public Policy {
   mutable std::unordered_map<std::string, uint64_t, NameHash, std::equal_to<>> next_;
 };
 
+// Where keys moved by bounded-load balancing live now: key hash -> the placement seed of the
+// instance that took the key over (seeds identify instances across snapshots). Sharded by key
+// bits, each shard a mutex-protected map bounded to kMaxEntriesPerShard; a full shard forgets
+// everything (those keys go back to their first choice, at worst one cache miss each).
+class KeyHomes {
+ public:
+  std::optional<uint64_t> Find(uint64_t key) const {
+    const Shard& s = shards_[key % kShards];
+    std::lock_guard lock(s.mu);
+    auto it = s.homes.find(key);
+    if (it == s.homes.end()) return std::nullopt;
+    return it->second;
+  }
+  void Set(uint64_t key, uint64_t seed) {
+    Shard& s = shards_[key % kShards];
+    std::lock_guard lock(s.mu);
+    if (s.homes.size() >= kMaxEntriesPerShard && !s.homes.contains(key)) s.homes.clear();
+    s.homes[key] = seed;
+  }
+  void Erase(uint64_t key) {
+    Shard& s = shards_[key % kShards];
+    std::lock_guard lock(s.mu);
+    s.homes.erase(key);
+  }
+
+ private:
+  static constexpr size_t kShards = 16;
+  static constexpr size_t kMaxEntriesPerShard = 1u << 16;  // 1M keys, ~40 MB at most
+  struct Shard {
+    mutable std::mutex mu;
+    std::unordered_map<uint64_t, uint64_t> homes;
+  };
+  mutable std::array<Shard, kShards> shards_;
+};
+
 class PrefixAwarePolicy final : public Policy {
  public:
   explicit PrefixAwarePolicy(const RoutingOptions& o)
-      : threshold_(static_cast<int32_t>(o.concurrency_threshold)), spill_(o.spill) {}
+      : threshold_(static_cast<int32_t>(o.concurrency_threshold)),
+        spill_(o.spill),
+        balance_factor_(o.balance_factor) {}
 
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
     auto c = Candidates(r, f, true);
     if (c.empty()) return NoCandidate(r, f);
+    const Limits limits = MakeLimits(f, c);
     const uint64_t key = r.key.placement_hash();
+    if (balance_factor_ > 0) return PickBalanced(r, f, c, limits, key);
     if (r.exclude.empty()) {  // fast path: the first choice usually takes it
       const uint32_t top = MostPreferred(key, f, c);
-      if (InFlight(f, top) < threshold_) return Decision{top, DecisionKind::kAffinity, 0};
+      if (InFlight(f, top) < limits.For(f, top)) return Decision{top, DecisionKind::kAffinity, 0};
     }
+    return PickInOrder(r, f, c, limits, key);
+  }
+  std::string_view name() const override { return "prefix-aware"; }
+
+ private:
+  struct Limits;
+
+  // Bounded load with sticky homes: a key lives on its first choice until that instance is
+  // over its limit when one of the key's requests arrives; the key then moves, for good, to
+  // where the spill sends it (next preferred or least loaded below its limit), so its later
+  // requests find their prefix cached there instead of spilling one by one. It moves again
+  // only if its new home is over its limit in turn; it goes back to its first choice when that
+  // has room again at a later spill, or when the table forgets it.
+  Result<Decision> PickBalanced(const RouteRequest& r, const FleetSnapshot& f, std::span<uint32_t> c,
+                                const Limits& limits, uint64_t key) const {
+    if (auto home_seed = homes_.Find(key)) {
+      for (uint32_t i : c) {
+        if (f.placement_seed(i) != *home_seed) continue;
+        if (!IsExcluded(r, i) && InFlight(f, i) < limits.For(f, i)) {
+          return Decision{i, DecisionKind::kAffinity, RankOf(key, f, c, i)};
+        }
+        break;
+      }
+    }
+    auto d = PickInOrder(r, f, c, limits, key);  // sorts c by preference
+    if (!d.ok()) return d;
+    if (d->kind == DecisionKind::kAffinity && d->rank == 0) {
+      homes_.Erase(key);
+    } else if (d->kind != DecisionKind::kSaturated) {
+      homes_.Set(key, f.placement_seed(d->instance));
+    }
+    return d;
+  }
+
+  static uint32_t RankOf(uint64_t key, const FleetSnapshot& f, std::span<const uint32_t> c, uint32_t i) {
+    const uint64_t score = PreferenceScore(key, f, i);
+    uint32_t rank = 0;
+    for (uint32_t j : c) rank += j != i && PreferenceScore(key, f, j) > score;
+    return rank;
+  }
+
+  Result<Decision> PickInOrder(const RouteRequest& r, const FleetSnapshot& f, std::span<uint32_t> c,
+                               const Limits& limits, uint64_t key) const {
     SortByPreference(key, f, c);
-    // First untried instance in preference order that is below the threshold.
-    bool passed_full = false;  // a better-ranked untried instance was at the threshold
+    // First untried instance in preference order that is below its limit.
+    bool passed_full = false;  // a better-ranked untried instance was at its limit
     uint32_t first_untried_rank = UINT32_MAX;
     for (uint32_t rank = 0; rank < c.size(); ++rank) {
       if (IsExcluded(r, c[rank])) continue;
       if (first_untried_rank == UINT32_MAX) first_untried_rank = rank;
-      if (InFlight(f, c[rank]) < threshold_) {
+      if (InFlight(f, c[rank]) < limits.For(f, c[rank])) {
         if (!passed_full) return Decision{c[rank], DecisionKind::kAffinity, rank};
         if (spill_ == SpillMode::kNextPreferred) {
           return Decision{c[rank], DecisionKind::kOverflow, rank};
@@ -142,7 +227,7 @@ class PrefixAwarePolicy final : public Policy {
       passed_full = true;
     }
     if (first_untried_rank == UINT32_MAX) return NoCandidate(r, f);
-    // Least loaded untried instance; ties go to the better rank. Below the threshold it is an
+    // Least loaded untried instance; ties go to the better rank. Below its limit it is an
     // overflow (least-loaded spill), otherwise every candidate is full: saturated.
     uint32_t best_rank = UINT32_MAX;
     int32_t best_load = std::numeric_limits<int32_t>::max();
@@ -154,14 +239,42 @@ class PrefixAwarePolicy final : public Policy {
         best_rank = rank;
       }
     }
-    const DecisionKind kind = best_load < threshold_ ? DecisionKind::kOverflow : DecisionKind::kSaturated;
+    const DecisionKind kind =
+        best_load < limits.For(f, c[best_rank]) ? DecisionKind::kOverflow : DecisionKind::kSaturated;
     return Decision{c[best_rank], kind, best_rank};
   }
-  std::string_view name() const override { return "prefix-aware"; }
 
- private:
+  // Per-instance in-flight limit: the concurrency threshold, and with a balance factor also
+  // the bounded-load cap ceil(factor * (in-flight over the candidates + 1) * weight / total
+  // weight) (consistent hashing with bounded loads, as HAProxy's hash-balance-factor), but
+  // never below kMinBalanceCap: at low load the cap would otherwise be 1 or 2 and move keys
+  // whenever two of their requests overlap.
+  static constexpr int32_t kMinBalanceCap = 4;
+  struct Limits {
+    int32_t threshold;
+    double per_weight = 0;  // 0 = no balance cap
+    int32_t For(const FleetSnapshot& f, uint32_t i) const {
+      if (per_weight <= 0) return threshold;
+      const double cap = std::ceil(per_weight * f.spec(i).weight);
+      return std::min<int32_t>(threshold, std::max<int32_t>(kMinBalanceCap, static_cast<int32_t>(cap)));
+    }
+  };
+  Limits MakeLimits(const FleetSnapshot& f, std::span<const uint32_t> c) const {
+    Limits l{threshold_};
+    if (balance_factor_ <= 0) return l;
+    int64_t load = 0, weight = 0;
+    for (uint32_t i : c) {
+      load += std::max<int32_t>(0, InFlight(f, i));
+      weight += f.spec(i).weight;
+    }
+    l.per_weight = balance_factor_ * static_cast<double>(load + 1) / static_cast<double>(weight);
+    return l;
+  }
+
   int32_t threshold_;
   SpillMode spill_;
+  double balance_factor_;
+  mutable KeyHomes homes_;  // Pick is const for callers; the table is internally locked
 };
 
 }  // namespace
@@ -220,6 +333,10 @@ Status RoutingOptions::Validate() const {
     return Status::InvalidArgument("concurrency_threshold: " + std::to_string(concurrency_threshold) +
                                    " is outside the allowed range " +
                                    Range(kMinConcurrencyThreshold, kMaxConcurrencyThreshold));
+  }
+  if (balance_factor != 0 && !(balance_factor >= kMinBalanceFactor && balance_factor <= kMaxBalanceFactor)) {
+    return Status::InvalidArgument("balance_factor: " + std::to_string(balance_factor) +
+                                   " must be 0 (off) or between 1 and 100");
   }
   return Status::Ok();
 }
