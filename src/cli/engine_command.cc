@@ -85,6 +85,10 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
                   "Running sequences per step (default: the profile's)");
   cmd->add_option("--max-num-batched-tokens", a->options.max_num_batched_tokens,
                   "Token budget per step (default: the profile's)");
+  cmd->add_option("--stream-interval", a->options.stream_interval,
+                  "Generated tokens per streamed chunk after the first (sent at once)")
+      ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str();
   cmd->callback([a, exit_code] { *exit_code = RunEngine(*a); });
 }
 

@@ -51,6 +51,7 @@ Result<std::unique_ptr<EngineServer>> EngineServer::Create(EngineOptions o) {
   if (!(o.time_scale > 0) || o.time_scale > 1000) {
     return Status::InvalidArgument("--time-scale: must be in (0, 1000]");
   }
+  if (o.stream_interval < 1) return Status::InvalidArgument("--stream-interval: must be >= 1");
   auto profile = engine_model::FindProfile(o.profile);
   if (!profile.ok()) return profile.status();
   auto& c = profile->config;
@@ -279,6 +280,8 @@ net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::strin
   usage.prompt_tokens = prompt_tokens;
   std::string text;      // non-streaming: the whole output
   std::string pending_out;  // streaming: events not yet written
+  std::string unsent_text;  // streaming: generated text not yet in an event
+  uint32_t unsent_tokens = 0;
   bool finished = false;
   bool client_gone = false;
   bool head_sent = false;
@@ -300,17 +303,24 @@ net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::strin
           queue = e.queue_wait;
           ttft = e.ttft + overhead;
         }
-        std::string piece;
-        engine_model::AppendGeneratedPiece(seed, e.token_index, piece);
         ++usage.completion_tokens;
         if (r.stream) {
-          pending_out += StreamChunk(r, response_id, created, piece, e.token_index == 0);
+          engine_model::AppendGeneratedPiece(seed, e.token_index, unsent_text);
+          ++unsent_tokens;
         } else {
-          text += piece;
+          engine_model::AppendGeneratedPiece(seed, e.token_index, text);
         }
       } else if (e.kind == EventKind::kFinished) {
         finished = true;
       }
+    }
+    // Streamed tokens go out in chunks of stream_interval tokens; the first token and the
+    // last ones at once.
+    if (r.stream && unsent_tokens > 0 &&
+        (!head_sent || finished || unsent_tokens >= options_.stream_interval)) {
+      pending_out += StreamChunk(r, response_id, created, unsent_text, !head_sent);
+      unsent_text.clear();
+      unsent_tokens = 0;
     }
     if (r.stream && !pending_out.empty()) {
       if (!head_sent) {

@@ -52,6 +52,9 @@ struct EngineOptions {
   uint32_t max_num_seqs = 0;
   uint32_t max_num_batched_tokens = 0;
   uint64_t max_body_bytes = 32ull << 20;
+  // Generated tokens per streamed chunk after the first (which is sent alone, at once): 1
+  // streams every token; more cuts the events a fast, time-scaled run must carry.
+  uint32_t stream_interval = 1;
 };
 
 class EngineServer final : public http::Handler {
