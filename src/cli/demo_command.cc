@@ -41,6 +41,7 @@ struct DemoArgs {
   uint32_t instances = 7;
   std::string profile = "llama-70b-h100x8";
   double load_pct = 70;
+  double rate_rps = 0;  // > 0: offer this rate instead of a share of saturation
   double scale = 1;  // multiplies the request counts
   bool no_simulate = false;
   bool quiet = false;
@@ -158,7 +159,7 @@ Result<report::RunResult> RunThroughGateway(const DemoArgs& a, const std::string
   r.settings["concurrency_threshold"] = routing->concurrency_threshold;
   r.settings["balance_factor"] = routing->strategy == Strategy::kPrefixAware ? routing->balance_factor : 0;
   r.settings["rate_rps"] = rate_rps;
-  r.settings["load_pct"] = a.load_pct;
+  if (a.rate_rps <= 0) r.settings["load_pct"] = a.load_pct;
   r.settings["time_scale"] = plan.time_scale;
   r.settings["warmup"] = static_cast<double>(plan.warmup);
   r.settings["wall_s"] = run->wall_s;
@@ -205,10 +206,14 @@ int RunDemo(const DemoArgs& a) {
     so.seed = a.seed;
     so.instances = a.instances;
     so.profile = *profile;
-    auto saturation = sim::SaturationThroughput(so, 32, 600, 200);
+    Result<double> saturation = a.rate_rps > 0 ? Result<double>(a.rate_rps * 100 / a.load_pct)
+                                               : sim::SaturationThroughput(so, 32, 600, 200);
     if (!saturation.ok()) return Fail(saturation.status().message(), 2);
-    const double rate = *saturation * a.load_pct / 100;
-    if (!a.quiet) {
+    const double rate = a.rate_rps > 0 ? a.rate_rps : *saturation * a.load_pct / 100;
+    if (!a.quiet && a.rate_rps > 0) {
+      std::cerr << fmt::format("{}: offering {:.1f} req/s (--rate), {} warm-up + {} measured requests per strategy\n",
+                               workload, rate, plan.warmup, plan.requests);
+    } else if (!a.quiet) {
       std::cerr << fmt::format(
           "{}: random saturates this fleet at {:.1f} req/s (simulated); offering {:.0f}% = {:.1f} "
           "req/s, {} warm-up + {} measured requests per strategy, engines {:.0f}x faster than "
@@ -218,7 +223,7 @@ int RunDemo(const DemoArgs& a) {
     for (const std::string& strategy : a.strategies) {
       auto r = RunThroughGateway(a, workload, strategy, rate, plan);
       if (!r.ok()) return Fail(workload + " " + strategy + ": " + r.status().message());
-      r->settings["saturation_rps"] = *saturation;
+      if (a.rate_rps <= 0) r->settings["saturation_rps"] = *saturation;
       if (!a.quiet) {
         std::cerr << fmt::format("  {} {}: {} requests ({} failed), TTFT P50 {:.3f} s, hit rate {:.1f}%\n",
                                  workload, strategy, r->requests, r->errors, r->ttft_p50_s,
@@ -239,8 +244,10 @@ int RunDemo(const DemoArgs& a) {
         s.bounds = true;
         auto sr = sim::Simulate(s);
         if (!sr.ok()) return Fail(sr.status().message());
-        sr->result.settings["load_pct"] = a.load_pct;
-        sr->result.settings["saturation_rps"] = *saturation;
+        if (a.rate_rps <= 0) {
+          sr->result.settings["load_pct"] = a.load_pct;
+          sr->result.settings["saturation_rps"] = *saturation;
+        }
         results.push_back(std::move(sr->result));
       }
     }
@@ -300,6 +307,9 @@ void AddDemoCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--load", a->load_pct, "Offered load, % of random routing's saturation throughput")
       ->capture_default_str();
+  cmd->add_option("--rate", a->rate_rps,
+                  "Offer this many requests/s (model time) instead of --load's share of the "
+                  "simulated saturation throughput");
   cmd->add_option("--scale", a->scale,
                   "Multiplies the request counts (0.1 for a quick look; figures get noisier)")
       ->capture_default_str();

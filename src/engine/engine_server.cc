@@ -305,8 +305,13 @@ net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::strin
         }
         ++usage.completion_tokens;
         if (r.stream) {
+          // Streamed tokens go out in chunks of stream_interval tokens; the first one alone.
           engine_model::AppendGeneratedPiece(seed, e.token_index, unsent_text);
-          ++unsent_tokens;
+          if (++unsent_tokens >= options_.stream_interval || e.token_index == 0) {
+            pending_out += StreamChunk(r, response_id, created, unsent_text, e.token_index == 0);
+            unsent_text.clear();
+            unsent_tokens = 0;
+          }
         } else {
           engine_model::AppendGeneratedPiece(seed, e.token_index, text);
         }
@@ -314,11 +319,8 @@ net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::strin
         finished = true;
       }
     }
-    // Streamed tokens go out in chunks of stream_interval tokens; the first token and the
-    // last ones at once.
-    if (r.stream && unsent_tokens > 0 &&
-        (!head_sent || finished || unsent_tokens >= options_.stream_interval)) {
-      pending_out += StreamChunk(r, response_id, created, unsent_text, !head_sent);
+    if (r.stream && finished && unsent_tokens > 0) {  // the last, shorter chunk
+      pending_out += StreamChunk(r, response_id, created, unsent_text, false);
       unsent_text.clear();
       unsent_tokens = 0;
     }

@@ -491,6 +491,39 @@ TEST(EngineServerTest, StreamingChatFollowsOpenAiFormat) {
   EXPECT_EQ(text, ChatContent(Post(engine->port(), kChat, ChatBody(messages, {.max_tokens = 9}))));
 }
 
+// With a stream interval of 4, the first token comes alone and the rest in chunks of up to 4
+// tokens (the last one shorter), carrying the same text as an unchunked stream.
+TEST(EngineServerTest, StreamIntervalGroupsTokensAfterTheFirst) {
+  EngineOptions o = Options("tiny-test", 0.01);
+  o.stream_interval = 4;
+  auto engine = StartEngine(o);
+  ASSERT_NE(engine, nullptr);
+  const auto messages = Question("Stream me a story in chunks.");
+  HttpClient client(engine->port());
+  ASSERT_FALSE(client.Send(pt::MakeRequest(bhttp::verb::post, kChat,
+                                           ChatBody(messages, {.max_tokens = 10, .stream = true}),
+                                           {{"Content-Type", "application/json"}})));
+  const StreamedResponse s = client.ReadStreamed();
+  ASSERT_TRUE(s.complete) << s.error.message();
+  const std::vector<std::string> data = SseData(s.body);
+  std::vector<std::string> deltas;
+  for (size_t i = 0; i + 2 < data.size(); ++i) {  // the last two: finish_reason, [DONE]
+    const json::value v = Parse(data[i]);
+    const json::value* delta = Choice0(v).if_contains("delta");
+    ASSERT_NE(delta, nullptr) << data[i];
+    deltas.push_back(Str(*delta, {"content"}));
+  }
+  ASSERT_EQ(deltas.size(), 4u);  // 1 + 4 + 4 + 1 tokens
+  std::string text;
+  for (const auto& d : deltas) text += d;
+  EXPECT_EQ(engine_model::CountTokens(deltas[0]), 1u);
+  EXPECT_EQ(engine_model::CountTokens(deltas[1]), 4u);
+  EXPECT_EQ(engine_model::CountTokens(deltas[3]), 1u);
+  EXPECT_EQ(text, ChatContent(Post(engine->port(), kChat, ChatBody(messages, {.max_tokens = 10}))));
+  o.stream_interval = 0;
+  EXPECT_FALSE(EngineServer::Create(o).ok());
+}
+
 // With stream_options.include_usage, one more chunk with empty choices and the usage comes
 // after the finish_reason chunk and before [DONE]; streamed completions work the same way.
 TEST(EngineServerTest, StreamingUsageOnlyWhenRequested) {

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The proof commands end to end: `simulate` and `demo` on small runs, their usage errors, and
+# the files they write (JSON with the documented fields, CSV, a self-contained HTML report).
+# Usage: proof_cli_test.sh PATH/TO/prefix-router REPO_ROOT
+set -uo pipefail
+bin=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+check() {  # check NAME COMMAND...: the command must succeed
+  local name=$1; shift
+  if "$@" >"$work/out" 2>"$work/err"; then echo "ok   $name"; else
+    echo "FAIL $name"; sed 's/^/     /' "$work/out" "$work/err" | tail -20; failures=$((failures + 1)); fi
+}
+expect_exit() {  # expect_exit CODE NAME COMMAND...
+  local code=$1 name=$2; shift 2
+  "$@" >"$work/out" 2>"$work/err"; local got=$?
+  if [ "$got" = "$code" ]; then echo "ok   $name"; else
+    echo "FAIL $name: exit $got, expected $code"; tail -5 "$work/err"; failures=$((failures + 1)); fi
+}
+fields='["workload","strategy","instances","seed","requests","errors","ttft_p50_s","ttft_p90_s","ttft_p99_s","e2e_p50_s","hit_rate","throughput_rps","output_tokens_per_s","share","overflow_rate"]'
+
+check "simulate --help names the sweeps" sh -c "'$bin' simulate --help | grep -q -- --prefix-length"
+expect_exit 2 "simulate rejects an unknown strategy" "$bin" simulate --strategy fastest --rate 1 --duration 1
+expect_exit 2 "simulate rejects a bad scale event" "$bin" simulate --event grow@10 --rate 1 --duration 1
+expect_exit 2 "simulate rejects an unknown workload parameter" "$bin" simulate --param nope=1 --rate 1 --duration 1
+expect_exit 2 "simulate rejects two load kinds" "$bin" simulate --rate 1 --concurrency 2 --duration 1
+
+# A small sweep on the tiny profile: 2 strategies x 2 prefix lengths, with a scale event.
+check "simulate writes json, csv and a report" "$bin" simulate --profile tiny-test \
+  --workload sharegpt-like --param system_tokens_max=300 --param user_tokens_max=200 \
+  --param reply_tokens_max=100 --param turns_max=3 --strategy random,prefix-aware \
+  --prefix-length 1024,2048 --instances 2 --rate 5 --duration 60 --warmup 10 --event add@30 \
+  --json "$work/sim.json" --csv "$work/sim.csv" --report "$work/sim.html" --quiet
+check "simulate json has 4 runs with the documented fields" python3 -c "
+import json, sys
+runs = json.load(open('$work/sim.json'))
+assert len(runs) == 4, len(runs)
+for r in runs:
+    missing = [f for f in $fields if f not in r]
+    assert not missing, missing
+    assert r['requests'] > 100 and r['errors'] == 0, r
+    assert len(r['share']) == 3, r['share']  # 2 instances + the one added at 30 s
+    assert abs(sum(r['share']) - 1) < 1e-9
+"
+check "simulate csv has a header and 4 rows" sh -c "test \$(wc -l < '$work/sim.csv') -eq 5"
+check "simulate report is self-contained HTML" sh -c "grep -q '<svg' '$work/sim.html' && ! grep -qE 'https?://|<script' '$work/sim.html'"
+
+expect_exit 2 "demo rejects an unknown strategy" "$bin" demo --strategy fastest --out "$work/d0"
+expect_exit 2 "demo needs two instances" "$bin" demo --instances 1 --out "$work/d0"
+# A tiny demo: real engines and gateway on loopback, 2 strategies, both workloads.
+check "demo runs and writes results.json and report.html" sh -c "'$bin' demo --scale 0.005 --rate 20 \
+  --strategy random,prefix-aware --out '$work/demo' --quiet > '$work/demo.txt'"
+check "demo results: live and simulated runs, no errors" python3 -c "
+import json
+runs = json.load(open('$work/demo/results.json'))
+assert len(runs) == 8, len(runs)
+assert sorted(set(r['source'] for r in runs)) == ['demo', 'simulate']
+for r in runs:
+    missing = [f for f in $fields if f not in r]
+    assert not missing, missing
+    assert r['errors'] == 0 and r['requests'] >= 10, r
+    if r['source'] == 'demo':
+        assert r['ttft_kind'] == 'client' and r['engine_ttft_p50_s'] > 0, r
+        assert r['ttft_p50_s'] > 0 and len(r['share']) == 7
+"
+check "demo report is self-contained HTML" sh -c "grep -q '<svg' '$work/demo/report.html' && ! grep -qE 'https?://|<script' '$work/demo/report.html'"
+check "demo prints the table" grep -q "prefix-aware" "$work/demo.txt"
+
+if [ "$failures" -gt 0 ]; then echo "$failures check(s) failed"; exit 1; fi
+echo "all proof CLI checks passed"
