@@ -37,6 +37,9 @@ err=$(echo "$body" | "$bin" route --instances 3 --prefix-length 100 - 2>&1 >/dev
 check "prefix length range" bash -c "test $rc = 2 && echo '$err' | grep -q 'prefix_length: 100 is outside the allowed range 1024..65536'"
 err=$(echo "$body" | "$bin" route --instances 3 --concurrency-threshold 2000 - 2>&1 >/dev/null); rc=$?
 check "threshold range" bash -c "test $rc = 2 && echo '$err' | grep -q 'concurrency_threshold: 2000 is outside the allowed range 1..1024'"
+err=$(echo "$body" | "$bin" route --instances 3 --balance-factor 0.5 - 2>&1 >/dev/null); rc=$?
+check "balance factor range" bash -c "test $rc = 2 && echo '$err' | grep -q 'balance_factor: 0.5'"
+check "balance factor off" bash -c "echo '$body' | '$bin' route --instances 3 --balance-factor 0 - | grep -q '\"decision\":\"affinity\"'"
 err=$(echo "$body" | "$bin" route --instances 3 --api native --group '' - 2>&1); rc=$?
 check "empty routing header" bash -c "test $rc = 1 || test $rc = 2"
 
@@ -54,6 +57,9 @@ err=$("$bin" serve --check-config 2>&1); rc=$?
 check "no instance refused" bash -c "test $rc = 2 && echo '$err' | grep -q 'instance'"
 check "short form" bash -c "'$bin' serve --check-config --listen 127.0.0.1:0 --instance http://127.0.0.1:8001 --instance b=http://127.0.0.1:8002 --strategy prefix-aware --prefix-length 1024 --concurrency-threshold 8 | grep -q '2 instances'"
 check "serve help documents flags" bash -c "'$bin' serve --help | grep -q -- '--concurrency-threshold'"
+check "serve help documents balance factor" bash -c "'$bin' serve --help | grep -q -- '--balance-factor'"
+err=$("$bin" serve --check-config --instance http://127.0.0.1:8001 --balance-factor 101 2>&1); rc=$?
+check "balance factor flag range" bash -c "test $rc = 2 && echo '$err' | grep -q 'routing.balance_factor: 101 is outside the allowed range 1..100'"
 
 # serve runs, answers /health and exits 0 on SIGTERM.
 "$bin" serve --listen 127.0.0.1:0 --instance http://127.0.0.1:9 --health-interval 0 >/dev/null 2>&1 &

@@ -29,6 +29,7 @@ struct RouteArgs {
   std::string spill = "next-preferred";
   uint32_t prefix_length = kDefaultPrefixLength;
   uint32_t concurrency_threshold = kDefaultConcurrencyThreshold;
+  double balance_factor = kDefaultBalanceFactor;
   std::optional<std::string> group;      // absent header vs empty value matter
   std::optional<std::string> component;
   uint64_t seed = 1;
@@ -69,6 +70,7 @@ int RunRoute(const RouteArgs& a) {
   options.spill = *spill;
   options.prefix_length = a.prefix_length;
   options.concurrency_threshold = a.concurrency_threshold;
+  options.balance_factor = a.balance_factor;
   if (Status s = options.Validate(); !s.ok()) return Fail(s);
 
   std::vector<InstanceSpec> specs;
@@ -191,6 +193,13 @@ void AddRouteCommand(CLI::App& app, int* exit_code) {
                   "In-flight requests per instance before spilling, 1..1024")
       ->capture_default_str();
   cmd->add_option("--spill-mode", args->spill, "next-preferred | least-loaded")->capture_default_str();
+  // One request on an idle fleet is never over its bounded-load cap (at least 4), so the
+  // factor rarely changes the decision shown here; it is accepted so that `route` takes the
+  // same routing settings as `serve`.
+  cmd->add_option("--balance-factor", args->balance_factor,
+                  "Prefix-aware bounded load: an instance is also full at this factor x its share "
+                  "of the in-flight requests (at least 4); 0 = off, else 1..100")
+      ->capture_default_str();
   cmd->add_option("--group", args->group,
                   "Native API: the X-Amzn-SageMaker-Prefix-Aware-Id header value");
   cmd->add_option("--component", args->component,

@@ -20,7 +20,7 @@ struct SimulateArgs {
   std::vector<std::string> workloads{"long-context"};
   std::vector<std::string> params;
   std::vector<std::string> strategies{"random", "least-outstanding-requests",
-                                      "prefix-aware-least-loaded", "prefix-aware-next-preferred"};
+                                      "prefix-aware-least-loaded-b0", "prefix-aware"};
   std::vector<uint32_t> prefix_lengths;
   std::vector<uint32_t> thresholds;
   double balance_factor = kDefaultBalanceFactor;

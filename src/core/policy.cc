@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <optional>
 #include <limits>
@@ -193,6 +194,7 @@ class PrefixAwarePolicy final : public Policy {
     }
     auto d = PickInOrder(r, f, c, limits, key);  // sorts c by preference
     if (!d.ok()) return d;
+    if (!r.exclude.empty()) return d;  // a retry after a failure is not a spill: no move
     if (d->kind == DecisionKind::kAffinity && d->rank == 0) {
       homes_.Erase(key);
     } else if (d->kind != DecisionKind::kSaturated) {
@@ -335,7 +337,10 @@ Status RoutingOptions::Validate() const {
                                    Range(kMinConcurrencyThreshold, kMaxConcurrencyThreshold));
   }
   if (balance_factor != 0 && !(balance_factor >= kMinBalanceFactor && balance_factor <= kMaxBalanceFactor)) {
-    return Status::InvalidArgument("balance_factor: " + std::to_string(balance_factor) +
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, balance_factor);
+    const std::string shown = ec == std::errc() ? std::string(buf, end) : std::string("?");
+    return Status::InvalidArgument("balance_factor: " + shown +
                                    " must be 0 (off) or between 1 and 100");
   }
   return Status::Ok();

@@ -30,6 +30,7 @@
 //                               in one new place instead of its requests spilling one by one.
 //                               It moves again only when that home is full in turn, and returns
 //                               to its first choice when a later spill finds room there.
+//                               A retry (an instance excluded after a failure) moves nothing.
 //
 // Eligibility: only instances that serve the request's name (model or LoRA adapter) and are
 // available (not ejected or drained) are candidates. Instances listed in RouteRequest::exclude

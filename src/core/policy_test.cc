@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <deque>
+#include <initializer_list>
+#include <limits>
 #include <memory>
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/fleet.h"
@@ -59,11 +64,17 @@ std::unique_ptr<Policy> MakeStrategy(Strategy s) {
   return MakePolicy(o);
 }
 
-std::unique_ptr<Policy> MakePrefixAware(uint32_t threshold, SpillMode spill) {
+// balance_factor 0: the concurrency threshold alone decides when an instance is full (the
+// policy before bounded loads, and the managed service's). Tests about the threshold use it.
+constexpr double kThresholdOnly = 0;
+
+std::unique_ptr<Policy> MakePrefixAware(uint32_t threshold, SpillMode spill,
+                                        double balance_factor = kDefaultBalanceFactor) {
   RoutingOptions o;
   o.strategy = Strategy::kPrefixAware;
   o.concurrency_threshold = threshold;
   o.spill = spill;
+  o.balance_factor = balance_factor;
   EXPECT_TRUE(o.Validate().ok());
   return MakePolicy(o);
 }
@@ -136,6 +147,21 @@ TEST(PolicyTest, ValidateConcurrencyThresholdRange) {
   EXPECT_TRUE(o.Validate().ok());
 }
 
+// balance_factor is 0 (off) or 1..100; the message names the field and the range.
+TEST(PolicyTest, ValidateBalanceFactorRange) {
+  RoutingOptions o;
+  EXPECT_EQ(o.balance_factor, kDefaultBalanceFactor);
+  for (double bad : {0.5, 101.0, -1.0, 0.999, std::numeric_limits<double>::quiet_NaN(),
+                     std::numeric_limits<double>::infinity()}) {
+    o.balance_factor = bad;
+    ExpectInvalid(o, "balance_factor", "100");
+  }
+  for (double good : {0.0, 1.0, 1.5, 100.0}) {
+    o.balance_factor = good;
+    EXPECT_TRUE(o.Validate().ok()) << good;
+  }
+}
+
 // ParseStrategy accepts exactly the documented names, round-trips with StrategyName, and
 // MakePolicy builds the policy of that name.
 TEST(PolicyTest, ParseStrategyAcceptsDocumentedNames) {
@@ -187,7 +213,8 @@ TEST(PolicyTest, DecisionKindNames) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prefix-aware: affinity and spill.
+// Prefix-aware: affinity and spill. Tests where load decides use balance_factor 0, so that the
+// concurrency threshold alone makes an instance full; bounded loads have their own section.
 
 // Unloaded, the same key always goes to its most preferred instance (affinity, rank 0), in
 // both spill modes and whatever the Rng state.
@@ -229,7 +256,7 @@ TEST(PolicyTest, PrefixAwareDifferentKeysSpread) {
 // the first choice keeps it.
 TEST(PolicyTest, PrefixAwareSpillNextPreferred) {
   auto f = NamedFleet(7);
-  auto p = MakePrefixAware(4, SpillMode::kNextPreferred);
+  auto p = MakePrefixAware(4, SpillMode::kNextPreferred, kThresholdOnly);
   Rng rng(11);
   const PrefixKey key = KeyAt(123);
   const std::vector<uint32_t> order = PreferenceOrder(*f, key);
@@ -268,7 +295,7 @@ TEST(PolicyTest, PrefixAwareSpillNextPreferred) {
 // Load counted by InFlightGuards drives the spill, and releasing them restores affinity.
 TEST(PolicyTest, PrefixAwareSpillFollowsInFlightGuards) {
   auto f = NamedFleet(5);
-  auto p = MakePrefixAware(2, SpillMode::kNextPreferred);
+  auto p = MakePrefixAware(2, SpillMode::kNextPreferred, kThresholdOnly);
   Rng rng(2);
   const PrefixKey key = KeyAt(77);
   const std::vector<uint32_t> order = PreferenceOrder(*f, key);
@@ -287,7 +314,7 @@ TEST(PolicyTest, PrefixAwareSpillFollowsInFlightGuards) {
 // threshold (overflow), with rank = its position in the key's preference order.
 TEST(PolicyTest, PrefixAwareSpillLeastLoaded) {
   auto f = NamedFleet(7);
-  auto p = MakePrefixAware(8, SpillMode::kLeastLoaded);
+  auto p = MakePrefixAware(8, SpillMode::kLeastLoaded, kThresholdOnly);
   Rng rng(3);
   const PrefixKey key = KeyAt(4242);
   const std::vector<uint32_t> order = PreferenceOrder(*f, key);
@@ -302,7 +329,7 @@ TEST(PolicyTest, PrefixAwareSpillLeastLoaded) {
 // least-loaded: among equally loaded instances the better-ranked one wins.
 TEST(PolicyTest, PrefixAwareSpillLeastLoadedTieGoesToBetterRank) {
   auto f = NamedFleet(7);
-  auto p = MakePrefixAware(8, SpillMode::kLeastLoaded);
+  auto p = MakePrefixAware(8, SpillMode::kLeastLoaded, kThresholdOnly);
   Rng rng(3);
   const PrefixKey key = KeyAt(99);
   const std::vector<uint32_t> order = PreferenceOrder(*f, key);
@@ -326,7 +353,7 @@ TEST(PolicyTest, PrefixAwareSpillLeastLoadedTieGoesToBetterRank) {
 TEST(PolicyTest, PrefixAwareSaturatedPicksLeastLoaded) {
   for (SpillMode spill : {SpillMode::kNextPreferred, SpillMode::kLeastLoaded}) {
     auto f = NamedFleet(5);
-    auto p = MakePrefixAware(4, spill);
+    auto p = MakePrefixAware(4, spill, kThresholdOnly);
     Rng rng(4);
     const PrefixKey key = KeyAt(31337);
     const std::vector<uint32_t> order = PreferenceOrder(*f, key);
@@ -343,6 +370,332 @@ TEST(PolicyTest, PrefixAwareSaturatedPicksLeastLoaded) {
     EXPECT_EQ(d.kind, DecisionKind::kSaturated);
     EXPECT_EQ(d.rank, 0u);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefix-aware: bounded loads (balance_factor) and sticky moves.
+
+// The cap the header documents, computed here independently of the policy (in the same
+// floating-point order): min(threshold, max(4, ceil(F x (in-flight over the candidates + 1) x
+// weight / total weight))). Every instance of `f` is a candidate.
+int32_t BalanceCap(const FleetSnapshot& f, uint32_t i, double factor, uint32_t threshold) {
+  int64_t load = 0, weight = 0;
+  for (uint32_t j = 0; j < f.size(); ++j) {
+    load += std::max<int32_t>(0, f.state(j).in_flight.load());
+    weight += f.spec(j).weight;
+  }
+  const double per_weight = factor * static_cast<double>(load + 1) / static_cast<double>(weight);
+  const auto cap = static_cast<int32_t>(std::ceil(per_weight * f.spec(i).weight));
+  return std::min<int32_t>(static_cast<int32_t>(threshold), std::max<int32_t>(4, cap));
+}
+
+// What balance_factor 0 must do: the first preferred instance below the threshold; else the
+// next preferred one below it (next-preferred) or the least loaded one, ties to the better rank
+// (least-loaded); else the least loaded one, saturated. No memory of earlier requests.
+Decision ThresholdOnlyPick(const FleetSnapshot& f, const std::vector<uint32_t>& order,
+                           int32_t threshold, SpillMode spill) {
+  const auto load = [&](uint32_t rank) { return f.state(order[rank]).in_flight.load(); };
+  if (load(0) < threshold) return Decision{order[0], DecisionKind::kAffinity, 0};
+  if (spill == SpillMode::kNextPreferred) {
+    for (uint32_t rank = 1; rank < order.size(); ++rank) {
+      if (load(rank) < threshold) return Decision{order[rank], DecisionKind::kOverflow, rank};
+    }
+  }
+  uint32_t best = 0;
+  for (uint32_t rank = 1; rank < order.size(); ++rank) {
+    if (load(rank) < load(best)) best = rank;
+  }
+  return Decision{order[best],
+                  load(best) < threshold ? DecisionKind::kOverflow : DecisionKind::kSaturated, best};
+}
+
+void SetLoadsByRank(const FleetSnapshot& f, const std::vector<uint32_t>& order,
+                    std::initializer_list<int32_t> loads) {
+  uint32_t rank = 0;
+  for (int32_t load : loads) SetLoad(f, order[rank++], load);
+}
+
+// balance_factor 0 is the threshold-only policy: over 20,000 random load patterns (repeating
+// keys, so that a memory of earlier moves would show), every decision is ThresholdOnlyPick's.
+TEST(PolicyTest, PrefixAwareBalanceFactorZeroIsThresholdOnly) {
+  for (SpillMode spill : {SpillMode::kNextPreferred, SpillMode::kLeastLoaded}) {
+    SCOPED_TRACE(SpillModeName(spill));
+    auto f = NamedFleet(7);
+    auto p = MakePrefixAware(4, spill, kThresholdOnly);
+    Rng rng(12), loads(13);
+    std::set<DecisionKind> kinds;
+    for (uint32_t n = 0; n < 20000; ++n) {
+      for (uint32_t i = 0; i < 7; ++i) SetLoad(*f, i, static_cast<int32_t>(loads.Uniform(7)));
+      const PrefixKey key = KeyAt(n % 50);
+      const Decision expected = ThresholdOnlyPick(*f, PreferenceOrder(*f, key), 4, spill);
+      const Decision d = MustPick(*p, Request(key), *f, rng);
+      ASSERT_EQ(d.instance, expected.instance) << "pick " << n;
+      ASSERT_EQ(d.kind, expected.kind) << "pick " << n;
+      ASSERT_EQ(d.rank, expected.rank) << "pick " << n;
+      kinds.insert(d.kind);
+    }
+    EXPECT_EQ(kinds.size(), 3u);  // affinity, overflow and saturated all occurred
+  }
+  // Far below the threshold nothing is full, however uneven the load (F = 1.5 would cap at 4).
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred, kThresholdOnly);
+  Rng rng(14);
+  const PrefixKey key = KeyAt(123);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  SetLoadsByRank(*f, order, {40, 0, 0, 0, 0, 0, 0});
+  const Decision d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[0]);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+}
+
+// The cap's floor is 4: with 3 in flight on the first choice and none elsewhere (F x share
+// would give 1) the key stays (affinity); at 4 the first choice is full and the key spills.
+TEST(PolicyTest, PrefixAwareBalanceCapIsNeverBelowFour) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);  // the default factor, 1.5
+  Rng rng(15);
+  const PrefixKey key = KeyAt(123);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  for (int32_t load : {0, 1, 2, 3}) {
+    SetLoad(*f, order[0], load);
+    const Decision d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance, order[0]) << load;
+    EXPECT_EQ(d.kind, DecisionKind::kAffinity) << load;
+    EXPECT_EQ(d.rank, 0u) << load;
+  }
+  SetLoad(*f, order[0], 4);
+  const Decision d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[1]);
+  EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+
+  // The threshold still bounds the cap from above: a threshold of 2 makes 2 in flight full.
+  auto low = MakePrefixAware(2, SpillMode::kNextPreferred);
+  const PrefixKey other = KeyAt(456);
+  const std::vector<uint32_t> other_order = PreferenceOrder(*f, other);
+  SetLoadsByRank(*f, other_order, {2, 0, 0, 0, 0, 0, 0});
+  const Decision spilled = MustPick(*low, Request(other), *f, rng);
+  EXPECT_EQ(spilled.instance, other_order[1]);
+  EXPECT_EQ(spilled.kind, DecisionKind::kOverflow);
+}
+
+// Loads by rank {4, 2, 1, 0, 0, 0, 0} on 7 instances: 7 in flight, so the cap is its floor, 4,
+// and the first choice is full far below the threshold (64). The key spills: rank 1 with
+// next-preferred, rank 3 (the best-ranked idle instance) with least-loaded. Returns the pick.
+Decision SpillFromFullFirstChoice(const Policy& p, const FleetSnapshot& f,
+                                  const std::vector<uint32_t>& order, SpillMode spill, Rng& rng,
+                                  const PrefixKey& key) {
+  SetLoadsByRank(f, order, {4, 2, 1, 0, 0, 0, 0});
+  EXPECT_EQ(BalanceCap(f, order[0], kDefaultBalanceFactor, 64), 4);
+  const Decision d = MustPick(p, Request(key), f, rng);
+  const uint32_t rank = spill == SpillMode::kNextPreferred ? 1 : 3;
+  EXPECT_EQ(d.instance, order[rank]);
+  EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+  EXPECT_EQ(d.rank, rank);
+  return d;
+}
+
+// F = 1.5: an instance whose in-flight count reaches its cap (here the floor, 4) is full; the
+// key goes to the next preferred instance or the least loaded one, as an overflow. With F = 0
+// the same loads keep it home.
+TEST(PolicyTest, PrefixAwareBalanceCapSpillsLikeTheThreshold) {
+  for (SpillMode spill : {SpillMode::kNextPreferred, SpillMode::kLeastLoaded}) {
+    SCOPED_TRACE(SpillModeName(spill));
+    auto f = NamedFleet(7);
+    auto p = MakePrefixAware(64, spill, 1.5);
+    Rng rng(16);
+    const PrefixKey key = KeyAt(123);
+    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+    SpillFromFullFirstChoice(*p, *f, order, spill, rng, key);
+
+    auto off = MakePrefixAware(64, spill, kThresholdOnly);
+    const Decision d = MustPick(*off, Request(key), *f, rng);
+    EXPECT_EQ(d.instance, order[0]);
+    EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  }
+}
+
+// Moves are sticky: once the key spilled, its later requests go to its new home (affinity, the
+// new home's rank) even with the first choice idle again, and even when the new home is not the
+// least loaded instance, as long as it has room.
+TEST(PolicyTest, PrefixAwareBalancedMoveIsSticky) {
+  for (SpillMode spill : {SpillMode::kNextPreferred, SpillMode::kLeastLoaded}) {
+    SCOPED_TRACE(SpillModeName(spill));
+    auto f = NamedFleet(7);
+    auto p = MakePrefixAware(64, spill);
+    Rng rng(17);
+    const PrefixKey key = KeyAt(123);
+    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+    const Decision moved = SpillFromFullFirstChoice(*p, *f, order, spill, rng, key);
+
+    SetLoadsByRank(*f, order, {0, 0, 0, 0, 0, 0, 0});
+    SetLoad(*f, moved.instance, 3);  // busiest instance, still below its cap of 4
+    for (int n = 0; n < 5; ++n) {
+      const Decision d = MustPick(*p, Request(key), *f, rng);
+      ASSERT_EQ(d.instance, moved.instance) << n;
+      EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+      EXPECT_EQ(d.rank, moved.rank);
+    }
+    // Another key with the same first choice is not affected.
+    for (uint32_t k = 0;; ++k) {
+      const PrefixKey other = KeyAt(1000 + k);
+      if (PreferenceOrder(*f, other)[0] != order[0]) continue;
+      const Decision d = MustPick(*p, Request(other), *f, rng);
+      EXPECT_EQ(d.instance, order[0]);
+      EXPECT_EQ(d.rank, 0u);
+      break;
+    }
+  }
+}
+
+// When the new home is full in turn and the first choice has room, the key returns to its first
+// choice (affinity, rank 0) and stays there once the new home has room again.
+TEST(PolicyTest, PrefixAwareBalancedKeyReturnsToFirstChoice) {
+  for (SpillMode spill : {SpillMode::kNextPreferred, SpillMode::kLeastLoaded}) {
+    SCOPED_TRACE(SpillModeName(spill));
+    auto f = NamedFleet(7);
+    auto p = MakePrefixAware(64, spill);
+    Rng rng(18);
+    const PrefixKey key = KeyAt(123);
+    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+    const Decision moved = SpillFromFullFirstChoice(*p, *f, order, spill, rng, key);
+
+    SetLoadsByRank(*f, order, {0, 0, 0, 0, 0, 0, 0});
+    SetLoad(*f, moved.instance, 4);  // 4 in flight in all: the cap is 4, the new home is full
+    Decision d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance, order[0]);
+    EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+    EXPECT_EQ(d.rank, 0u);
+
+    SetLoad(*f, moved.instance, 0);
+    for (int n = 0; n < 5; ++n) {
+      d = MustPick(*p, Request(key), *f, rng);
+      ASSERT_EQ(d.instance, order[0]) << n;
+      EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+      EXPECT_EQ(d.rank, 0u);
+    }
+  }
+}
+
+// Weights scale the cap: on weights {2, 1, 1, 1} with 4 in flight on each other instance, a
+// weight-1 first choice is full at 6 in flight, a weight-2 first choice only at 20.
+TEST(PolicyTest, PrefixAwareBalanceCapScalesWithWeight) {
+  auto f = NamedFleet(4, {2, 1, 1, 1});
+  Rng rng(19);
+  struct Case {
+    uint32_t first_choice;
+    int32_t last_with_room;  // in flight on the first choice when it still takes the key
+  };
+  for (const Case c : {Case{0, 19}, Case{1, 5}}) {
+    SCOPED_TRACE("first choice weight " + std::to_string(f->spec(c.first_choice).weight));
+    PrefixKey key;
+    for (uint32_t k = 0;; ++k) {
+      key = KeyAt(k);
+      if (PreferenceOrder(*f, key)[0] == c.first_choice) break;
+    }
+    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+    for (uint32_t i = 0; i < 4; ++i) SetLoad(*f, i, 4);
+
+    auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+    SetLoad(*f, c.first_choice, c.last_with_room);
+    EXPECT_EQ(BalanceCap(*f, c.first_choice, kDefaultBalanceFactor, 64), c.last_with_room + 1);
+    Decision d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance, c.first_choice);
+    EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+
+    SetLoad(*f, c.first_choice, c.last_with_room + 1);
+    EXPECT_EQ(BalanceCap(*f, c.first_choice, kDefaultBalanceFactor, 64), c.last_with_room + 1);
+    d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance, order[1]);
+    EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+  }
+}
+
+// Saturation is the threshold's: with every candidate at the threshold the least loaded one
+// takes the request (saturated), in both spill modes, and the key does not move (its next
+// request on an idle fleet goes to its first choice).
+TEST(PolicyTest, PrefixAwareBalancedSaturatedDoesNotMoveKey) {
+  for (SpillMode spill : {SpillMode::kNextPreferred, SpillMode::kLeastLoaded}) {
+    SCOPED_TRACE(SpillModeName(spill));
+    auto f = NamedFleet(5);
+    auto p = MakePrefixAware(4, spill);
+    Rng rng(20);
+    const PrefixKey key = KeyAt(31337);
+    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+    SetLoadsByRank(*f, order, {6, 9, 5, 4, 7});  // rank 3 is the unique minimum
+    Decision d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance, order[3]);
+    EXPECT_EQ(d.kind, DecisionKind::kSaturated);
+    EXPECT_EQ(d.rank, 3u);
+
+    SetLoadsByRank(*f, order, {0, 0, 0, 0, 0});
+    d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance, order[0]);
+    EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+    EXPECT_EQ(d.rank, 0u);
+  }
+}
+
+// A retry is not a spill: a request that skips its failed first choice goes to the next
+// instance, but the key does not move; its next request goes to its first choice again.
+TEST(PolicyTest, PrefixAwareBalancedRetryDoesNotMoveKey) {
+  auto f = NamedFleet(5);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+  Rng rng(21);
+  const PrefixKey key = KeyAt(77);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  const uint32_t tried[] = {order[0]};
+  Decision d = MustPick(*p, Request(key, "", tried), *f, rng);
+  EXPECT_EQ(d.instance, order[1]);
+  EXPECT_EQ(d.rank, 1u);
+
+  d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[0]);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  EXPECT_EQ(d.rank, 0u);
+}
+
+// 100,000 requests over 1,000 keys of skewed popularity, with in-flight requests simulated
+// (each finishes 56 requests after it started, 8 per instance on average): no request goes to
+// an instance at its cap, and a key changes instance only when some instance is at its cap.
+TEST(PolicyTest, PrefixAwareBalancedMovesOnlyWhenAnInstanceIsFull) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+  Rng rng(22), keys(23);
+  std::deque<uint32_t> running;                 // instance of each in-flight request, oldest first
+  std::unordered_map<uint32_t, uint32_t> last;  // key -> instance of its previous request
+  int moves = 0, requests_with_a_full_instance = 0;
+  for (int n = 0; n < 100000; ++n) {
+    if (running.size() == 56) {
+      f->state(running.front()).in_flight.fetch_sub(1);
+      running.pop_front();
+    }
+    const uint32_t k = keys.Uniform(1 + keys.Uniform(1000));  // low indices are hot
+    bool any_full = false;
+    for (uint32_t i = 0; i < 7; ++i) {
+      any_full |= f->state(i).in_flight.load() >= BalanceCap(*f, i, kDefaultBalanceFactor, 64);
+    }
+    requests_with_a_full_instance += any_full;
+    const Decision d = MustPick(*p, Request(KeyAt(k)), *f, rng);
+    ASSERT_NE(d.kind, DecisionKind::kSaturated);
+    ASSERT_LT(f->state(d.instance).in_flight.load(),
+              BalanceCap(*f, d.instance, kDefaultBalanceFactor, 64))
+        << "request " << n << " went to a full instance";
+    auto [it, first_request] = last.try_emplace(k, d.instance);
+    if (first_request) {
+      ASSERT_TRUE(any_full || d.rank == 0) << "request " << n;
+    } else if (it->second != d.instance) {
+      ++moves;
+      ASSERT_TRUE(any_full) << "request " << n << ": key " << k << " moved with no instance full";
+      it->second = d.instance;
+    }
+    f->state(d.instance).in_flight.fetch_add(1);
+    running.push_back(d.instance);
+  }
+  // Both sides were exercised: instances often filled up (and keys moved), and often nothing
+  // was full.
+  EXPECT_GT(requests_with_a_full_instance, 1000);
+  EXPECT_LT(requests_with_a_full_instance, 90000);
+  EXPECT_GT(moves, 100);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -422,35 +775,38 @@ TEST(PolicyTest, UnavailableInstancesAreNeverPicked) {
 }
 
 // Retries: prefix-aware skips excluded instances and takes the next in preference order,
-// keeping its rank; excluded instances are never picked by any strategy; excluding every
-// candidate is Unavailable.
+// keeping its rank, with or without bounded loads; excluded instances are never picked by any
+// strategy; excluding every candidate is Unavailable.
 TEST(PolicyTest, ExcludedInstancesAreSkipped) {
   auto f = NamedFleet(5);
-  auto p = MakePrefixAware(4, SpillMode::kNextPreferred);
   Rng rng(9);
-  for (uint32_t k = 0; k < 200; ++k) {
-    const PrefixKey key = KeyAt(k);
-    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
-    const uint32_t first[] = {order[0]};
-    Decision d = MustPick(*p, Request(key, "", first), *f, rng);
-    ASSERT_EQ(d.instance, order[1]);
-    EXPECT_EQ(d.rank, 1u);
-    const uint32_t two[] = {order[1], order[0]};
-    d = MustPick(*p, Request(key, "", two), *f, rng);
-    ASSERT_EQ(d.instance, order[2]);
-    EXPECT_EQ(d.rank, 2u);
-  }
+  for (double factor : {kThresholdOnly, kDefaultBalanceFactor}) {
+    SCOPED_TRACE("balance_factor " + std::to_string(factor));
+    auto p = MakePrefixAware(4, SpillMode::kNextPreferred, factor);
+    for (uint32_t k = 0; k < 200; ++k) {
+      const PrefixKey key = KeyAt(k);
+      const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+      const uint32_t first[] = {order[0]};
+      Decision d = MustPick(*p, Request(key, "", first), *f, rng);
+      ASSERT_EQ(d.instance, order[1]);
+      EXPECT_EQ(d.rank, 1u);
+      const uint32_t two[] = {order[1], order[0]};
+      d = MustPick(*p, Request(key, "", two), *f, rng);
+      ASSERT_EQ(d.instance, order[2]);
+      EXPECT_EQ(d.rank, 2u);
+    }
 
-  // Excluded and full combine: first tried, second full => third, as an overflow.
-  const PrefixKey key = KeyAt(5);
-  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
-  SetLoad(*f, order[1], 4);
-  const uint32_t tried[] = {order[0]};
-  Decision d = MustPick(*p, Request(key, "", tried), *f, rng);
-  EXPECT_EQ(d.instance, order[2]);
-  EXPECT_EQ(d.kind, DecisionKind::kOverflow);
-  EXPECT_EQ(d.rank, 2u);
-  SetLoad(*f, order[1], 0);
+    // Excluded and full combine: first tried, second full => third, as an overflow.
+    const PrefixKey key = KeyAt(5);
+    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+    SetLoad(*f, order[1], 4);
+    const uint32_t tried[] = {order[0]};
+    Decision d = MustPick(*p, Request(key, "", tried), *f, rng);
+    EXPECT_EQ(d.instance, order[2]);
+    EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+    EXPECT_EQ(d.rank, 2u);
+    SetLoad(*f, order[1], 0);
+  }
 
   const uint32_t all[] = {0, 1, 2, 3, 4};
   const uint32_t some[] = {1, 3};

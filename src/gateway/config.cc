@@ -87,19 +87,25 @@ Status ReadUnsigned(const YAML::Node& n, const std::string& path, T& out) {
   return Status::Ok();
 }
 
-// Seconds may be fractional. Negative values parse here and fail the range check later, with
-// the range in the message.
-Status ReadSeconds(const YAML::Node& n, const std::string& path, double& out) {
-  if (!n.IsScalar()) return TypeError(path, "a number of seconds", n);
+// A finite decimal number; `expected` names it in the type error ("a number of seconds").
+// Negative values parse here and fail the range check later, with the range in the message.
+Status ReadNumber(const YAML::Node& n, const std::string& path, std::string_view expected,
+                  double& out) {
+  if (!n.IsScalar()) return TypeError(path, expected, n);
   std::string_view s = n.Scalar();
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
   double v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) {
-    return TypeError(path, "a number of seconds", n);
+    return TypeError(path, expected, n);
   }
   out = v;
   return Status::Ok();
+}
+
+// Seconds may be fractional.
+Status ReadSeconds(const YAML::Node& n, const std::string& path, double& out) {
+  return ReadNumber(n, path, "a number of seconds", out);
 }
 
 Status ReadBool(const YAML::Node& n, const std::string& path, bool& out) {
@@ -167,18 +173,21 @@ struct RoutingPatch {
   std::optional<uint32_t> prefix_length;
   std::optional<uint32_t> concurrency_threshold;
   std::optional<SpillMode> spill;
+  std::optional<double> balance_factor;
 
   void ApplyTo(RoutingOptions& o) const {
     if (strategy) o.strategy = *strategy;
     if (prefix_length) o.prefix_length = *prefix_length;
     if (concurrency_threshold) o.concurrency_threshold = *concurrency_threshold;
     if (spill) o.spill = *spill;
+    if (balance_factor) o.balance_factor = *balance_factor;
   }
 };
 
 Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& out) {
   return ForEachField(
-      n, path, {"routing_strategy", "prefix_length", "concurrency_threshold", "spill_mode"},
+      n, path,
+      {"routing_strategy", "prefix_length", "concurrency_threshold", "spill_mode", "balance_factor"},
       [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "routing_strategy") {
           std::string name;
@@ -194,6 +203,12 @@ Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& o
           Result<SpillMode> r = ParseSpillMode(name);
           if (!r.ok()) return WithPath(r.status(), p);
           out.spill = *r;
+          return Status::Ok();
+        }
+        if (key == "balance_factor") {
+          double factor = 0;
+          if (Status s = ReadNumber(v, p, "a number", factor); !s.ok()) return s;
+          out.balance_factor = factor;
           return Status::Ok();
         }
         uint32_t value = 0;
@@ -540,11 +555,25 @@ Status ValidateInstances(GatewayConfig& config) {
   return Status::Ok();
 }
 
+// One pool's routing settings (`path` is "routing" or "pools.NAME"). The balance factor is a
+// fractional number, which the core's message would print as "0.500000"; it is checked here
+// first so that its message reads like every other range error. The rest is the core's.
+Status ValidateRouting(const RoutingOptions& options, const std::string& path) {
+  const double f = options.balance_factor;
+  if (f != 0 && !(f >= kMinBalanceFactor && f <= kMaxBalanceFactor)) {  // NaN fails too
+    return OutOfRange(Child(path, "balance_factor"), FormatNumber(f),
+                      FormatNumber(kMinBalanceFactor) + ".." + FormatNumber(kMaxBalanceFactor) +
+                          " (or 0 = off)");
+  }
+  if (Status s = options.Validate(); !s.ok()) return Status(s.code(), path + "." + s.message());
+  return Status::Ok();
+}
+
 Status ValidatePools(const GatewayConfig& config) {
   for (const auto& [name, options] : config.pools) {
     const std::string path = Child("pools", name);
     if (name.empty()) return Status::InvalidArgument("pools: pool names must not be empty");
-    if (Status s = options.Validate(); !s.ok()) return Status(s.code(), path + "." + s.message());
+    if (Status s = ValidateRouting(options, path); !s.ok()) return s;
     const bool served = std::any_of(
         config.instances.begin(), config.instances.end(), [&name](const InstanceConfig& in) {
           return in.models.empty() ||
@@ -650,9 +679,7 @@ Status ValidateConfig(GatewayConfig& config) {
       !s.ok()) {
     return s;
   }
-  if (Status s = config.routing.Validate(); !s.ok()) {
-    return Status(s.code(), "routing." + s.message());
-  }
+  if (Status s = ValidateRouting(config.routing, "routing"); !s.ok()) return s;
   if (Status s = ValidateInstances(config); !s.ok()) return s;
   if (Status s = ValidatePools(config); !s.ok()) return s;
   if (Status s = CheckCount("limits.max_request_body_bytes", config.max_request_body_bytes,

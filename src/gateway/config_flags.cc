@@ -67,15 +67,21 @@ uint64_t ConvertFlag<uint64_t>(const std::string& flag, const std::string& value
   return ConvertUnsigned<uint64_t>(flag, value);
 }
 
-template <>
-double ConvertFlag<double>(const std::string& flag, const std::string& value) {
+// A finite decimal number; `expected` names it in the error ("a number of seconds").
+double ConvertNumber(const std::string& flag, const std::string& value, const std::string& expected) {
   double v = 0;
   const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
   if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() ||
       !std::isfinite(v)) {
-    Reject(flag, "expected a number of seconds, got " + Quote(value));
+    Reject(flag, "expected " + expected + ", got " + Quote(value));
   }
   return v;
+}
+
+// Every other double flag is a timeout; --balance-factor registers its own converter.
+template <>
+double ConvertFlag<double>(const std::string& flag, const std::string& value) {
+  return ConvertNumber(flag, value, "a number of seconds");
 }
 
 template <>
@@ -114,7 +120,8 @@ void AddValue(CLI::App& cmd, const std::string& flag, std::optional<T>& target,
       ->type_name(type_name);
 }
 
-std::string Seconds(double v) {
+// The shortest form that reads back exactly: 1.5, 300.
+std::string Number(double v) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof(buf), v);
   return std::string(buf, r.ptr);
@@ -130,7 +137,8 @@ std::string Help(const std::string& field, const std::string& what, const std::s
 // BuildConfig helpers.
 
 bool HasRoutingFlags(const ConfigFlags& f) {
-  return f.strategy || f.prefix_length || f.concurrency_threshold || f.spill_mode;
+  return f.strategy || f.prefix_length || f.concurrency_threshold || f.spill_mode ||
+         f.balance_factor;
 }
 
 void ApplyRoutingFlags(const ConfigFlags& f, RoutingOptions& o) {
@@ -138,6 +146,7 @@ void ApplyRoutingFlags(const ConfigFlags& f, RoutingOptions& o) {
   if (f.prefix_length) o.prefix_length = *f.prefix_length;
   if (f.concurrency_threshold) o.concurrency_threshold = *f.concurrency_threshold;
   if (f.spill_mode) o.spill = *f.spill_mode;
+  if (f.balance_factor) o.balance_factor = *f.balance_factor;
 }
 
 // The file's pools were resolved against the file's `routing`. A routing flag changes that
@@ -165,6 +174,9 @@ Status InheritRoutingFlags(const ConfigFlags& flags, GatewayConfig& config) {
         options.concurrency_threshold = *flags.concurrency_threshold;
       }
       if (flags.spill_mode && unset("spill_mode")) options.spill = *flags.spill_mode;
+      if (flags.balance_factor && unset("balance_factor")) {
+        options.balance_factor = *flags.balance_factor;
+      }
     }
   } catch (const std::exception& e) {
     return Status::InvalidArgument(flags.config_file + ": " + e.what());
@@ -217,6 +229,18 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
   AddValue(cmd, "--spill-mode", flags.spill_mode, "MODE",
            Help("routing.spill_mode", "where prefix-aware sends a request when its first choice is full",
                 std::string(SpillModeName(d.routing.spill)), "next-preferred | least-loaded"));
+  cmd.add_option_function<std::string>(
+         "--balance-factor",
+         [&flags](const std::string& value) {
+           flags.balance_factor = ConvertNumber("--balance-factor", value, "a number");
+         },
+         Help("routing.balance_factor",
+              "prefix-aware bounded load: an instance is also full at F x its weight share of the "
+              "pool's in-flight requests (at least 4), and a key moved off a full instance stays "
+              "where it went; 0 = off (threshold only, the managed service's behaviour)",
+              Number(d.routing.balance_factor),
+              "0, or " + Number(kMinBalanceFactor) + ".." + Number(kMaxBalanceFactor)))
+      ->type_name("F");
 
   cmd.add_option("--instance", flags.instances,
                  "Sets instances (repeatable; replaces the file's instances): URL, NAME=URL or "
@@ -236,27 +260,27 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
                 std::to_string(d.max_header_bytes) + " (64 KiB)", "1024..1048576 (1 KiB..1 MiB)"));
 
   AddValue(cmd, "--connect-timeout", flags.connect_timeout, "SECONDS",
-           Help("timeouts.connect", "upstream TCP connect", Seconds(t.connect), "(0, 600]"));
+           Help("timeouts.connect", "upstream TCP connect", Number(t.connect), "(0, 600]"));
   AddValue(cmd, "--first-byte-timeout", flags.first_byte_timeout, "SECONDS",
            Help("timeouts.first_byte", "upstream response headers after the request is sent",
-                Seconds(t.first_byte), "(0, 3600]"));
+                Number(t.first_byte), "(0, 3600]"));
   AddValue(cmd, "--idle-timeout", flags.idle_timeout, "SECONDS",
-           Help("timeouts.idle", "between upstream body chunks", Seconds(t.idle), "(0, 3600]"));
+           Help("timeouts.idle", "between upstream body chunks", Number(t.idle), "(0, 3600]"));
   AddValue(cmd, "--total-timeout", flags.total_timeout, "SECONDS",
-           Help("timeouts.total", "whole exchange", Seconds(t.total) + " (no limit)",
+           Help("timeouts.total", "whole exchange", Number(t.total) + " (no limit)",
                 "[0, 86400], 0 = no limit"));
   AddValue(cmd, "--client-read-timeout", flags.client_read_timeout, "SECONDS",
            Help("timeouts.client_read", "reading a client's request head and body",
-                Seconds(t.client_read), "(0, 3600]"));
+                Number(t.client_read), "(0, 3600]"));
   AddValue(cmd, "--client-write-timeout", flags.client_write_timeout, "SECONDS",
-           Help("timeouts.client_write", "one write to a slow client", Seconds(t.client_write),
+           Help("timeouts.client_write", "one write to a slow client", Number(t.client_write),
                 "(0, 3600]"));
   AddValue(cmd, "--client-idle-timeout", flags.client_idle_timeout, "SECONDS",
            Help("timeouts.client_idle", "keep-alive wait for a client's next request",
-                Seconds(t.client_idle), "(0, 3600]"));
+                Number(t.client_idle), "(0, 3600]"));
   AddValue(cmd, "--drain-timeout", flags.drain_timeout, "SECONDS",
            Help("timeouts.drain", "on SIGTERM, how long in-flight requests may finish",
-                Seconds(t.drain), "[0, 3600]"));
+                Number(t.drain), "[0, 3600]"));
 
   AddValue(cmd, "--max-retries", flags.max_retries, "N",
            Help("retries.max_retries",
@@ -267,10 +291,10 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
            Help("health.path", "active health check: GET this path, 2xx = success", h.path,
                 "a path starting with '/'"));
   AddValue(cmd, "--health-interval", flags.health_interval, "SECONDS",
-           Help("health.interval", "seconds between checks of one instance", Seconds(h.interval),
+           Help("health.interval", "seconds between checks of one instance", Number(h.interval),
                 "[0, 3600], 0 disables checks"));
   AddValue(cmd, "--health-timeout", flags.health_timeout, "SECONDS",
-           Help("health.timeout", "per check", Seconds(h.timeout), "(0, 600]"));
+           Help("health.timeout", "per check", Number(h.timeout), "(0, 600]"));
   AddValue(cmd, "--unhealthy-threshold", flags.unhealthy_threshold, "N",
            Help("health.unhealthy_threshold", "consecutive failed checks to eject an instance",
                 std::to_string(h.unhealthy_threshold), "1..100"));

@@ -7,13 +7,14 @@
 //
 // Precedence: built-in defaults < the --config file < flags. Each flag sets one field of
 // GatewayConfig (its help text names the YAML field, the default and the range); --strategy,
-// --prefix-length, --concurrency-threshold and --spill-mode set the default `routing`, and pools
+// --prefix-length, --concurrency-threshold, --spill-mode and --balance-factor set the default
+// `routing`, and pools
 // of the file that do not set a field inherit the flag's value, as if the flag were written in
 // the file's `routing` section. --instance flags, when any are given, replace the file's
 // instances.
 //
 // Flags convert their values strictly (base-10 integers, no negative values for counts, finite
-// seconds) while parsing; ranges are checked afterwards by ValidateConfig, so a range error
+// seconds and factors) while parsing; ranges are checked afterwards by ValidateConfig, so a range error
 // reads the same whether the value came from the file or a flag.
 #pragma once
 
@@ -42,6 +43,7 @@ struct ConfigFlags {
   std::optional<uint32_t> prefix_length;            // --prefix-length
   std::optional<uint32_t> concurrency_threshold;    // --concurrency-threshold
   std::optional<SpillMode> spill_mode;              // --spill-mode
+  std::optional<double> balance_factor;             // --balance-factor
   // --instance, repeatable: URL | NAME=URL | NAME=URL;weight=N;models=a,b
   std::vector<std::string> instances;
   std::optional<uint64_t> max_request_body_bytes;   // --max-request-body-bytes

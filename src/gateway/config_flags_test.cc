@@ -98,6 +98,7 @@ TEST(BuildConfig, EveryScalarFlagSetsItsField) {
                            "--prefix-length", "4096",
                            "--concurrency-threshold", "100",
                            "--spill-mode", "least-loaded",
+                           "--balance-factor", "2.5",
                            "--max-request-body-bytes", "2048",
                            "--max-header-bytes", "4096",
                            "--connect-timeout", "1.5",
@@ -123,6 +124,7 @@ TEST(BuildConfig, EveryScalarFlagSetsItsField) {
   EXPECT_EQ(c.routing.prefix_length, 4096u);
   EXPECT_EQ(c.routing.concurrency_threshold, 100u);
   EXPECT_EQ(c.routing.spill, SpillMode::kLeastLoaded);
+  EXPECT_EQ(c.routing.balance_factor, 2.5);
   EXPECT_EQ(c.max_request_body_bytes, 2048u);
   EXPECT_EQ(c.max_header_bytes, 4096u);
   EXPECT_EQ(c.timeouts.connect, 1.5);
@@ -147,7 +149,8 @@ TEST(ParseFlags, AbsentFlagsStayUnset) {
   ConfigFlags f = ParseFlags({"--instance", "http://a:1"});
   EXPECT_TRUE(f.config_file.empty());
   EXPECT_FALSE(f.listen || f.io_threads || f.decision_headers || f.strategy || f.prefix_length ||
-               f.concurrency_threshold || f.spill_mode || f.max_request_body_bytes ||
+               f.concurrency_threshold || f.spill_mode || f.balance_factor ||
+               f.max_request_body_bytes ||
                f.max_header_bytes || f.connect_timeout || f.first_byte_timeout || f.idle_timeout ||
                f.total_timeout || f.client_read_timeout || f.client_write_timeout ||
                f.client_idle_timeout || f.drain_timeout || f.max_retries || f.health_path ||
@@ -161,7 +164,7 @@ listen: 127.0.0.1:7000
 routing: {routing_strategy: random, prefix_length: 2048, concurrency_threshold: 32}
 pools:
   llama: {prefix_length: 8192}
-  mistral: {routing_strategy: round-robin, concurrency_threshold: 4}
+  mistral: {routing_strategy: round-robin, concurrency_threshold: 4, balance_factor: 0}
 instances:
   - {name: a, url: 'http://10.0.0.1:8001', models: [llama, mistral]}
   - {name: b, url: 'http://10.0.0.2:8001'}
@@ -210,6 +213,24 @@ TEST(BuildConfig, RoutingFlagsReachPoolsThatDoNotSetTheField) {
   EXPECT_EQ(mistral.concurrency_threshold, 4u);
 }
 
+// --balance-factor sets the default pool's factor and reaches the file's pools that do not set
+// their own (mistral sets 0, threshold only, and keeps it); without the flag the file decides.
+TEST(BuildConfig, BalanceFactorFlagReachesPoolsThatDoNotSetIt) {
+  TempFile file(kFile);
+  GatewayConfig c = Build({"--config", file.path(), "--balance-factor", "3"});
+  EXPECT_EQ(c.routing.balance_factor, 3);
+  EXPECT_EQ(c.pools.at("llama").balance_factor, 3);
+  EXPECT_EQ(c.pools.at("mistral").balance_factor, 0);
+
+  c = Build({"--config", file.path()});
+  EXPECT_EQ(c.routing.balance_factor, kDefaultBalanceFactor);
+  EXPECT_EQ(c.pools.at("llama").balance_factor, kDefaultBalanceFactor);
+  EXPECT_EQ(c.pools.at("mistral").balance_factor, 0);
+
+  c = Build({"--instance", "http://a:1", "--balance-factor", "0"});
+  EXPECT_EQ(c.routing.balance_factor, 0);
+}
+
 // A missing --config file is NotFound naming the path.
 TEST(BuildConfig, MissingConfigFileIsNotFound) {
   const std::string path = "/nonexistent/prefix-router.yaml";
@@ -232,6 +253,13 @@ TEST(BuildConfig, FlagRangesAreCheckedByValidateConfig) {
       << s.message();
   s = BuildErrorOf({"--instance", "http://a:1", "--first-byte-timeout", "0"});
   EXPECT_TRUE(Contains(s.message(), "timeouts.first_byte: 0 is outside the allowed range (0, 3600]"))
+      << s.message();
+  s = BuildErrorOf({"--instance", "http://a:1", "--balance-factor", "0.5"});
+  EXPECT_TRUE(Contains(s.message(),
+                       "routing.balance_factor: 0.5 is outside the allowed range 1..100 (or 0 = off)"))
+      << s.message();
+  s = BuildErrorOf({"--instance", "http://a:1", "--balance-factor", "101"});
+  EXPECT_TRUE(Contains(s.message(), "routing.balance_factor: 101 is outside the allowed range"))
       << s.message();
   s = BuildErrorOf({"--instance", "https://a:1"});
   EXPECT_TRUE(Contains(s.message(), "instances[0].url: https is not supported yet")) << s.message();
@@ -302,6 +330,9 @@ TEST(ParseFlags, MalformedValuesNameTheFlag) {
   EXPECT_TRUE(Contains(ParseErrorOf({"--strategy", "fastest"}),
                        "--strategy: 'fastest' is not one of random"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--spill-mode", "anywhere"}), "--spill-mode: 'anywhere'"));
+  EXPECT_TRUE(Contains(ParseErrorOf({"--balance-factor", "high"}),
+                       "--balance-factor: expected a number, got 'high'"));
+  EXPECT_TRUE(Contains(ParseErrorOf({"--balance-factor", "inf"}), "--balance-factor: expected"));
 }
 
 // --decision-headers takes an explicit true or false.
@@ -331,6 +362,7 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--prefix-length", {"routing.prefix_length", "2048"}},
       {"--concurrency-threshold", {"routing.concurrency_threshold", "64"}},
       {"--spill-mode", {"routing.spill_mode", "next-preferred"}},
+      {"--balance-factor", {"routing.balance_factor", "1.5"}},
       {"--instance", {"instances", "none"}},
       {"--max-request-body-bytes", {"limits.max_request_body_bytes", "33554432"}},
       {"--max-header-bytes", {"limits.max_header_bytes", "65536"}},

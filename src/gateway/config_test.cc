@@ -62,6 +62,7 @@ routing:
   prefix_length: 4096
   concurrency_threshold: 16
   spill_mode: least-loaded
+  balance_factor: 2.5
 pools:
   llama-3-70b: {routing_strategy: least-outstanding-requests, prefix_length: 8192}
 instances:
@@ -103,12 +104,14 @@ TEST(ParseConfigYaml, FullExampleParsesToExpectedStruct) {
   EXPECT_EQ(c.routing.prefix_length, 4096u);
   EXPECT_EQ(c.routing.concurrency_threshold, 16u);
   EXPECT_EQ(c.routing.spill, SpillMode::kLeastLoaded);
+  EXPECT_EQ(c.routing.balance_factor, 2.5);
   ASSERT_EQ(c.pools.size(), 1u);
   const RoutingOptions& pool = c.pools.at("llama-3-70b");
   EXPECT_EQ(pool.strategy, Strategy::kLeastOutstanding);
   EXPECT_EQ(pool.prefix_length, 8192u);
   EXPECT_EQ(pool.concurrency_threshold, 16u);  // inherited from routing
   EXPECT_EQ(pool.spill, SpillMode::kLeastLoaded);
+  EXPECT_EQ(pool.balance_factor, 2.5);  // inherited from routing
   ASSERT_EQ(c.instances.size(), 2u);
   EXPECT_EQ(c.instances[0].name, "a");
   EXPECT_EQ(c.instances[0].url, "http://10.0.0.1:8001/v2/");
@@ -154,6 +157,7 @@ TEST(ParseConfigYaml, AbsentFieldsTakeDocumentedDefaults) {
   EXPECT_EQ(c.routing.prefix_length, 2048u);
   EXPECT_EQ(c.routing.concurrency_threshold, 64u);
   EXPECT_EQ(c.routing.spill, SpillMode::kNextPreferred);
+  EXPECT_EQ(c.routing.balance_factor, 1.5);
   EXPECT_TRUE(c.pools.empty());
   EXPECT_EQ(c.max_request_body_bytes, 33554432u);
   EXPECT_EQ(c.max_header_bytes, 65536u);
@@ -226,7 +230,7 @@ TEST(ParseConfigYaml, UnknownInstanceKeyIsNamedWithIndex) {
 TEST(ParseConfigYaml, UnknownPoolKeyIsNamedWithPool) {
   ExpectParseError("pools:\n  llama: {prefix_lenght: 4096}\n",
                    {"pools.llama.prefix_lenght: unknown field; expected one of routing_strategy, "
-                    "prefix_length, concurrency_threshold, spill_mode"});
+                    "prefix_length, concurrency_threshold, spill_mode, balance_factor"});
 }
 
 // Managed-service spellings are not aliases: only snake_case fields exist.
@@ -259,6 +263,10 @@ TEST(ParseConfigYaml, WrongTypesNameThePath) {
                    {"instances[0].models[1]: expected a string, got a map"});
   ExpectParseError("pools:\n  llama: 5\n", {"pools.llama: expected a map"});
   ExpectParseError("io_threads:\n", {"io_threads: expected an integer, got nothing"});
+  ExpectParseError("routing: {balance_factor: high}\n",
+                   {"routing.balance_factor: expected a number, got 'high'"});
+  ExpectParseError("pools:\n  llama: {balance_factor: .nan}\n",
+                   {"pools.llama.balance_factor: expected a number, got '.nan'"});
 }
 
 // Negative numbers for unsigned fields are rejected instead of wrapping around.
@@ -332,6 +340,21 @@ TEST(ParseConfigYaml, PoolsInheritBaseRouting) {
   EXPECT_EQ(r->pools.at("llama").concurrency_threshold, 5u);
 }
 
+// balance_factor is read wherever the other routing settings are: `routing` sets the default
+// pool's (and what pools inherit), a pool overrides it, 0 turns it off, integers are numbers.
+TEST(ParseConfigYaml, BalanceFactorInRoutingAndPools) {
+  const std::string yaml =
+      "routing: {routing_strategy: prefix-aware, balance_factor: 2}\n"
+      "pools:\n  llama: {balance_factor: 0}\n  mistral: {balance_factor: 1.25}\n  qwen: {}\n";
+  GatewayConfig c = Validated(Parse(yaml + "instances:\n  - url: http://a:1\n"));
+  EXPECT_EQ(c.routing.balance_factor, 2);
+  EXPECT_EQ(c.pools.at("llama").balance_factor, 0);
+  EXPECT_EQ(c.pools.at("mistral").balance_factor, 1.25);
+  EXPECT_EQ(c.pools.at("qwen").balance_factor, 2);  // inherited from routing
+  EXPECT_EQ(c.RoutingFor("llama").balance_factor, 0);
+  EXPECT_EQ(c.RoutingFor("other").balance_factor, 2);
+}
+
 // RoutingFor gives a pool's settings for its name and the default pool's for any other name.
 TEST(GatewayConfig, RoutingForPicksPoolElseDefault) {
   GatewayConfig c = Parse(
@@ -349,6 +372,7 @@ TEST(ValidateConfig, AcceptsBoundaryValues) {
     c.io_threads = 256;
     c.routing.prefix_length = 65536;
     c.routing.concurrency_threshold = 1024;
+    c.routing.balance_factor = 100;
     c.instances[0].weight = 10000;
     c.max_request_body_bytes = 1u << 30;
     c.max_header_bytes = 1u << 20;
@@ -363,6 +387,7 @@ TEST(ValidateConfig, AcceptsBoundaryValues) {
   EXPECT_TRUE(ValidateWith([](GatewayConfig& c) {
     c.routing.prefix_length = 1024;
     c.routing.concurrency_threshold = 1;
+    c.routing.balance_factor = 1;
     c.max_request_body_bytes = 1024;
     c.max_header_bytes = 1024;
     c.timeouts = {0.001, 0.001, 0.001, 0, 0.001, 0.001, 0.001, 0};
@@ -414,6 +439,30 @@ TEST(ValidateConfig, RejectsRoutingOutOfRange) {
                 {"routing.prefix_length: 10 is outside the allowed range 1024..65536"});
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.routing.concurrency_threshold = 0; }),
                 {"routing.concurrency_threshold: 0 is outside the allowed range 1..1024"});
+}
+
+// balance_factor is 0 (off) or 1..100, for the default pool and for each pool; the message reads
+// like the other range errors and names the field's path.
+TEST(ValidateConfig, RejectsBalanceFactorOutOfRange) {
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.routing.balance_factor = 0.5; }),
+                {"routing.balance_factor: 0.5 is outside the allowed range 1..100 (or 0 = off)"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.routing.balance_factor = 101; }),
+                {"routing.balance_factor: 101 is outside the allowed range 1..100 (or 0 = off)"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.routing.balance_factor = -1; }),
+                {"routing.balance_factor: -1 is outside the allowed range"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.pools["llama"].balance_factor = 0.9; }),
+                {"pools.llama.balance_factor: 0.9 is outside the allowed range 1..100 (or 0 = off)"});
+  Result<GatewayConfig> parsed =
+      ParseConfigYaml("instances: [{url: 'http://a:1'}]\npools: {llama: {balance_factor: 250}}\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();  // ranges are validation's
+  ExpectInvalid(ValidateConfig(*parsed),
+                {"pools.llama.balance_factor: 250 is outside the allowed range 1..100 (or 0 = off)"});
+  for (double ok : {0.0, 1.0, 1.5, 100.0}) {
+    GatewayConfig c = Valid();
+    c.routing.balance_factor = ok;
+    c.pools["llama"].balance_factor = ok;
+    EXPECT_TRUE(ValidateConfig(c).ok()) << ok;
+  }
 }
 
 // A pool's ranges are reported under the pool's path.
