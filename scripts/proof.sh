@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The measurements behind docs/proof.md (issue 5's acceptance), out of CI: about 45 minutes on
+# 2 cores. Writes everything under proof-results/ (JSON, CSV, HTML reports, terminal tables).
+#   1. simulate, 1 hour of model time, seeds 1-3: long-context and sharegpt-like, four strategies
+#   2. simulate sweeps on long-context: prefix length, concurrency threshold, load, fleet size
+#   3. simulate scale events: add, remove and replace an instance during a long-context hour
+#   4. simulate closed loop (fixed concurrency), where throughput can differ between strategies
+#   5. demo (live, loopback HTTP), seeds 1-3
+# Run after `bash scripts/build.sh release`. Pass a step number to run only that step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=build/release/src/prefix-router
+out=proof-results
+mkdir -p "$out"
+step=${1:-all}
+run() { [ "$step" = all ] || [ "$step" = "$1" ]; }
+
+if run 1; then
+  for w in long-context sharegpt-like; do
+    "$bin" simulate --workload "$w" --seed 1,2,3 --duration 3600 --warmup 600 --load 70 \
+      --json "$out/sim-$w.json" --csv "$out/sim-$w.csv" --report "$out/sim-$w.html" | tee "$out/sim-$w.txt"
+  done
+fi
+if run 2; then
+  "$bin" simulate --workload long-context --strategy random,prefix-aware,prefix-aware-least-loaded-b0 \
+    --prefix-length 1024,2048,8192,32768,65536 --duration 1800 --warmup 300 --rate 20 --no-bounds \
+    --json "$out/sweep-prefix.json" --report "$out/sweep-prefix.html" | tee "$out/sweep-prefix.txt"
+  "$bin" simulate --workload long-context --strategy prefix-aware,prefix-aware-least-loaded-b0 \
+    --threshold 4,8,12,16,64 --concurrency 56 --duration 1800 --warmup 300 --no-bounds \
+    --json "$out/sweep-threshold.json" --report "$out/sweep-threshold.html" | tee "$out/sweep-threshold.txt"
+  "$bin" simulate --workload long-context --strategy random,prefix-aware --load 30,50,70,90,110 \
+    --duration 1800 --warmup 300 --no-bounds \
+    --json "$out/sweep-load.json" --report "$out/sweep-load.html" | tee "$out/sweep-load.txt"
+  "$bin" simulate --workload long-context --strategy random,prefix-aware --instances 2,4,7,14 \
+    --param documents=640 --load 70 --duration 1800 --warmup 300 --no-bounds \
+    --json "$out/sweep-fleet.json" --report "$out/sweep-fleet.html" | tee "$out/sweep-fleet.txt"
+fi
+if run 3; then
+  "$bin" simulate --workload long-context --strategy random,prefix-aware --rate 20 --duration 3600 \
+    --warmup 600 --window 60 --event add@1200 --event remove:instance-3@2000 \
+    --event replace:instance-5@2800 --no-bounds \
+    --json "$out/scale.json" --report "$out/scale.html" | tee "$out/scale.txt"
+fi
+if run 4; then
+  "$bin" simulate --workload long-context --strategy random,least-outstanding-requests,prefix-aware \
+    --concurrency 56 --duration 1800 --warmup 300 --no-bounds \
+    --json "$out/closed.json" --report "$out/closed.html" | tee "$out/closed.txt"
+fi
+if run 5; then
+  for seed in 1 2 3; do
+    "$bin" demo --seed "$seed" --out "$out/demo-seed$seed" | tee "$out/demo-seed$seed.txt"
+  done
+fi
