@@ -6,10 +6,11 @@
 #   3. simulate scale events: add, remove and replace an instance during a long-context hour
 #   4. simulate closed loop (fixed concurrency), where throughput can differ between strategies
 #   5. demo (live, loopback HTTP), seeds 1-3
-# Run after `bash scripts/build.sh release`. Pass a step number to run only that step.
+# Run after `bash scripts/build.sh release` (or set PREFIX_ROUTER to another binary). Pass a step
+# number to run only that step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=build/release/src/prefix-router
+bin=${PREFIX_ROUTER:-build/release/src/prefix-router}
 out=proof-results
 mkdir -p "$out"
 step=${1:-all}

@@ -167,12 +167,12 @@ Result<report::RunResult> RunThroughGateway(const DemoArgs& a, const std::string
   r.ttft_kind = "client";
   r.settings["prefix_length"] = routing->prefix_length;
   r.settings["concurrency_threshold"] = routing->concurrency_threshold;
-  r.settings["balance_factor"] = routing->strategy == Strategy::kPrefixAware ? routing->balance_factor : 0;
+  if (routing->strategy == Strategy::kPrefixAware) r.settings["balance_factor"] = routing->balance_factor;
   r.settings["rate_rps"] = rate_rps;
   if (a.rate_rps <= 0) r.settings["load_pct"] = a.load_pct;
   r.settings["time_scale"] = plan.time_scale;
   r.settings["warmup"] = static_cast<double>(plan.warmup);
-  r.settings["wall_s"] = run->wall_s;
+  r.extra["wall_s"] = run->wall_s;
   report::Summarize(run->records, report::SummaryOptions{a.instances, SeriesWindow(plan, rate_rps)}, r);
   // What the gateway and the HTTP hops add, in wall time: the client's TTFT minus the engine's
   // own modelled TTFT, both converted back to wall seconds.

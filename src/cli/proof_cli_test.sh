@@ -54,6 +54,9 @@ check "demo runs and writes results.json and report.html" sh -c "'$bin' demo --s
 check "demo results: live and simulated runs, no errors" python3 -c "
 import json
 runs = json.load(open('$work/demo/results.json'))
+sweep = [r for r in runs if r['settings'].get('sweep')]
+assert [r['settings']['prefix_length'] for r in sweep] == [1024, 2048, 8192, 32768, 65536], sweep
+runs = [r for r in runs if not r['settings'].get('sweep')]
 assert len(runs) == 8, len(runs)
 assert sorted(set(r['source'] for r in runs)) == ['demo', 'simulate']
 for r in runs:

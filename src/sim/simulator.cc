@@ -628,6 +628,7 @@ Result<SimRun> Simulation::Run() {
   r.ttft_kind = "modelled";
   r.settings["prefix_length"] = o_.routing.prefix_length;
   r.settings["concurrency_threshold"] = o_.routing.concurrency_threshold;
+  if (o_.routing.strategy == Strategy::kPrefixAware) r.settings["balance_factor"] = o_.routing.balance_factor;
   r.settings["duration_s"] = o_.duration_s;
   r.settings["warmup_s"] = o_.warmup_s;
   if (o_.arrivals == Arrivals::kClosed) {
