@@ -17,9 +17,14 @@ step=${1:-all}
 run() { [ "$step" = all ] || [ "$step" = "$1" ]; }
 
 if run 1; then
+  # long-context adds prefix-aware-least-loaded (same balance factor as prefix-aware, the other
+  # spill mode) for the spill-mode goal.
   for w in long-context sharegpt-like; do
-    "$bin" simulate --workload "$w" --seed 1,2,3 --duration 3600 --warmup 600 --load 70 \
-      --json "$out/sim-$w.json" --csv "$out/sim-$w.csv" --report "$out/sim-$w.html" | tee "$out/sim-$w.txt"
+    strategies=random,least-outstanding-requests,prefix-aware-least-loaded-b0,prefix-aware
+    [ "$w" = long-context ] && strategies=$strategies,prefix-aware-least-loaded
+    "$bin" simulate --workload "$w" --strategy "$strategies" --seed 1,2,3 --duration 3600 \
+      --warmup 600 --load 70 --json "$out/sim-$w.json" --csv "$out/sim-$w.csv" \
+      --report "$out/sim-$w.html" | tee "$out/sim-$w.txt"
   done
 fi
 if run 2; then
