@@ -318,9 +318,9 @@ int RunDemo(const DemoArgs& a) {
       "article describes: at 1,024 characters only the 300-token instruction preamble every "
       "request shares is keyed, so all requests look alike and pile onto one instance until "
       "bounded loads push them around (hit rate and TTFT suffer); from 2,048 the key reaches "
-      "into each document and every document keeps its instance; at 32,768 and 65,536 the "
-      "key includes the unique question after the 8,000-token document, so requests that share "
-      "the document split across instances and the hit rate falls back towards random's.");
+      "into each document and every document keeps its instance; at 65,536 the key includes "
+      "the unique question after the 8,000-token (about 33,000-character) document, so requests "
+      "that share the document split across instances and the hit rate falls back to random's.");
   ro.notes.push_back(
       "Two kinds of TTFT are shown. 'demo' rows: measured by the load generator at the first "
       "streamed content chunk, through the gateway, converted to model seconds (wall / time "
