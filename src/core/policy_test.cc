@@ -699,6 +699,159 @@ TEST(PolicyTest, PrefixAwareBalancedMovesOnlyWhenAnInstanceIsFull) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Prefix-aware: the share bound (with a balance factor), fed by OnDispatched.
+
+// Tells the policy that counts[i] requests went to instance i, interleaved (recent dispatches
+// weigh more than older ones, so sequential batches would not count alike).
+void Dispatch(Policy& p, const FleetSnapshot& f, std::vector<int> counts) {
+  for (bool any = true; any;) {
+    any = false;
+    for (uint32_t i = 0; i < counts.size(); ++i) {
+      if (counts[i] == 0) continue;
+      --counts[i];
+      any = true;
+      p.OnDispatched(Request(KeyAt(0)), Decision{i, DecisionKind::kAffinity, 0}, f);
+    }
+  }
+}
+
+// The share bound applies once the pool is busy: one request in flight per instance.
+void MakeBusy(const FleetSnapshot& f) {
+  for (uint32_t i = 0; i < f.size(); ++i) SetLoad(f, i, 1);
+}
+
+// Counts by preference rank for `order`, as counts by instance.
+std::vector<int> ByRank(const std::vector<uint32_t>& order, std::vector<int> by_rank) {
+  std::vector<int> counts(order.size(), 0);
+  for (size_t rank = 0; rank < order.size(); ++rank) counts[order[rank]] = by_rank[rank];
+  return counts;
+}
+
+// Recent dispatches by rank {100, 40, 12, 12, 8, 12, 12}: the fair share is 196 / 7 = 28. The
+// first choice is over its share (by more than 3% + 4 requests) so it is full, and the key moves
+// to the instance furthest below its share, rank 4.
+TEST(PolicyTest, PrefixAwareShareBoundSpillsToAnInstanceBelowItsShare) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+  Rng rng(40);
+  const PrefixKey key = KeyAt(77);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  MakeBusy(*f);
+  Dispatch(*p, *f, ByRank(order, {100, 40, 12, 12, 8, 12, 12}));
+  Decision d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[4]);
+  EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+  EXPECT_EQ(d.rank, 4u);
+  // The move is sticky: the key's next request goes to its new home as affinity.
+  d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[4]);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  // Without a balance factor there is no share bound: the first choice takes it.
+  auto off = MakePrefixAware(64, SpillMode::kNextPreferred, kThresholdOnly);
+  Dispatch(*off, *f, ByRank(order, {100, 40, 12, 12, 8, 12, 12}));
+  d = MustPick(*off, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[0]);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+}
+
+// Below one request in flight per instance there is no share bound: the same counts leave the
+// key on its first choice.
+TEST(PolicyTest, PrefixAwareShareBoundOnlyWhenBusy) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+  Rng rng(43);
+  const PrefixKey key = KeyAt(77);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  Dispatch(*p, *f, ByRank(order, {100, 40, 12, 12, 8, 12, 12}));
+  SetLoadsByRank(*f, order, {1, 1, 1, 1, 1, 1, 0});  // 6 in flight on 7 instances
+  Decision d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[0]);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  SetLoad(*f, order[6], 1);  // 7 in flight: busy
+  d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[4]);
+  EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+}
+
+// Within the tolerance the first choice keeps its keys: 27 over a fair share of 20 is above
+// it (27 > 1.03 x 20 + 4), 24 is not.
+TEST(PolicyTest, PrefixAwareShareBoundToleratesSmallExcess) {
+  for (int first : {24, 27}) {
+    SCOPED_TRACE(first);
+    auto f = NamedFleet(7);
+    auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+    Rng rng(41);
+    const PrefixKey key = KeyAt(78);
+    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+    // The others share 140 - first so that the total is 140 and the fair share 20.
+    std::vector<int> by_rank{first};
+    int rest = 140 - first;
+    for (uint32_t rank = 1; rank < 7; ++rank) {
+      const int n = rest / static_cast<int>(7 - rank);
+      by_rank.push_back(n);
+      rest -= n;
+    }
+    MakeBusy(*f);
+    Dispatch(*p, *f, ByRank(order, by_rank));
+    const Decision d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance == order[0], first == 24);
+  }
+}
+
+// An instance that joins starts at its fair share: adding an eighth instance to a fleet whose
+// instances each had 100 recent dispatches leaves every key on its first choice.
+TEST(PolicyTest, PrefixAwareShareBoundNewcomerStartsAtFairShare) {
+  auto seven = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+  Rng rng(42);
+  Dispatch(*p, *seven, std::vector<int>(7, 100));
+  std::vector<InstanceSpec> specs;
+  for (uint32_t i = 0; i < 8; ++i) specs.push_back(Spec("instance-" + std::to_string(i)));
+  auto created = FleetSnapshot::Create(std::move(specs), seven.get());
+  ASSERT_TRUE(created.ok());
+  auto eight = std::move(created).value();
+  MakeBusy(*eight);
+  for (uint64_t k = 0; k < 200; ++k) {
+    const PrefixKey key = KeyAt(1000 + k);
+    const Decision d = MustPick(*p, Request(key), *eight, rng);
+    EXPECT_EQ(d.instance, PreferenceOrder(*eight, key)[0]) << k;
+    EXPECT_EQ(d.kind, DecisionKind::kAffinity) << k;
+  }
+}
+
+// Shares over a long run: 640 keys requested uniformly at random on 7 instances. Keys hash
+// unevenly, so without a balance factor shares spread beyond 13.3-15.4%; with the default
+// factor every instance's share of the last 4,000 requests is within 13.6-15.0%.
+std::vector<double> SharesOfLastRequests(Policy& p, const FleetSnapshot& f, uint32_t total,
+                                         uint32_t last, uint64_t seed) {
+  Rng rng(seed), keys(seed + 1);
+  std::vector<double> counts(f.size(), 0);
+  for (uint32_t i = 0; i < f.size(); ++i) SetLoad(f, i, 2);  // busy, far below the load cap
+  for (uint32_t n = 0; n < total; ++n) {
+    const RouteRequest r = Request(KeyAt(keys.Uniform(640)));
+    const Decision d = MustPick(p, r, f, rng);
+    p.OnDispatched(r, d, f);
+    if (n >= total - last) counts[d.instance] += 1.0 / last;
+  }
+  return counts;
+}
+
+TEST(PolicyTest, PrefixAwareShareBoundEvensOutShares) {
+  auto f = NamedFleet(7);
+  for (uint64_t seed : {1, 2, 3}) {
+    SCOPED_TRACE(seed);
+    auto bounded = MakePrefixAware(64, SpillMode::kNextPreferred);
+    const std::vector<double> shares = SharesOfLastRequests(*bounded, *f, 6000, 4000, seed);
+    EXPECT_GE(*std::min_element(shares.begin(), shares.end()), 0.136);
+    EXPECT_LE(*std::max_element(shares.begin(), shares.end()), 0.150);
+    auto unbounded = MakePrefixAware(64, SpillMode::kNextPreferred, kThresholdOnly);
+    const std::vector<double> spread = SharesOfLastRequests(*unbounded, *f, 6000, 4000, seed);
+    EXPECT_TRUE(*std::min_element(spread.begin(), spread.end()) < 0.133 ||
+                *std::max_element(spread.begin(), spread.end()) > 0.154);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Candidates: eligibility, availability, exclusion.
 
 // Every strategy sends a request only to instances that serve its model or adapter, and
