@@ -350,9 +350,9 @@ class PrefixAwarePolicy final : public Policy {
   // Share bound (with a balance factor): an instance whose recent dispatches exceed its fair
   // share (weight share of the candidates' recent dispatches) by more than kShareTolerance plus
   // kShareSlack requests is full. Tuned with `simulate` on long-context at 70% load (seeds 1-6):
-  // every share of the demo's 4,000-request window within 13.9-14.7% (13.2-15.4% without),
+  // every share of the demo's 4,000-request window within 13.7-14.8% (13.2-15.4% without),
   // for about one point of hit rate over a simulated hour (94% instead of 95%).
-  static constexpr double kShareTolerance = 0.03;
+  static constexpr double kShareTolerance = 0.05;
   static constexpr double kShareSlack = 4;
   struct Limits {
     int32_t threshold;

@@ -27,7 +27,7 @@
 //                               With a balance factor there is also a share bound: an instance
 //                               whose recent dispatches (decaying over about 128 per instance,
 //                               reported through OnDispatched) exceed its weight's fair share by
-//                               more than 3% (+4 requests) is full, and the key moves to the
+//                               more than 5% (+4 requests) is full, and the key moves to the
 //                               instance furthest below its share; a spill from a merely busy
 //                               first choice skips a second choice that is above its fair share.
 //                               So shares stay even over a few thousand requests, not only on

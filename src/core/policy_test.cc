@@ -728,7 +728,7 @@ std::vector<int> ByRank(const std::vector<uint32_t>& order, std::vector<int> by_
 }
 
 // Recent dispatches by rank {100, 40, 12, 12, 8, 12, 12}: the fair share is 196 / 7 = 28. The
-// first choice is over its share (by more than 3% + 4 requests) so it is full, and the key moves
+// first choice is over its share (by more than 5% + 4 requests) so it is full, and the key moves
 // to the instance furthest below its share, rank 4.
 TEST(PolicyTest, PrefixAwareShareBoundSpillsToAnInstanceBelowItsShare) {
   auto f = NamedFleet(7);
@@ -774,7 +774,7 @@ TEST(PolicyTest, PrefixAwareShareBoundOnlyWhenBusy) {
 }
 
 // Within the tolerance the first choice keeps its keys: 27 over a fair share of 20 is above
-// it (27 > 1.03 x 20 + 4), 24 is not.
+// it (27 > 1.05 x 20 + 4 = 25), 24 is not.
 TEST(PolicyTest, PrefixAwareShareBoundToleratesSmallExcess) {
   for (int first : {24, 27}) {
     SCOPED_TRACE(first);

@@ -17,8 +17,10 @@
 //     spill_mode: next-preferred    # next-preferred | least-loaded
 //     balance_factor: 1.5           # prefix-aware bounded load: an instance is also full at
 //                                   # F x its weight share of the pool's in-flight requests (at
-//                                   # least 4); moved keys stay on their new instance. 0 = off
-//                                   # (threshold only, the managed service's behaviour), else 1..100
+//                                   # least 4) or, when the pool is busy, 5% over its share of
+//                                   # recent requests; moved keys stay on their new instance.
+//                                   # 0 = off (threshold only, the managed service's behaviour),
+//                                   # else 1..100
 //   pools:                          # per served name (model or adapter): overrides of `routing`
 //     llama-3-70b: {routing_strategy: prefix-aware, prefix_length: 4096}
 //   instances:

@@ -236,8 +236,9 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
          },
          Help("routing.balance_factor",
               "prefix-aware bounded load: an instance is also full at F x its weight share of the "
-              "pool's in-flight requests (at least 4), and a key moved off a full instance stays "
-              "where it went; 0 = off (threshold only, the managed service's behaviour)",
+              "pool's in-flight requests (at least 4) or, when the pool is busy, at 5% over its "
+              "share of recent requests; a key moved off a full instance stays where it went; "
+              "0 = off (threshold only, the managed service's behaviour)",
               Number(d.routing.balance_factor),
               "0, or " + Number(kMinBalanceFactor) + ".." + Number(kMaxBalanceFactor)))
       ->type_name("F");
