@@ -570,7 +570,10 @@ Status ValidateRouting(const RoutingOptions& options, const std::string& path) {
 }
 
 Status ValidatePools(const GatewayConfig& config) {
-  for (const auto& [name, options] : config.pools) {
+  // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+  for (const auto& pool : config.pools) {
+    const std::string& name = pool.first;
+    const RoutingOptions& options = pool.second;
     const std::string path = Child("pools", name);
     if (name.empty()) return Status::InvalidArgument("pools: pool names must not be empty");
     if (Status s = ValidateRouting(options, path); !s.ok()) return s;
