@@ -50,9 +50,9 @@ for t in "${targets[@]}"; do
     -artifact_prefix="$crashes/" >"$log" 2>&1
   rc=$?
   set -e
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | awk '{print $2}' || true)
   if [ -z "$execs" ]; then  # no final stats: take the last progress line (#N ...)
-    execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
+    execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#' || true)
   fi
   new=$(find "$crashes" -type f -newer "$marker" | sort)
   n_crashes=$(printf '%s' "$new" | grep -c . || true)
