@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs packages, builds the sanitizer
 # test tree and the release tree, runs every unit and integration test under ASan+UBSan, then
-# smoke-runs each benchmark briefly (speed is measured by scripts/bench-decision.sh, not here).
+# smoke-runs each benchmark briefly (speed is measured by scripts/bench-decision.sh, not here),
+# then builds the fuzz targets and runs each for 20 s (scripts/fuzz.sh; longer runs by hand).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -13,3 +14,5 @@ echo "== benchmarks (smoke run, release build)"
 ctest --test-dir build/release -L benchmark --output-on-failure
 echo "== tests (ASan + UBSan build)"
 ctest --test-dir build/test --output-on-failure -j "$(nproc)"
+echo "== fuzz targets (smoke run, clang-14 build)"
+bash scripts/fuzz.sh 20

@@ -476,6 +476,46 @@ bool IsHeaderSafe(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 0x7f; });
 }
 
+// Served names are compared with a request's `model` (always valid UTF-8: the request parser
+// checks it) and listed in /v1/models JSON, so invalid bytes could never match and would break
+// that JSON. yaml-cpp passes a file's invalid UTF-8 bytes through unchecked. Strict UTF-8: no
+// overlong forms, surrogates or code points above U+10FFFF.
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= n) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
 Status ValidateListen(GatewayConfig& config) {
   const std::optional<HostPort> hp = SplitHostPort(config.listen);
   if (!hp || !hp->port) {
@@ -550,6 +590,9 @@ Status ValidateInstances(GatewayConfig& config) {
       if (instance.models[m].empty()) {
         return Status::InvalidArgument(Index(path + ".models", m) + ": must not be empty");
       }
+      if (!IsValidUtf8(instance.models[m])) {
+        return Status::InvalidArgument(Index(path + ".models", m) + ": must be valid UTF-8");
+      }
     }
   }
   return Status::Ok();
@@ -570,9 +613,13 @@ Status ValidateRouting(const RoutingOptions& options, const std::string& path) {
 }
 
 Status ValidatePools(const GatewayConfig& config) {
-  for (const auto& [name, options] : config.pools) {
+  // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+  for (const auto& pool : config.pools) {
+    const std::string& name = pool.first;
+    const RoutingOptions& options = pool.second;
     const std::string path = Child("pools", name);
     if (name.empty()) return Status::InvalidArgument("pools: pool names must not be empty");
+    if (!IsValidUtf8(name)) return Status::InvalidArgument("pools: pool names must be valid UTF-8");
     if (Status s = ValidateRouting(options, path); !s.ok()) return s;
     const bool served = std::any_of(
         config.instances.begin(), config.instances.end(), [&name](const InstanceConfig& in) {

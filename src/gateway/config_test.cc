@@ -488,6 +488,28 @@ TEST(ValidateConfig, RejectsPoolNoInstanceServes) {
   }).ok());
 }
 
+// Served names must be valid UTF-8: yaml-cpp passes a file's invalid bytes through, and such a
+// name could never match a request's model and would break the /v1/models JSON (found by
+// fuzz/gateway_config_fuzzer; input fuzz/corpus/gateway_config/found-invalid-utf8-model.yaml).
+TEST(ValidateConfig, RejectsServedNamesThatAreNotUtf8) {
+  GatewayConfig parsed =
+      Parse("instances:\n  - url: http://h\n    models: [ok, \"caf\\u00e9\", caf\xbd]\n");
+  ASSERT_EQ(parsed.instances.size(), 1u);
+  ExpectInvalid(ValidateConfig(parsed), {"instances[0].models[2]: must be valid UTF-8"});
+  for (const char* bad : {"\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "a\xff" "b"}) {
+    GatewayConfig model = Valid();
+    model.instances[0].models = {bad};
+    ExpectInvalid(ValidateConfig(model), {"instances[0].models[0]: must be valid UTF-8"});
+    GatewayConfig pool = Valid();
+    pool.pools[bad] = pool.routing;
+    ExpectInvalid(ValidateConfig(pool), {"pools: pool names must be valid UTF-8"});
+  }
+  EXPECT_TRUE(ValidateWith([](GatewayConfig& c) {
+    c.instances[0].models = {"caf\xc3\xa9", "\xf0\x9f\x98\x80", "tab\there"};
+    c.pools["caf\xc3\xa9"] = c.routing;
+  }).ok());
+}
+
 // At least one instance is required.
 TEST(ValidateConfig, RejectsNoInstances) {
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances.clear(); }),

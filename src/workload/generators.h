@@ -5,9 +5,12 @@
 // sessions are immutable once made, so a session may outlive its workload.
 #pragma once
 
+#include <istream>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 #include <utility>
 
 #include "core/status.h"
@@ -20,6 +23,17 @@ Result<std::unique_ptr<Workload>> MakeShareGptLike(const ParamMap& params, uint6
 Result<std::unique_ptr<Workload>> MakeAgentic(const ParamMap& params, uint64_t seed);
 Result<std::unique_ptr<Workload>> MakeRag(const ParamMap& params, uint64_t seed);
 Result<std::unique_ptr<Workload>> MakeTrace(const ParamMap& params, uint64_t seed);
+
+// One request of a trace file (docs/trace-format.md) and when it was recorded.
+struct TraceEntry {
+  Request request;
+  std::optional<double> arrival_s;  // as recorded (MakeTrace shifts them to start at 0)
+};
+
+// Reads and checks a whole trace, one JSON object per line; `path` names it in messages
+// ("trace PATH line N: ..."). InvalidArgument on the first bad line or when there is no request.
+// MakeTrace reads the file through this (the fuzz target feeds it text).
+Result<std::vector<TraceEntry>> ParseTrace(std::istream& in, const std::string& path);
 
 // A session of one request, built when the session started.
 class OneShotSession : public Session {

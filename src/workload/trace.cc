@@ -27,11 +27,6 @@ namespace json = boost::json;
 constexpr std::string_view kName = "trace";
 constexpr uint32_t kMaxTokensLimit = 1'000'000;
 
-struct TraceEntry {
-  Request request;
-  std::optional<double> arrival_s;  // as recorded
-};
-
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 size_t SkipSpace(std::string_view s, size_t i) {
@@ -318,20 +313,7 @@ class TraceWorkload : public Workload {
 
 }  // namespace
 
-Result<std::unique_ptr<Workload>> MakeTrace(const ParamMap& params, uint64_t /*seed*/) {
-  ParamReader p(kName, params);
-  const std::string path = p.Text("file", "");
-  const bool loop = p.Bool("loop", false);
-  if (Status s = p.Finish(); !s.ok()) return s;
-  if (path.empty()) {
-    return Status::InvalidArgument("trace: parameter file is required (a JSONL trace path)");
-  }
-
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::InvalidArgument("trace: parameter file: cannot open '" + path +
-                                   "': " + std::strerror(errno));
-  }
+Result<std::vector<TraceEntry>> ParseTrace(std::istream& in, const std::string& path) {
   std::vector<TraceEntry> entries;
   std::string line;
   size_t line_number = 0;
@@ -363,6 +345,26 @@ Result<std::unique_ptr<Workload>> MakeTrace(const ParamMap& params, uint64_t /*s
   }
   if (in.bad()) return Status::InvalidArgument("trace: cannot read '" + path + "'");
   if (entries.empty()) return Status::InvalidArgument("trace " + path + ": no requests");
+  return entries;
+}
+
+Result<std::unique_ptr<Workload>> MakeTrace(const ParamMap& params, uint64_t /*seed*/) {
+  ParamReader p(kName, params);
+  const std::string path = p.Text("file", "");
+  const bool loop = p.Bool("loop", false);
+  if (Status s = p.Finish(); !s.ok()) return s;
+  if (path.empty()) {
+    return Status::InvalidArgument("trace: parameter file is required (a JSONL trace path)");
+  }
+
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status::InvalidArgument("trace: parameter file: cannot open '" + path +
+                                   "': " + std::strerror(errno));
+  }
+  Result<std::vector<TraceEntry>> parsed = ParseTrace(in, path);
+  if (!parsed.ok()) return parsed.status();
+  std::vector<TraceEntry> entries = std::move(parsed).value();
 
   // Times count from the first request, so epoch timestamps replay at once.
   double period_s = 0;

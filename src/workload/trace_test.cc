@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 
+#include "workload/generators.h"
 #include "workload/workload_test_util.h"
 
 namespace prefix_router::workload {
@@ -241,6 +243,27 @@ TEST(TraceTest, RawBodyExtractionHandlesTrickyJson) {
   EXPECT_EQ(t.requests[0].body, body);
   EXPECT_EQ(t.requests[0].max_tokens, 3u);
   EXPECT_EQ(t.requests[0].label, "body");
+}
+
+// ParseTrace reads a trace from a stream, keeps the recorded times as they are (MakeTrace
+// shifts them), and names the given path and line in errors.
+TEST(TraceTest, ParseTraceFromText) {
+  std::istringstream good("# comment\n{\"arrival_s\": 5, \"prompt\": \"a\"}\n\n"
+                          "{\"arrival_s\": 7.5, \"body\": {\"x\": 1}, \"routing_group\": \"g\"}\n");
+  Result<std::vector<TraceEntry>> r = ParseTrace(good, "mem.jsonl");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].request.prompt, "a");
+  EXPECT_EQ((*r)[0].arrival_s, 5.0);
+  EXPECT_EQ((*r)[1].request.api, api::ApiKind::kNative);
+  EXPECT_EQ((*r)[1].request.body, "{\"x\": 1}");
+  EXPECT_EQ((*r)[1].arrival_s, 7.5);
+
+  std::istringstream bad("{\"prompt\": \"a\"}\n{\"prompt\": 3}\n");
+  Result<std::vector<TraceEntry>> e = ParseTrace(bad, "mem.jsonl");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("trace mem.jsonl line 2: prompt"), std::string::npos)
+      << e.status().message();
 }
 
 }  // namespace
