@@ -20,8 +20,10 @@
 // null means none). A text shorter than `prefix_length` is keyed whole.
 //
 // Also read: `model` (required, a string) and `stream` (a boolean or null). Any other field is
-// skipped. Malformed JSON, invalid UTF-8 or wrong types are InvalidArgument with a message that
-// names the field.
+// skipped. Malformed JSON, invalid UTF-8 or wrong types in what is read are InvalidArgument with
+// a message that names the field. What is not read (skipped fields, content after the keyed
+// prefix) is not validated, so that parsing costs what the key needs: such a body is relayed
+// and the engine answers it with its own 400 (found by fuzz/api_request_fuzzer.cc).
 //
 // Thread-safety: an OpenAiRequestParser belongs to one thread at a time (one per connection or
 // per I/O thread); results hold views into it, valid until its next Parse.
