@@ -108,6 +108,15 @@ struct Gateway::Metrics {
                                         "stage (waiting for the instance, or streaming); the "
                                         "upstream request is aborted",
                                         {"stage"})),
+        rejected_requests(r.AddCounter("prefix_router_rejected_requests_total",
+                                       "Requests refused with 429 before routing, by model and "
+                                       "reason (pool_in_flight: the pool's max_in_flight)",
+                                       {"model", "reason"})),
+        rejected_connections(r.AddCounter("prefix_router_rejected_connections_total",
+                                          "Client connections refused with 503 because "
+                                          "limits.max_connections were open")),
+        client_connections(r.AddGauge("prefix_router_client_connections",
+                                      "Client connections currently open")),
         retries(r.AddCounter("prefix_router_retries_total",
                              "Requests sent to a further instance after a failure, by model", {"model"})),
         responses(r.AddCounter("prefix_router_responses_total",
@@ -134,6 +143,9 @@ struct Gateway::Metrics {
   Family<Counter>& overflows;
   Family<Counter>& upstream_errors;
   Family<Counter>& client_disconnects;
+  Family<Counter>& rejected_requests;
+  Family<Counter>& rejected_connections;
+  Family<Gauge>& client_connections;
   Family<Counter>& retries;
   Family<Counter>& responses;
   Family<Gauge>& in_flight;
@@ -199,6 +211,14 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
       self->metrics_->in_flight.WithLabels({name}).Set(state->fleet->state(i).in_flight.load());
       self->metrics_->instance_up.WithLabels({name}).Set(state->fleet->state(i).available.load() ? 1 : 0);
     }
+    // The server keeps its own counts (the HTTP layer knows no metrics); the counter catches
+    // up with them here, and only here, so the difference is never negative.
+    if (self->server_) {
+      self->metrics_->client_connections.WithLabels({}).Set(static_cast<double>(self->server_->open_connections()));
+      Counter& rejected = self->metrics_->rejected_connections.WithLabels({});
+      const auto now = static_cast<uint64_t>(self->server_->rejected_connections());
+      if (now > rejected.Value()) rejected.Inc(now - rejected.Value());
+    }
   });
 
   http::ServerOptions so;
@@ -207,6 +227,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
   so.io_threads = c.io_threads;
   so.max_body_bytes = c.max_request_body_bytes;
   so.max_header_bytes = c.max_header_bytes;
+  so.max_connections = c.max_connections;
   so.read_timeout = Ms(c.timeouts.client_read);
   so.write_timeout = Ms(c.timeouts.client_write);
   so.idle_timeout = Ms(c.timeouts.client_idle);
@@ -310,6 +331,27 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int)
   const Pool& pool = rs->PoolFor(p.served_name);
   Attempt attempt;
   attempt.model = std::string(p.served_name);
+
+  // Overload shedding: over the pool's ceiling, refuse before any instance is asked. The slot is
+  // taken first and given back on refusal, so concurrent requests cannot overshoot it.
+  struct PoolSlot {
+    std::atomic<int64_t>& count;
+    ~PoolSlot() { count.fetch_sub(1, std::memory_order_relaxed); }
+  } slot{*pool.in_flight};
+  const int64_t admitted_before = slot.count.fetch_add(1, std::memory_order_relaxed);
+  if (pool.options.max_in_flight > 0 && admitted_before >= pool.options.max_in_flight) {
+    metrics_->rejected_requests.WithLabels({attempt.model, "pool_in_flight"}).Inc();
+    metrics_->responses.WithLabels({"429", "gateway"}).Inc();
+    http::StringResponse res = JsonResponse(
+        429, api::ErrorBody(api::MakeError(
+                 429,
+                 "too many requests in flight for '" + attempt.model + "' (limit " +
+                     std::to_string(pool.options.max_in_flight) + "); retry later",
+                 "pool_overloaded")));
+    res.set(bhttp::field::retry_after, "1");
+    co_await ex.Send(std::move(res));
+    co_return;
+  }
   // `p` views into this thread's parser, which other requests reuse while this one awaits its
   // instance: retries must route by a copy of the name.
   const std::string served_name(p.served_name);

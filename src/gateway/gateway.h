@@ -13,6 +13,10 @@
 // at once (passive_failures). An ejected instance leaves the placement (its keys go to their
 // next preferred instance) and gets them back when it returns.
 //
+// Overload: a pool with max_in_flight answers 429 (Retry-After: 1) to a request that would
+// exceed it, before any instance is picked; limits.max_connections makes the server refuse
+// connections beyond it with 503. Both are counted in /metrics.
+//
 // Thread-safety: the RoutingState is immutable and shared; per-instance live state is atomic;
 // connection pools are per I/O thread.
 #pragma once
@@ -46,6 +50,9 @@ struct InstanceRuntime {
 struct Pool {
   RoutingOptions options;
   std::unique_ptr<Policy> policy;
+  // Requests of this pool from admission to their end (retries included), for
+  // options.max_in_flight. Counted by an RAII guard in the request's coroutine.
+  std::unique_ptr<std::atomic<int64_t>> in_flight = std::make_unique<std::atomic<int64_t>>(0);
 };
 
 // Everything a request needs to be routed, swapped as one immutable unit.
