@@ -101,7 +101,7 @@ struct Gateway::Metrics {
                                {"model"})),
         upstream_errors(r.AddCounter("prefix_router_upstream_errors_total",
                                      "Upstream failures by instance and kind (connect, reset, "
-                                     "timeout, status_503, broken_stream)",
+                                     "timeout, status_500, status_502, status_503, broken_stream)",
                                      {"instance", "kind"})),
         client_disconnects(r.AddCounter("prefix_router_client_disconnects_total",
                                         "Clients that went away before their response ended, by "
@@ -479,8 +479,12 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     }
     rt.consecutive_failures.store(0, std::memory_order_relaxed);
     const int status = parser.get().result_int();
-    if (status == 503 && !last_attempt) {
-      error("status_503", "answered 503", 503);
+    // 500, 502 and 503 say the instance is done with the request without serving it (broken,
+    // or its own upstream failed, or overloaded): nothing reached the client yet, so another
+    // instance may serve it. A 504 is not retried, like our own first-byte timeout: the work
+    // may still be running behind it.
+    if ((status == 500 || status == 502 || status == 503) && !last_attempt) {
+      error("status_" + std::to_string(status), "answered " + std::to_string(status), status);
       co_return kRetry;  // the connection is dropped with the lease
     }
 
@@ -497,9 +501,9 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       head.set(kDecisionHeader, DecisionKindName(decision.kind));
       head.set(kRankHeader, std::to_string(decision.rank));
     }
-    metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
     const bool sse = IsSse(head);
     if (parser.is_done()) {
+      metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
       // No body (204, 304, or an empty one).
       http::StringResponse res{std::move(head)};
       const bool upstream_keep = parser.get().keep_alive();
@@ -509,11 +513,18 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       if (upstream_keep) pool.Release(std::move(lease));
       co_return kDone;
     }
-    if (!co_await ex.SendHead(std::move(head))) co_return kDone;  // client gone: drop upstream
-
-    // Body: relay each piece as soon as it arrives.
+    // Body: relay each piece as soon as it arrives. The head is held back until the first body
+    // byte (or the end of the body): an instance that dies between its head and its first token
+    // (during prefill, say) has then sent the client nothing, and the request can still go to
+    // another instance.
     std::array<char, kRelayBufferBytes> buf;
     bool first = true;
+    bool head_sent = false;
+    auto send_head = [&]() -> net::awaitable<bool> {
+      head_sent = true;
+      metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
+      co_return co_await ex.SendHead(std::move(head));
+    };
     while (!parser.is_done()) {
       parser.get().body().data = buf.data();
       parser.get().body().size = buf.size();
@@ -521,12 +532,24 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       auto piece_or_gone = co_await (bhttp::async_read_some(stream, buffer, parser, http::kTuple) ||
                                      ex.WaitClientGone());
       if (piece_or_gone.index() == 1) {  // client gone: drop the upstream
-        metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
+        metrics_->client_disconnects.WithLabels({head_sent ? "streaming" : "waiting"}).Inc();
         co_return kDone;
       }
       auto [rec, rn] = std::get<0>(piece_or_gone);
       const size_t got = buf.size() - parser.get().body().size;
       if (rec == bhttp::error::need_buffer) rec = {};
+      if (rec && got == 0 && !head_sent) {  // nothing reached the client yet
+        if (rec == beast::error::timeout) {
+          error("timeout", "no response within the first-byte timeout", 504);
+          co_return kFail;  // it may still be working on it
+        }
+        error("broken_stream", "the response broke off before its first byte: " + rec.message(), 502);
+        co_return kRetry;
+      }
+      if (!head_sent && !co_await send_head()) {
+        metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
+        co_return kDone;  // client gone: drop upstream
+      }
       if (got > 0) {
         if (first) {
           rt.first_byte->Observe(SecondsSince(started));
@@ -558,6 +581,7 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
         co_return kDone;
       }
     }
+    if (!head_sent && !co_await send_head()) co_return kDone;  // a body that ended empty
     co_await ex.Finish();
     rt.duration->Observe(SecondsSince(ex.received_at()));
     if (parser.get().keep_alive()) pool.Release(std::move(lease));

@@ -6,7 +6,8 @@
 // the current RoutingState; an InFlightGuard counts it there until the exchange ends, however it
 // ends; the body goes upstream unchanged on a pooled keep-alive connection and the response
 // streams back as it arrives. Before any byte reached the client, a failed connect, a reset or
-// an upstream 503 moves on to the next instance in the key's preference order (max_retries).
+// an upstream 500, 502 or 503 moves on to the next instance in the key's preference order
+// (max_retries); a first-byte timeout (504) does not, since the instance may still be working.
 //
 // Health: active checks (GET health.path) eject an instance after unhealthy_threshold failures
 // and readmit it after healthy_threshold successes; connect failures of real traffic eject it
