@@ -468,6 +468,11 @@ Status RoutingOptions::Validate() const {
     return Status::InvalidArgument("balance_factor: " + shown +
                                    " must be 0 (off) or between 1 and 100");
   }
+  if (max_in_flight > kMaxPoolInFlight) {
+    return Status::InvalidArgument("max_in_flight: " + std::to_string(max_in_flight) +
+                                   " is outside the allowed range " + Range(0, kMaxPoolInFlight) +
+                                   " (0 = no ceiling)");
+  }
   return Status::Ok();
 }
 

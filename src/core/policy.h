@@ -82,6 +82,7 @@ inline constexpr double kMinBalanceFactor = 1.0;
 // instance's share stays within the published 13.3-15.4% band with a 94% hit rate.
 inline constexpr double kDefaultBalanceFactor = 1.5;
 inline constexpr double kMaxBalanceFactor = 100.0;
+inline constexpr uint32_t kMaxPoolInFlight = 1'000'000;
 
 // Per-pool routing settings.
 struct RoutingOptions {
@@ -90,6 +91,9 @@ struct RoutingOptions {
   uint32_t concurrency_threshold = kDefaultConcurrencyThreshold;  // in-flight per instance
   SpillMode spill = SpillMode::kNextPreferred;
   double balance_factor = kDefaultBalanceFactor;  // prefix-aware bounded load; 0 = off, 1..100
+  // Admission, not placement: the gateway answers 429 to a request of this pool while the pool
+  // has this many requests in flight (0 = no ceiling). Policies ignore it.
+  uint32_t max_in_flight = 0;
 
   // Checks ranges; the message names the field and its allowed range.
   Status Validate() const;

@@ -174,6 +174,7 @@ struct RoutingPatch {
   std::optional<uint32_t> concurrency_threshold;
   std::optional<SpillMode> spill;
   std::optional<double> balance_factor;
+  std::optional<uint32_t> max_in_flight;
 
   void ApplyTo(RoutingOptions& o) const {
     if (strategy) o.strategy = *strategy;
@@ -181,13 +182,15 @@ struct RoutingPatch {
     if (concurrency_threshold) o.concurrency_threshold = *concurrency_threshold;
     if (spill) o.spill = *spill;
     if (balance_factor) o.balance_factor = *balance_factor;
+    if (max_in_flight) o.max_in_flight = *max_in_flight;
   }
 };
 
 Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& out) {
   return ForEachField(
       n, path,
-      {"routing_strategy", "prefix_length", "concurrency_threshold", "spill_mode", "balance_factor"},
+      {"routing_strategy", "prefix_length", "concurrency_threshold", "spill_mode", "balance_factor",
+       "max_in_flight"},
       [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "routing_strategy") {
           std::string name;
@@ -213,7 +216,9 @@ Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& o
         }
         uint32_t value = 0;
         if (Status s = ReadUnsigned(v, p, value); !s.ok()) return s;
-        (key == "prefix_length" ? out.prefix_length : out.concurrency_threshold) = value;
+        (key == "prefix_length"           ? out.prefix_length
+         : key == "concurrency_threshold" ? out.concurrency_threshold
+                                          : out.max_in_flight) = value;
         return Status::Ok();
       });
 }
@@ -308,11 +313,11 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
         if (key == "instances") return ReadInstances(v, p, config.instances);
         if (key == "limits") {
           return ForEachField(
-              v, p, {"max_request_body_bytes", "max_header_bytes"},
+              v, p, {"max_request_body_bytes", "max_header_bytes", "max_connections"},
               [&config](const std::string& k, const YAML::Node& x, const std::string& xp) {
-                return k == "max_request_body_bytes"
-                           ? ReadUnsigned(x, xp, config.max_request_body_bytes)
-                           : ReadUnsigned(x, xp, config.max_header_bytes);
+                if (k == "max_request_body_bytes") return ReadUnsigned(x, xp, config.max_request_body_bytes);
+                if (k == "max_header_bytes") return ReadUnsigned(x, xp, config.max_header_bytes);
+                return ReadUnsigned(x, xp, config.max_connections);
               });
         }
         if (key == "timeouts") {
@@ -736,6 +741,11 @@ Status ValidateConfig(GatewayConfig& config) {
   }
   if (Status s = CheckCount("limits.max_header_bytes", config.max_header_bytes, 1u << 10,
                             1u << 20, " (1 KiB..1 MiB)");
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = CheckCount("limits.max_connections", config.max_connections, 0, 1'000'000,
+                            " (0 = no limit)");
       !s.ok()) {
     return s;
   }

@@ -21,6 +21,10 @@
 //                                   # recent requests; moved keys stay on their new instance.
 //                                   # 0 = off (threshold only, the managed service's behaviour),
 //                                   # else 1..100
+//     max_in_flight: 0              # 0..1000000; while the pool has this many requests in flight
+//                                   # (dispatched or retrying) a new one gets 429 with
+//                                   # Retry-After: 1 (prefix_router_rejected_requests_total
+//                                   # {reason="pool_in_flight"}); 0 = no ceiling
 //   pools:                          # per served name (model or adapter): overrides of `routing`
 //     llama-3-70b: {routing_strategy: prefix-aware, prefix_length: 4096}
 //   instances:
@@ -31,6 +35,10 @@
 //   limits:
 //     max_request_body_bytes: 33554432   # 1 KiB..1 GiB; larger bodies get 413
 //     max_header_bytes: 65536            # 1 KiB..1 MiB; larger headers get 431
+//     max_connections: 0                 # 0..1000000 open client connections; a connection
+//                                        # beyond them gets 503 (Connection: close) and is
+//                                        # closed (prefix_router_rejected_connections_total).
+//                                        # 0 = no limit
 //   timeouts:                       # seconds (fractions allowed)
 //     connect: 5                    # upstream TCP connect, (0, 600]
 //     first_byte: 300               # upstream response headers after the request is sent, (0, 3600]
@@ -104,6 +112,7 @@ struct GatewayConfig {
   std::vector<InstanceConfig> instances;
   uint64_t max_request_body_bytes = 32ull << 20;
   uint32_t max_header_bytes = 64u << 10;
+  uint32_t max_connections = 0;  // 0 = no limit
   TimeoutsConfig timeouts;
   uint32_t max_retries = 2;
   HealthConfig health;

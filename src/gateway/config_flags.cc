@@ -138,7 +138,7 @@ std::string Help(const std::string& field, const std::string& what, const std::s
 
 bool HasRoutingFlags(const ConfigFlags& f) {
   return f.strategy || f.prefix_length || f.concurrency_threshold || f.spill_mode ||
-         f.balance_factor;
+         f.balance_factor || f.max_in_flight;
 }
 
 void ApplyRoutingFlags(const ConfigFlags& f, RoutingOptions& o) {
@@ -147,6 +147,7 @@ void ApplyRoutingFlags(const ConfigFlags& f, RoutingOptions& o) {
   if (f.concurrency_threshold) o.concurrency_threshold = *f.concurrency_threshold;
   if (f.spill_mode) o.spill = *f.spill_mode;
   if (f.balance_factor) o.balance_factor = *f.balance_factor;
+  if (f.max_in_flight) o.max_in_flight = *f.max_in_flight;
 }
 
 // The file's pools were resolved against the file's `routing`. A routing flag changes that
@@ -177,6 +178,7 @@ Status InheritRoutingFlags(const ConfigFlags& flags, GatewayConfig& config) {
       if (flags.balance_factor && unset("balance_factor")) {
         options.balance_factor = *flags.balance_factor;
       }
+      if (flags.max_in_flight && unset("max_in_flight")) options.max_in_flight = *flags.max_in_flight;
     }
   } catch (const std::exception& e) {
     return Status::InvalidArgument(flags.config_file + ": " + e.what());
@@ -242,6 +244,12 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
               Number(d.routing.balance_factor),
               "0, or " + Number(kMinBalanceFactor) + ".." + Number(kMaxBalanceFactor)))
       ->type_name("F");
+  AddValue(cmd, "--max-in-flight", flags.max_in_flight, "N",
+           Help("routing.max_in_flight",
+                "requests in flight in the default pool beyond which new ones get 429 with "
+                "Retry-After",
+                std::to_string(d.routing.max_in_flight) + " (no ceiling)",
+                "0.." + std::to_string(kMaxPoolInFlight)));
 
   cmd.add_option("--instance", flags.instances,
                  "Sets instances (repeatable; replaces the file's instances): URL, NAME=URL or "
@@ -259,6 +267,10 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
   AddValue(cmd, "--max-header-bytes", flags.max_header_bytes, "BYTES",
            Help("limits.max_header_bytes", "larger request headers get 431",
                 std::to_string(d.max_header_bytes) + " (64 KiB)", "1024..1048576 (1 KiB..1 MiB)"));
+  AddValue(cmd, "--max-connections", flags.max_connections, "N",
+           Help("limits.max_connections",
+                "open client connections beyond which a new one gets 503 and is closed",
+                std::to_string(d.max_connections) + " (no limit)", "0..1000000"));
 
   AddValue(cmd, "--connect-timeout", flags.connect_timeout, "SECONDS",
            Help("timeouts.connect", "upstream TCP connect", Number(t.connect), "(0, 600]"));
@@ -381,6 +393,7 @@ Result<GatewayConfig> BuildConfig(const ConfigFlags& flags) {
   ApplyRoutingFlags(flags, config.routing);
   Override(flags.max_request_body_bytes, config.max_request_body_bytes);
   Override(flags.max_header_bytes, config.max_header_bytes);
+  Override(flags.max_connections, config.max_connections);
   TimeoutsConfig& t = config.timeouts;
   Override(flags.connect_timeout, t.connect);
   Override(flags.first_byte_timeout, t.first_byte);

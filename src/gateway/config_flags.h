@@ -7,7 +7,8 @@
 //
 // Precedence: built-in defaults < the --config file < flags. Each flag sets one field of
 // GatewayConfig (its help text names the YAML field, the default and the range); --strategy,
-// --prefix-length, --concurrency-threshold, --spill-mode and --balance-factor set the default
+// --prefix-length, --concurrency-threshold, --spill-mode, --balance-factor and --max-in-flight
+// set the default
 // `routing`, and pools
 // of the file that do not set a field inherit the flag's value, as if the flag were written in
 // the file's `routing` section. --instance flags, when any are given, replace the file's
@@ -44,10 +45,12 @@ struct ConfigFlags {
   std::optional<uint32_t> concurrency_threshold;    // --concurrency-threshold
   std::optional<SpillMode> spill_mode;              // --spill-mode
   std::optional<double> balance_factor;             // --balance-factor
+  std::optional<uint32_t> max_in_flight;            // --max-in-flight
   // --instance, repeatable: URL | NAME=URL | NAME=URL;weight=N;models=a,b
   std::vector<std::string> instances;
   std::optional<uint64_t> max_request_body_bytes;   // --max-request-body-bytes
   std::optional<uint32_t> max_header_bytes;         // --max-header-bytes
+  std::optional<uint32_t> max_connections;          // --max-connections
   std::optional<double> connect_timeout;            // --connect-timeout
   std::optional<double> first_byte_timeout;         // --first-byte-timeout
   std::optional<double> idle_timeout;               // --idle-timeout

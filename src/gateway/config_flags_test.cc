@@ -381,6 +381,8 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--unhealthy-threshold", {"health.unhealthy_threshold", "3"}},
       {"--healthy-threshold", {"health.healthy_threshold", "2"}},
       {"--passive-failures", {"health.passive_failures", "1"}},
+      {"--max-in-flight", {"routing.max_in_flight", "0"}},
+      {"--max-connections", {"limits.max_connections", "0"}},
   };
   CLI::App app{"serve"};
   ConfigFlags flags;

@@ -101,13 +101,22 @@ struct Gateway::Metrics {
                                {"model"})),
         upstream_errors(r.AddCounter("prefix_router_upstream_errors_total",
                                      "Upstream failures by instance and kind (connect, reset, "
-                                     "timeout, status_503, broken_stream)",
+                                     "timeout, status_500, status_502, status_503, broken_stream)",
                                      {"instance", "kind"})),
         client_disconnects(r.AddCounter("prefix_router_client_disconnects_total",
                                         "Clients that went away before their response ended, by "
                                         "stage (waiting for the instance, or streaming); the "
                                         "upstream request is aborted",
                                         {"stage"})),
+        rejected_requests(r.AddCounter("prefix_router_rejected_requests_total",
+                                       "Requests refused with 429 before routing, by model and "
+                                       "reason (pool_in_flight: the pool's max_in_flight)",
+                                       {"model", "reason"})),
+        rejected_connections(r.AddCounter("prefix_router_rejected_connections_total",
+                                          "Client connections refused with 503 because "
+                                          "limits.max_connections were open")),
+        client_connections(r.AddGauge("prefix_router_client_connections",
+                                      "Client connections currently open")),
         retries(r.AddCounter("prefix_router_retries_total",
                              "Requests sent to a further instance after a failure, by model", {"model"})),
         responses(r.AddCounter("prefix_router_responses_total",
@@ -134,6 +143,9 @@ struct Gateway::Metrics {
   Family<Counter>& overflows;
   Family<Counter>& upstream_errors;
   Family<Counter>& client_disconnects;
+  Family<Counter>& rejected_requests;
+  Family<Counter>& rejected_connections;
+  Family<Gauge>& client_connections;
   Family<Counter>& retries;
   Family<Counter>& responses;
   Family<Gauge>& in_flight;
@@ -199,6 +211,14 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
       self->metrics_->in_flight.WithLabels({name}).Set(state->fleet->state(i).in_flight.load());
       self->metrics_->instance_up.WithLabels({name}).Set(state->fleet->state(i).available.load() ? 1 : 0);
     }
+    // The server keeps its own counts (the HTTP layer knows no metrics); the counter catches
+    // up with them here, and only here, so the difference is never negative.
+    if (self->server_) {
+      self->metrics_->client_connections.WithLabels({}).Set(static_cast<double>(self->server_->open_connections()));
+      Counter& rejected = self->metrics_->rejected_connections.WithLabels({});
+      const auto now = static_cast<uint64_t>(self->server_->rejected_connections());
+      if (now > rejected.Value()) rejected.Inc(now - rejected.Value());
+    }
   });
 
   http::ServerOptions so;
@@ -207,6 +227,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
   so.io_threads = c.io_threads;
   so.max_body_bytes = c.max_request_body_bytes;
   so.max_header_bytes = c.max_header_bytes;
+  so.max_connections = c.max_connections;
   so.read_timeout = Ms(c.timeouts.client_read);
   so.write_timeout = Ms(c.timeouts.client_write);
   so.idle_timeout = Ms(c.timeouts.client_idle);
@@ -310,6 +331,27 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int)
   const Pool& pool = rs->PoolFor(p.served_name);
   Attempt attempt;
   attempt.model = std::string(p.served_name);
+
+  // Overload shedding: over the pool's ceiling, refuse before any instance is asked. The slot is
+  // taken first and given back on refusal, so concurrent requests cannot overshoot it.
+  struct PoolSlot {
+    std::atomic<int64_t>& count;
+    ~PoolSlot() { count.fetch_sub(1, std::memory_order_relaxed); }
+  } slot{*pool.in_flight};
+  const int64_t admitted_before = slot.count.fetch_add(1, std::memory_order_relaxed);
+  if (pool.options.max_in_flight > 0 && admitted_before >= pool.options.max_in_flight) {
+    metrics_->rejected_requests.WithLabels({attempt.model, "pool_in_flight"}).Inc();
+    metrics_->responses.WithLabels({"429", "gateway"}).Inc();
+    http::StringResponse res = JsonResponse(
+        429, api::ErrorBody(api::MakeError(
+                 429,
+                 "too many requests in flight for '" + attempt.model + "' (limit " +
+                     std::to_string(pool.options.max_in_flight) + "); retry later",
+                 "pool_overloaded")));
+    res.set(bhttp::field::retry_after, "1");
+    co_await ex.Send(std::move(res));
+    co_return;
+  }
   // `p` views into this thread's parser, which other requests reuse while this one awaits its
   // instance: retries must route by a copy of the name.
   const std::string served_name(p.served_name);
@@ -437,8 +479,12 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     }
     rt.consecutive_failures.store(0, std::memory_order_relaxed);
     const int status = parser.get().result_int();
-    if (status == 503 && !last_attempt) {
-      error("status_503", "answered 503", 503);
+    // 500, 502 and 503 say the instance is done with the request without serving it (broken,
+    // or its own upstream failed, or overloaded): nothing reached the client yet, so another
+    // instance may serve it. A 504 is not retried, like our own first-byte timeout: the work
+    // may still be running behind it.
+    if ((status == 500 || status == 502 || status == 503) && !last_attempt) {
+      error("status_" + std::to_string(status), "answered " + std::to_string(status), status);
       co_return kRetry;  // the connection is dropped with the lease
     }
 
@@ -455,9 +501,9 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       head.set(kDecisionHeader, DecisionKindName(decision.kind));
       head.set(kRankHeader, std::to_string(decision.rank));
     }
-    metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
     const bool sse = IsSse(head);
     if (parser.is_done()) {
+      metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
       // No body (204, 304, or an empty one).
       http::StringResponse res{std::move(head)};
       const bool upstream_keep = parser.get().keep_alive();
@@ -467,11 +513,18 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       if (upstream_keep) pool.Release(std::move(lease));
       co_return kDone;
     }
-    if (!co_await ex.SendHead(std::move(head))) co_return kDone;  // client gone: drop upstream
-
-    // Body: relay each piece as soon as it arrives.
+    // Body: relay each piece as soon as it arrives. The head is held back until the first body
+    // byte (or the end of the body): an instance that dies between its head and its first token
+    // (during prefill, say) has then sent the client nothing, and the request can still go to
+    // another instance.
     std::array<char, kRelayBufferBytes> buf;
     bool first = true;
+    bool head_sent = false;
+    auto send_head = [&]() -> net::awaitable<bool> {
+      head_sent = true;
+      metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
+      co_return co_await ex.SendHead(std::move(head));
+    };
     while (!parser.is_done()) {
       parser.get().body().data = buf.data();
       parser.get().body().size = buf.size();
@@ -479,12 +532,24 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       auto piece_or_gone = co_await (bhttp::async_read_some(stream, buffer, parser, http::kTuple) ||
                                      ex.WaitClientGone());
       if (piece_or_gone.index() == 1) {  // client gone: drop the upstream
-        metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
+        metrics_->client_disconnects.WithLabels({head_sent ? "streaming" : "waiting"}).Inc();
         co_return kDone;
       }
       auto [rec, rn] = std::get<0>(piece_or_gone);
       const size_t got = buf.size() - parser.get().body().size;
       if (rec == bhttp::error::need_buffer) rec = {};
+      if (rec && got == 0 && !head_sent) {  // nothing reached the client yet
+        if (rec == beast::error::timeout) {
+          error("timeout", "no response within the first-byte timeout", 504);
+          co_return kFail;  // it may still be working on it
+        }
+        error("broken_stream", "the response broke off before its first byte: " + rec.message(), 502);
+        co_return kRetry;
+      }
+      if (!head_sent && !co_await send_head()) {
+        metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
+        co_return kDone;  // client gone: drop upstream
+      }
       if (got > 0) {
         if (first) {
           rt.first_byte->Observe(SecondsSince(started));
@@ -516,6 +581,7 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
         co_return kDone;
       }
     }
+    if (!head_sent && !co_await send_head()) co_return kDone;  // a body that ended empty
     co_await ex.Finish();
     rt.duration->Observe(SecondsSince(ex.received_at()));
     if (parser.get().keep_alive()) pool.Release(std::move(lease));

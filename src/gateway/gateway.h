@@ -6,12 +6,17 @@
 // the current RoutingState; an InFlightGuard counts it there until the exchange ends, however it
 // ends; the body goes upstream unchanged on a pooled keep-alive connection and the response
 // streams back as it arrives. Before any byte reached the client, a failed connect, a reset or
-// an upstream 503 moves on to the next instance in the key's preference order (max_retries).
+// an upstream 500, 502 or 503 moves on to the next instance in the key's preference order
+// (max_retries); a first-byte timeout (504) does not, since the instance may still be working.
 //
 // Health: active checks (GET health.path) eject an instance after unhealthy_threshold failures
 // and readmit it after healthy_threshold successes; connect failures of real traffic eject it
 // at once (passive_failures). An ejected instance leaves the placement (its keys go to their
 // next preferred instance) and gets them back when it returns.
+//
+// Overload: a pool with max_in_flight answers 429 (Retry-After: 1) to a request that would
+// exceed it, before any instance is picked; limits.max_connections makes the server refuse
+// connections beyond it with 503. Both are counted in /metrics.
 //
 // Thread-safety: the RoutingState is immutable and shared; per-instance live state is atomic;
 // connection pools are per I/O thread.
@@ -46,6 +51,9 @@ struct InstanceRuntime {
 struct Pool {
   RoutingOptions options;
   std::unique_ptr<Policy> policy;
+  // Requests of this pool from admission to their end (retries included), for
+  // options.max_in_flight. Counted by an RAII guard in the request's coroutine.
+  std::unique_ptr<std::atomic<int64_t>> in_flight = std::make_unique<std::atomic<int64_t>>(0);
 };
 
 // Everything a request needs to be routed, swapped as one immutable unit.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <unordered_set>
 
 #include "api/error.h"
@@ -27,6 +28,32 @@ StringResponse ErrorResponse(int status, std::string_view message, std::string_v
   res.keep_alive(keep_alive);
   res.prepare_payload();
   return res;
+}
+
+// How long a refused connection may linger after its error response, and how much of the
+// client's unread request it may discard meanwhile.
+constexpr std::chrono::milliseconds kLinger{1000};
+constexpr size_t kLingerBytes = 1u << 20;
+
+// Writes an error response to a request the server refuses, then closes politely: closing with
+// unread request bytes (the rest of an oversized body, say) would send a reset, which can
+// destroy the response before the client reads it. So: half-close, then read and discard until
+// the client closes, for at most kLinger and `drain_budget` bytes.
+net::awaitable<void> RefuseAndClose(beast::tcp_stream& stream, StringResponse res,
+                                    std::chrono::milliseconds write_timeout, size_t drain_budget) {
+  stream.expires_after(write_timeout);
+  auto [wec, wn] = co_await bhttp::async_write(stream, res, kTuple);
+  if (wec) co_return;
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  std::array<char, 4096> sink;
+  size_t drained = 0;
+  stream.expires_after(kLinger);
+  while (drained < drain_budget) {
+    auto [rec, rn] = co_await stream.async_read_some(net::buffer(sink), kTuple);
+    if (rec) break;
+    drained += rn;
+  }
 }
 
 }  // namespace
@@ -218,14 +245,37 @@ net::awaitable<void> Server::AcceptLoop() {
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
+    // Counted here, before the session starts on its thread, so that the limit is exact.
+    if (options_.max_connections > 0 && open_connections_.load() >= options_.max_connections) {
+      ++rejected_connections_;
+      if (lingering_rejections_.load() >= kMaxLingeringRejections) {
+        socket.close(ec);  // a flood of them: no resources for a polite answer
+        continue;
+      }
+      ++lingering_rejections_;
+      net::co_spawn(ctx, Reject(std::move(socket)),
+                    [](std::exception_ptr e) { LogCoroutineFailure(e, "rejected connection"); });
+      continue;
+    }
+    ++open_connections_;
     net::co_spawn(ctx, Session(std::move(socket), ts),
                   [](std::exception_ptr e) { LogCoroutineFailure(e, "connection"); });
   }
 }
 
+net::awaitable<void> Server::Reject(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  StringResponse res = ErrorResponse(503, "the server has too many open connections; retry later",
+                                     "too_many_connections", 11, false, options_.server_name);
+  res.set(bhttp::field::retry_after, "1");
+  // The send buffer of a new connection is empty: the write completes without waiting.
+  co_await RefuseAndClose(stream, std::move(res), kLinger, 64u << 10);
+  stream.close();
+  --lingering_rejections_;
+}
+
 net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
   beast::tcp_stream stream(std::move(socket));
-  ++open_connections_;
   ThreadState::Session entry{&stream, true};
   ts.sessions.insert(&entry);
   beast::flat_buffer buffer;
@@ -241,23 +291,23 @@ net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
     entry.idle = false;
     if (ec) {
       if (ec == bhttp::error::header_limit) {
-        co_await bhttp::async_write(
+        co_await RefuseAndClose(
             stream, ErrorResponse(431, "request headers are larger than the limit", "", 11, false, options_.server_name),
-            kTuple);
+            options_.write_timeout, kLingerBytes);
       } else if (ec == bhttp::error::body_limit) {
         // A Content-Length over the limit is refused as soon as the head is parsed.
-        co_await bhttp::async_write(
+        co_await RefuseAndClose(
             stream,
             ErrorResponse(413, "request body is larger than the limit of " +
                                    std::to_string(options_.max_body_bytes) + " bytes",
                           "", 11, false, options_.server_name),
-            kTuple);
+            options_.write_timeout, kLingerBytes);
       } else if (ec != bhttp::error::end_of_stream && ec != net::error::operation_aborted &&
                  ec != beast::error::timeout && ec != net::error::eof &&
                  ec != net::error::connection_reset && buffer.size() > 0) {
-        co_await bhttp::async_write(
+        co_await RefuseAndClose(
             stream, ErrorResponse(400, "malformed HTTP request: " + ec.message(), "", 11, false, options_.server_name),
-            kTuple);
+            options_.write_timeout, kLingerBytes);
       }
       break;
     }
@@ -273,19 +323,19 @@ net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
       auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, kTuple);
       if (bec) {
         if (bec == bhttp::error::body_limit) {
-          co_await bhttp::async_write(
+          co_await RefuseAndClose(
               stream,
               ErrorResponse(413, "request body is larger than the limit of " +
                                      std::to_string(options_.max_body_bytes) + " bytes",
                             "", head.version(), false, options_.server_name),
-              kTuple);
+              options_.write_timeout, kLingerBytes);
         } else if (bec != beast::error::timeout && bec != net::error::eof &&
                    bec != bhttp::error::partial_message && bec != net::error::connection_reset &&
                    bec != net::error::operation_aborted) {
-          co_await bhttp::async_write(
+          co_await RefuseAndClose(
               stream, ErrorResponse(400, "malformed HTTP request body: " + bec.message(), "", head.version(), false,
                                     options_.server_name),
-              kTuple);
+              options_.write_timeout, kLingerBytes);
         }
         break;
       }

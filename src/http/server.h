@@ -13,6 +13,16 @@
 //
 // Errors the server answers itself, with an OpenAI-style JSON body: 400 for a malformed request,
 // 413 for a body over the limit, 431 for headers over the limit, 503 while shutting down.
+// After such an answer the connection closes politely: the server half-closes and discards what
+// the client still sends (at most 1 MiB, for at most 1 s), so that the client reads the error
+// instead of losing it to a reset. A client trickling its head or body is cut off when
+// read_timeout (a deadline for the whole head, then for the whole body) passes.
+//
+// Overload: with max_connections set, a connection accepted while that many are open gets a
+// 503 (Connection: close) written without waiting and is closed; the rejection holds no more
+// than a socket and a small buffer for a short linger (so that the client reads the 503 rather
+// than a reset), and at most kMaxLingeringRejections of those at a time, beyond which the
+// connection is closed at once.
 //
 // Shutdown (Stop): the listener closes at once; idle keep-alive connections close; exchanges in
 // progress get up to the drain deadline to finish, then everything is cancelled.
@@ -57,6 +67,7 @@ struct ServerOptions {
   std::chrono::milliseconds write_timeout{60'000};  // each write to the client
   std::chrono::milliseconds idle_timeout{60'000};   // keep-alive wait for the next request
   std::string server_name = "prefix-router";
+  uint32_t max_connections = 0;                     // open client connections; 0 = no limit
 };
 
 // One request and its response on one connection. Lives for one Handler::Handle call.
@@ -137,12 +148,18 @@ class Server {
   // Connections currently open and exchanges currently being handled, over all threads.
   int64_t open_connections() const { return open_connections_.load(); }
   int64_t active_exchanges() const { return active_exchanges_.load(); }
+  // Connections refused because max_connections were open, since Start.
+  int64_t rejected_connections() const { return rejected_connections_.load(); }
+
+  // Rejected connections lingering (to let their 503 reach the client) at one time.
+  static constexpr int64_t kMaxLingeringRejections = 64;
   bool stopping() const { return stopping_.load(); }
 
  private:
   struct ThreadState;
   net::awaitable<void> AcceptLoop();
   net::awaitable<void> Session(tcp::socket socket, ThreadState& thread);
+  net::awaitable<void> Reject(tcp::socket socket);
 
   ServerOptions options_;
   Handler& handler_;
@@ -156,6 +173,8 @@ class Server {
   std::atomic<bool> stopped_{false};
   std::atomic<int64_t> open_connections_{0};
   std::atomic<int64_t> active_exchanges_{0};
+  std::atomic<int64_t> rejected_connections_{0};
+  std::atomic<int64_t> lingering_rejections_{0};
 };
 
 // Headers that belong to one connection and are never forwarded (RFC 9110 section 7.6.1).

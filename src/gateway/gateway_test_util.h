@@ -1,0 +1,175 @@
+// Helpers shared by the gateway's loopback tests that start a real Gateway in front of
+// FakeUpstreams (faults_test.cc, http_abuse_test.cc): fleets of fakes, configs, request bodies,
+// and readers of the gateway's live state.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <simdjson.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/gateway.h"
+#include "testing/fake_upstream.h"
+#include "testing/http_client.h"
+
+namespace prefix_router::gateway::testing {
+
+namespace pt = prefix_router::testing;
+
+inline constexpr std::string_view kChat = "/v1/chat/completions";
+inline constexpr std::string_view kInvocations = "/invocations";
+inline constexpr std::string_view kInstance = "x-prefix-router-instance";
+inline constexpr std::string_view kGroupHeader = "X-Amzn-SageMaker-Prefix-Aware-Id";
+inline constexpr std::string_view kComponentHeader = "X-Amzn-SageMaker-Inference-Component";
+
+// The gateway logs every start at info level; keep test output to warnings and errors.
+inline void QuietLogs() { spdlog::set_level(spdlog::level::warn); }
+
+using Fakes = std::vector<std::unique_ptr<pt::FakeUpstream>>;
+
+// Fakes with these names, each on an ephemeral loopback port.
+inline Fakes StartFakes(const std::vector<std::string>& names) {
+  Fakes fakes;
+  for (const auto& name : names) {
+    auto fake = std::make_unique<pt::FakeUpstream>(name);
+    const Status s = fake->Start();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    fakes.push_back(std::move(fake));
+  }
+  return fakes;
+}
+
+inline int TotalRequests(const Fakes& fakes) {
+  int n = 0;
+  for (const auto& f : fakes) n += f->requests();
+  return n;
+}
+
+inline int TotalInProgress(const Fakes& fakes) {
+  int n = 0;
+  for (const auto& f : fakes) n += f->in_progress();
+  return n;
+}
+
+inline int TotalAborted(const Fakes& fakes) {
+  int n = 0;
+  for (const auto& f : fakes) n += f->aborted();
+  return n;
+}
+
+// One instance per fake, named like it and serving every model; random routing; active health
+// checks off; a short drain so that teardown never waits long.
+inline GatewayConfig ConfigFor(const Fakes& fakes) {
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.io_threads = 2;
+  c.health.interval = 0;
+  c.timeouts.drain = 1;
+  for (const auto& f : fakes) c.instances.push_back(InstanceConfig{f->name(), f->url()});
+  return c;
+}
+
+// Prefix-aware on placement alone (no bounded load), so that a key's instance is a function of
+// the available instances only.
+inline RoutingOptions PlainPrefixAware() {
+  RoutingOptions o;
+  o.strategy = Strategy::kPrefixAware;
+  o.prefix_length = kMinPrefixLength;
+  o.balance_factor = 0;
+  return o;
+}
+
+// Validates, creates and starts a gateway; nullptr (after a test failure) if any step fails.
+inline std::unique_ptr<Gateway> StartGateway(GatewayConfig config) {
+  if (Status s = ValidateConfig(config); !s.ok()) {
+    ADD_FAILURE() << "config: " << s.ToString();
+    return nullptr;
+  }
+  auto created = Gateway::Create(std::move(config));
+  if (!created.ok()) {
+    ADD_FAILURE() << "create: " << created.status().ToString();
+    return nullptr;
+  }
+  std::unique_ptr<Gateway> gateway = std::move(*created);
+  if (Status s = gateway->Start(); !s.ok()) {
+    ADD_FAILURE() << "start: " << s.ToString();
+    return nullptr;
+  }
+  return gateway;
+}
+
+inline int32_t TotalInFlight(const Gateway& g) {
+  int32_t n = 0;
+  for (uint32_t i = 0; i < g.routing()->fleet->size(); ++i) n += g.routing()->fleet->state(i).in_flight.load();
+  return n;
+}
+
+// Requests admitted to the default pool and not yet ended.
+inline int64_t DefaultPoolInFlight(const Gateway& g) { return g.routing()->default_pool.in_flight->load(); }
+
+// A chat body whose system prompt is longer than the minimum prefix length, so that requests
+// with the same cache key share a routing key.
+inline std::string ChatBody(std::string_view model, std::string_view user, std::string_view cache_key = {},
+                            bool stream = false) {
+  static const std::string system = [] {
+    std::string s;
+    while (s.size() < 1500) s += "You are a careful assistant for the accounting team. ";
+    return s;
+  }();
+  std::string b = R"({"model":")" + std::string(model) + R"(","messages":[{"role":"system","content":")" +
+                  system + R"("},{"role":"user","content":")" + std::string(user) + "\"}]";
+  if (!cache_key.empty()) b += R"(,"prompt_cache_key":")" + std::string(cache_key) + "\"";
+  if (stream) b += R"(,"stream":true)";
+  return b + "}";
+}
+
+inline pt::ClientRequest JsonRequest(std::string_view target, std::string body, pt::Headers headers = {}) {
+  headers.emplace_back("Content-Type", "application/json");
+  return pt::MakeRequest(http::bhttp::verb::post, target, std::move(body), headers);
+}
+
+// An SSE stream of `chunks` events, `delay` apart.
+inline pt::Behavior SseStream(int chunks, std::chrono::milliseconds delay) {
+  pt::Behavior b;
+  b.sse = true;
+  b.chunk_delay = delay;
+  for (int i = 0; i < chunks; ++i) b.chunks.push_back("data: {\"n\":" + std::to_string(i) + "}\n\n");
+  return b;
+}
+
+inline std::string Concat(const std::vector<std::string>& pieces) {
+  std::string s;
+  for (const auto& p : pieces) s += p;
+  return s;
+}
+
+// The status /health reports for one instance ("up" or "ejected"; "" if absent).
+inline std::string InstanceHealth(uint16_t port, const std::string& name) {
+  const pt::ClientResponse r = pt::Get(port, "/health");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  std::string_view state;
+  if (parser.parse(r.body()).get(doc) || doc["instances"][name].get(state)) return "";
+  return std::string(state);
+}
+
+// The `code` of an OpenAI-style error body ("" when absent, null or not such a body).
+inline std::string ErrorCode(const std::string& body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  std::string_view code;
+  if (parser.parse(body).get(doc) || doc["error"]["code"].get(code)) return "";
+  return std::string(code);
+}
+
+// A counter's value, or 0 when the series has not been created yet.
+inline double CounterOrZero(uint16_t port, std::string_view series) {
+  const double v = pt::Metric(port, series);
+  return v < 0 ? 0 : v;
+}
+
+}  // namespace prefix_router::gateway::testing

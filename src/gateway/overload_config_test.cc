@@ -1,0 +1,105 @@
+// The overload settings: routing.max_in_flight (per pool, inherited by pools like any routing
+// field) and limits.max_connections, from YAML and from flags, with their ranges.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "gateway/config.h"
+#include "gateway/config_flags.h"
+
+namespace prefix_router::gateway {
+namespace {
+
+GatewayConfig ParseValid(const std::string& yaml) {
+  Result<GatewayConfig> r = ParseConfigYaml(yaml);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return {};
+  GatewayConfig c = std::move(r).value();
+  const Status s = ValidateConfig(c);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return c;
+}
+
+// The validation error of `yaml` ("" when valid).
+std::string ValidationError(const std::string& yaml) {
+  Result<GatewayConfig> r = ParseConfigYaml(yaml);
+  if (!r.ok()) return r.status().message();
+  GatewayConfig c = std::move(r).value();
+  const Status s = ValidateConfig(c);
+  return s.ok() ? "" : s.message();
+}
+
+constexpr const char* kInstances = "instances: [{url: 'http://127.0.0.1:8001'}]\n";
+
+// Both default to off; YAML sets them, pools inherit routing.max_in_flight unless they set
+// their own.
+TEST(OverloadConfig, YamlSetsCeilingsAndPoolsInherit) {
+  GatewayConfig d = ParseValid(kInstances);
+  EXPECT_EQ(d.routing.max_in_flight, 0u);
+  EXPECT_EQ(d.max_connections, 0u);
+
+  GatewayConfig c = ParseValid(std::string(kInstances) + R"(
+routing: {max_in_flight: 100}
+pools:
+  llama: {prefix_length: 4096}
+  mistral: {max_in_flight: 7}
+limits: {max_connections: 5000}
+)");
+  EXPECT_EQ(c.routing.max_in_flight, 100u);
+  EXPECT_EQ(c.pools.at("llama").max_in_flight, 100u);
+  EXPECT_EQ(c.pools.at("mistral").max_in_flight, 7u);
+  EXPECT_EQ(c.max_connections, 5000u);
+}
+
+// Out-of-range values are refused with the field's YAML path and its range.
+TEST(OverloadConfig, RangesNameTheField) {
+  const std::string too_many_in_flight =
+      ValidationError(std::string(kInstances) + "routing: {max_in_flight: 1000001}\n");
+  EXPECT_NE(too_many_in_flight.find("routing.max_in_flight"), std::string::npos) << too_many_in_flight;
+  EXPECT_NE(too_many_in_flight.find("0..1000000"), std::string::npos) << too_many_in_flight;
+  const std::string pool = ValidationError(std::string(kInstances) + "pools: {m: {max_in_flight: 2000000}}\n");
+  EXPECT_NE(pool.find("pools.m.max_in_flight"), std::string::npos) << pool;
+  const std::string connections = ValidationError(std::string(kInstances) + "limits: {max_connections: 1000001}\n");
+  EXPECT_NE(connections.find("limits.max_connections"), std::string::npos) << connections;
+  EXPECT_NE(connections.find("0..1000000"), std::string::npos) << connections;
+  const std::string negative = ValidationError(std::string(kInstances) + "routing: {max_in_flight: -1}\n");
+  EXPECT_NE(negative.find("routing.max_in_flight"), std::string::npos) << negative;
+}
+
+ConfigFlags ParseFlags(std::vector<std::string> args) {
+  CLI::App app{"serve"};
+  ConfigFlags flags;
+  AddConfigFlags(app, flags);
+  std::reverse(args.begin(), args.end());  // CLI11 consumes the vector from the back
+  app.parse(args);
+  return flags;
+}
+
+// --max-in-flight sets the default pool's ceiling and reaches the file's pools that do not set
+// their own; --max-connections sets limits.max_connections.
+TEST(OverloadConfig, FlagsSetCeilings) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("overload_config_test_" + std::to_string(::getpid()) + ".yaml"))
+                               .string();
+  std::ofstream(path) << std::string(kInstances) << "pools:\n  llama: {}\n  mistral: {max_in_flight: 3}\n";
+  Result<GatewayConfig> r =
+      BuildConfig(ParseFlags({"--config", path, "--max-in-flight", "50", "--max-connections", "64"}));
+  std::filesystem::remove(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->routing.max_in_flight, 50u);
+  EXPECT_EQ(r->pools.at("llama").max_in_flight, 50u);
+  EXPECT_EQ(r->pools.at("mistral").max_in_flight, 3u);
+  EXPECT_EQ(r->max_connections, 64u);
+
+  Result<GatewayConfig> bad = BuildConfig(ParseFlags({"--instance", "http://a:1", "--max-connections", "2000000"}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("limits.max_connections"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace prefix_router::gateway

@@ -1,0 +1,241 @@
+// Abuse tests of the HTTP server: what hostile or broken clients send, written as raw bytes on a
+// loopback socket, and what they must get back. Oversized heads (431) and bodies (413, read by
+// the client rather than lost to a reset), clients trickling their head or body (cut off by the
+// read deadline, their connection released), pipelined requests (answered in order), invalid
+// chunked framing and control characters in header values (400, never reaching the handler).
+// Whatever arrives, the server answers or closes and keeps serving others.
+//
+// Bounded: every socket operation has a deadline; waits are Eventually polls.
+#include "http/server.h"
+
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "testing/raw_client.h"
+#include "testing/wait.h"
+
+namespace prefix_router::http {
+namespace {
+
+using namespace std::chrono_literals;
+using prefix_router::testing::Eventually;
+using prefix_router::testing::ParseResponses;
+using prefix_router::testing::RawClient;
+
+const bool kQuiet = [] {
+  spdlog::set_level(spdlog::level::warn);
+  return true;
+}();
+
+// Answers "<target> <body bytes>"; /slow/... waits 100 ms first (to show pipelined answers keep
+// their order).
+class EchoHandler final : public Handler {
+ public:
+  net::awaitable<void> Handle(Exchange& ex) override {
+    ++handled;
+    const std::string target(ex.request().target());
+    if (target.starts_with("/slow")) {
+      net::steady_timer timer(co_await net::this_coro::executor, 100ms);
+      co_await timer.async_wait(kTuple);
+    }
+    StringResponse res{bhttp::status::ok, 11};
+    res.set(bhttp::field::content_type, "text/plain");
+    std::string echoed = target + " " + std::to_string(ex.request().body().size());
+    for (const auto& f : ex.request()) {
+      if (beast::iequals(f.name_string(), "x-echo")) echoed += " x-echo=" + std::string(f.value());
+    }
+    res.body() = std::move(echoed);
+    co_await ex.Send(std::move(res));
+  }
+  std::atomic<int> handled{0};
+};
+
+struct TestServer {
+  EchoHandler handler;
+  std::unique_ptr<Server> server;
+};
+
+// Small limits and a short read deadline, so that abuse is quick to provoke.
+std::unique_ptr<TestServer> StartServer() {
+  auto t = std::make_unique<TestServer>();
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  o.io_threads = 1;
+  o.max_header_bytes = 1024;
+  o.max_body_bytes = 1024;
+  o.read_timeout = 300ms;
+  o.idle_timeout = 2000ms;
+  o.write_timeout = 2000ms;
+  t->server = std::make_unique<Server>(o, t->handler);
+  const Status s = t->server->Start();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return t;
+}
+
+using Exchanged = prefix_router::testing::RawExchange;
+using prefix_router::testing::SendRaw;
+
+// Checks one JSON error response with this status, Connection: close, then an orderly close.
+void ExpectRefused(const Exchanged& e, int status) {
+  ASSERT_EQ(e.responses.size(), 1u);
+  const StringResponse& r = e.responses[0];
+  EXPECT_EQ(r.result_int(), status) << r.body();
+  EXPECT_EQ(r[bhttp::field::content_type], "application/json");
+  EXPECT_NE(r.body().find("\"error\""), std::string::npos) << r.body();
+  EXPECT_FALSE(r.keep_alive());
+  EXPECT_EQ(e.ended_by, net::error::eof) << "the connection should end with a close, not "
+                                          << e.ended_by.message();
+}
+
+// The server still answers a plain request on a new connection.
+void ExpectStillServing(uint16_t port) {
+  const Exchanged e = SendRaw(port, "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_EQ(e.responses.size(), 1u);
+  EXPECT_EQ(e.responses[0].result_int(), 200);
+  EXPECT_EQ(e.responses[0].body(), "/ok 0");
+}
+
+// ------------------------------------------------------------------------------------- limits
+
+// A head over max_header_bytes (one long header, or many small ones) gets 431 and a close.
+TEST(HttpAbuseTest, OversizedHeadersGet431) {
+  auto t = StartServer();
+  const uint16_t port = t->server->port();
+  ExpectRefused(SendRaw(port, "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(4096, 'a') + "\r\n\r\n"), 431);
+  std::string many = "GET / HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 300; ++i) many += "X-H" + std::to_string(i) + ": v\r\n";
+  ExpectRefused(SendRaw(port, many + "\r\n"), 431);
+  EXPECT_EQ(t->handler.handled.load(), 0);
+  ExpectStillServing(port);
+}
+
+// A body over max_body_bytes gets 413, whether its Content-Length says so up front or chunks
+// run over; the server discards the rest of the body before closing, so the client reads the
+// 413 and an orderly close instead of a reset.
+TEST(HttpAbuseTest, OversizedBodyGets413NotReset) {
+  auto t = StartServer();
+  const uint16_t port = t->server->port();
+  const std::string big(64 * 1024, 'b');
+  ExpectRefused(SendRaw(port, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(big.size()) +
+                                  "\r\n\r\n" + big),
+                413);
+  std::string chunked = "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 16; ++i) chunked += "400\r\n" + std::string(1024, 'c') + "\r\n";
+  ExpectRefused(SendRaw(port, chunked + "0\r\n\r\n"), 413);
+  EXPECT_EQ(t->handler.handled.load(), 0);
+  // Exactly at the limit is fine.
+  const Exchanged ok = SendRaw(port, "POST /up HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1024\r\n\r\n" +
+                                         std::string(1024, 'b'));
+  ASSERT_EQ(ok.responses.size(), 1u);
+  EXPECT_EQ(ok.responses[0].body(), "/up 1024");
+}
+
+// ---------------------------------------------------------------------------------- slowloris
+
+// Clients trickling their head (or body) a few bytes at a time are cut off by the read
+// deadline, which bounds the whole head (body), not each read; their connections are released.
+TEST(HttpAbuseTest, SlowlorisIsCutOffByTheReadDeadline) {
+  auto t = StartServer();
+  const uint16_t port = t->server->port();
+  for (const bool in_body : {false, true}) {
+    SCOPED_TRACE(in_body ? "trickling the body" : "trickling the head");
+    std::vector<std::unique_ptr<RawClient>> clients;
+    for (int i = 0; i < 8; ++i) {
+      clients.push_back(std::make_unique<RawClient>(port));
+      EXPECT_FALSE(clients.back()->Write(in_body ? "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n"
+                                                 : "GET / HTTP/1.1\r\nHost: x\r\n"));
+    }
+    EXPECT_TRUE(Eventually([&] { return t->server->open_connections() == 8; }));
+    // Each keeps trickling (one byte each 50 ms, for up to 5 s: far past the 300 ms deadline)
+    // until the server closes it.
+    std::vector<bool> closed(clients.size(), false);
+    int cut_off = 0;
+    for (int step = 0; step < 100 && cut_off < 8; ++step) {
+      for (size_t i = 0; i < clients.size(); ++i) {
+        if (closed[i]) continue;
+        closed[i] = clients[i]->Write(in_body ? "b" : "X", 1000ms) || clients[i]->ClosedWithin(5ms);
+        cut_off += closed[i];
+      }
+    }
+    EXPECT_EQ(cut_off, 8);
+    EXPECT_TRUE(Eventually([&] { return t->server->open_connections() == 0; }));
+  }
+  EXPECT_EQ(t->handler.handled.load(), 0);
+  ExpectStillServing(port);
+}
+
+// ---------------------------------------------------------------------------------- pipelining
+
+// Requests pipelined in one write get their responses in order, even when the first is slower.
+TEST(HttpAbuseTest, PipelinedRequestsAnsweredInOrder) {
+  auto t = StartServer();
+  const Exchanged e = SendRaw(t->server->port(),
+                              "GET /slow/1 HTTP/1.1\r\nHost: x\r\n\r\n"
+                              "POST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+                              "POST /3 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+                              "GET /4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_EQ(e.responses.size(), 4u);
+  EXPECT_EQ(e.responses[0].body(), "/slow/1 0");
+  EXPECT_EQ(e.responses[1].body(), "/2 5");
+  EXPECT_EQ(e.responses[2].body(), "/3 3");
+  EXPECT_EQ(e.responses[3].body(), "/4 0");
+  for (const auto& r : e.responses) EXPECT_EQ(r.result_int(), 200);
+  EXPECT_EQ(e.ended_by, net::error::eof);
+}
+
+// ------------------------------------------------------------------------------ invalid framing
+
+// Invalid chunked framing gets 400 and never reaches the handler.
+TEST(HttpAbuseTest, InvalidChunkedEncodingIs400) {
+  auto t = StartServer();
+  const uint16_t port = t->server->port();
+  const std::string head = "POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (const char* body : {"zz\r\nhello\r\n0\r\n\r\n",             // not a hex size
+                                  "5\r\nhelloXX0\r\n\r\n",                // no CRLF after the data
+                                  "fffffffffffffffffffff\r\nx\r\n0\r\n\r\n",  // size overflows
+                                  "5;\x01=x\r\nhello\r\n0\r\n\r\n"}) {    // control byte in an extension
+    SCOPED_TRACE(body);
+    ExpectRefused(SendRaw(port, head + body), 400);
+  }
+  // Ambiguous lengths (request smuggling): both framings, or two different Content-Lengths.
+  ExpectRefused(SendRaw(port, "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+                              "5\r\nhello\r\n0\r\n\r\n"),
+                400);
+  ExpectRefused(SendRaw(port, "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"), 400);
+  EXPECT_EQ(t->handler.handled.load(), 0);
+  ExpectStillServing(port);
+}
+
+// Control characters in header values (a bare CR or LF that would split the header when
+// forwarded, NUL, other C0 controls, DEL) and malformed header names get 400 and never reach
+// the handler. Folded lines (obs-fold) are joined with a space, as RFC 9112 allows: one value,
+// no new header.
+TEST(HttpAbuseTest, ControlCharactersInHeadersAre400) {
+  auto t = StartServer();
+  const uint16_t port = t->server->port();
+  for (const std::string& value : {std::string("a\nX-Injected: 1"), std::string("a\rX-Injected: 1"),
+                                  std::string("a\0b", 3), std::string("a\x01" "b"), std::string("a\x7f" "b")}) {
+    SCOPED_TRACE(::testing::PrintToString(value));
+    ExpectRefused(SendRaw(port, "GET / HTTP/1.1\r\nHost: x\r\nX-Echo: " + value + "\r\n\r\n"), 400);
+  }
+  ExpectRefused(SendRaw(port, "GET / HTTP/1.1\r\nHost: x\r\nX-Echo : v\r\n\r\n"), 400);  // space before the colon
+  ExpectRefused(SendRaw(port, "GET / HTTP/1.1\r\nHost: x\r\nX(Echo): v\r\n\r\n"), 400);
+  EXPECT_EQ(t->handler.handled.load(), 0);
+
+  const Exchanged folded =
+      SendRaw(port, "GET /f HTTP/1.1\r\nHost: x\r\nX-Echo: a\r\n X-Injected: 1\r\nConnection: close\r\n\r\n");
+  ASSERT_EQ(folded.responses.size(), 1u);
+  EXPECT_EQ(folded.responses[0].body(), "/f 0 x-echo=a X-Injected: 1");
+  ExpectStillServing(port);
+}
+
+}  // namespace
+}  // namespace prefix_router::http
