@@ -46,6 +46,9 @@ usage "https" --url https://127.0.0.1:8443 --model m
 usage "bad time scale" --time-scale 0
 usage "replay without trace" --replay
 usage "missing trace file" --trace "$tmp/none.jsonl"
+usage "stream fraction above 1" --stream-fraction 1.5
+usage "negative abort fraction" --abort-fraction=-0.1
+usage "no-stream and stream fraction" --no-stream --stream-fraction 0.5
 
 # Nothing listening: the run completes, every request fails to connect: exit 1.
 "$bin" bench --url http://127.0.0.1:9 --model m --requests 3 --quiet >"$tmp/out" 2>&1; rc=$?
@@ -105,6 +108,37 @@ assert 'concurrency' not in r['settings']
 assert 40 <= r['requests'] <= 130, r['requests']   # about 80 (Poisson; loose)
 assert r['errors'] == 0, r['errors']
 assert abs(r['ttft_p50_s'] - r['e2e_p50_s']) < 1e-9   # not streaming: TTFT is the whole response
+"
+
+# Mixed traffic: half streaming, a fifth abandoned by the client. Aborted requests are counted
+# apart (not errors), every request sent is either counted or aborted, and the requests cut
+# while sending are fixed by the seed (the same in two runs).
+mixed=(bench --url "$url" "${small[@]}" --concurrency 4 --requests 150 --time-scale 0.01
+       --stream-fraction 0.5 --abort-fraction 0.2 --seed 4 --quiet)
+"$bin" "${mixed[@]}" --json "$tmp/mixed1.json" >"$tmp/out" 2>&1; rc1=$?
+"$bin" "${mixed[@]}" --json "$tmp/mixed2.json" >/dev/null 2>&1; rc2=$?
+check "mixed exit 0" bash -c "test $rc1 = 0 && test $rc2 = 0"
+check "mixed summary" grep -Eq '^  aborted +[0-9]+ abandoned by the client' "$tmp/out"
+check "mixed json" python3 -c "
+import json
+a = json.load(open('$tmp/mixed1.json'))[0]
+b = json.load(open('$tmp/mixed2.json'))[0]
+for r in (a, b):
+    s, x = r['settings'], r['extra']
+    assert s['stream_fraction'] == 0.5 and s['abort_fraction'] == 0.2, s
+    assert r['errors'] == 0, r['errors']
+    assert r['requests'] + x['aborted'] == 150, (r['requests'], x['aborted'])
+    assert x['aborted'] == x['aborted_sending'] + x['aborted_waiting'] + x['aborted_receiving'], x
+    assert 10 <= x['aborted'] <= 60, x['aborted']   # about 30, some planned aborts finish first
+    assert x['aborted_sending'] > 0, x
+assert a['extra']['aborted_sending'] == b['extra']['aborted_sending'], (a['extra'], b['extra'])
+"
+# Without the new options nothing new is written (the default behaviour is unchanged).
+check "no mixed keys by default" python3 -c "
+import json
+r = json.load(open('$tmp/run.json'))[0]
+assert 'stream_fraction' not in r['settings'] and 'abort_fraction' not in r['settings'], r['settings']
+assert 'aborted' not in r['extra'], r['extra']
 "
 
 # --progress prints progress lines on stderr even when it is not a terminal (a 1.6 s wall run).

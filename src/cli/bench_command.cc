@@ -41,6 +41,8 @@ struct BenchArgs {
   double duration_s = 0;
   uint64_t warmup = 0;
   bool stream = true;
+  double stream_fraction = -1;  // < 0: not given
+  double abort_fraction = 0;
   std::string model;
   double timeout_s = 300;
   double time_scale = 1;
@@ -52,7 +54,8 @@ struct BenchArgs {
   bool progress = false;
   // Which options were given (set after parsing).
   bool workload_given = false, concurrency_given = false, rate_given = false, requests_given = false,
-       duration_given = false;
+       duration_given = false, no_stream_given = false, stream_fraction_given = false,
+       abort_fraction_given = false;
 };
 
 constexpr uint64_t kDefaultRequests = 100;
@@ -105,14 +108,26 @@ std::string Summary(const BenchArgs& a, const loadgen::LoadOptions& o, const loa
           ? fmt::format("closed loop, {} users", o.concurrency)
           : (a.replay ? fmt::format("open loop, trace times x{}", o.trace_speed)
                       : fmt::format("open loop, {} req/s", o.rate_rps));
+  const std::string streaming = o.stream_fraction >= 0 ? fmt::format("{:g}% streaming", 100 * o.stream_fraction)
+                                : (o.stream ? "streaming" : "not streaming");
   out += fmt::format("bench: {} against {} ({}, {}, {}), {} sent in {:.1f} s wall\n", r.workload, o.url, loop,
-                     o.stream ? "streaming" : "not streaming", o.default_model, run.records.size(), run.wall_s);
+                     streaming, o.default_model, run.records.size() + run.aborted + run.aborted_warmup,
+                     run.wall_s);
   const std::string time_note =
       o.time_scale == 1 ? "" : fmt::format(" (model time: measured / {})", o.time_scale);
   const auto warmup = std::count_if(run.records.begin(), run.records.end(),
                                     [](const report::RequestRecord& x) { return !x.counted; });
-  out += fmt::format("  requests      {} counted ({} warm-up excluded), {} errors\n", r.requests, warmup,
-                     r.errors);
+  out += fmt::format("  requests      {} counted ({} warm-up excluded), {} errors\n", r.requests,
+                     warmup + run.aborted_warmup, r.errors);
+  if (o.abort_fraction > 0) {
+    auto at = [&](const char* point) {
+      auto it = run.aborted_by_point.find(point);
+      return it == run.aborted_by_point.end() ? uint64_t{0} : it->second;
+    };
+    out += fmt::format("  aborted       {} abandoned by the client, not counted above (sending {}, waiting {}, "
+                       "receiving {})\n",
+                       run.aborted, at("sending"), at("waiting"), at("receiving"));
+  }
   if (r.requests == r.errors) {
     out += "  latency       - (no successful request)\n";
   } else {
@@ -155,6 +170,13 @@ int RunBench(BenchArgs& a) {
     return Fail("give one of --concurrency (closed loop), --rate (open loop) and --replay");
   }
   if (a.quiet && a.progress) return Fail("give --quiet or --progress, not both");
+  if (a.stream_fraction_given && !(a.stream_fraction >= 0 && a.stream_fraction <= 1)) {
+    return Fail("--stream-fraction: must be in [0, 1]");
+  }
+  if (a.stream_fraction_given && a.no_stream_given) return Fail("give --no-stream or --stream-fraction, not both");
+  if (a.abort_fraction_given && !(a.abort_fraction >= 0 && a.abort_fraction <= 1)) {
+    return Fail("--abort-fraction: must be in [0, 1]");
+  }
   if (a.concurrency_given && a.concurrency == 0) return Fail("--concurrency: must be at least 1");
   if (a.rate_given && !(a.rate > 0)) return Fail("--rate: must be above 0 requests/s");
   if (!(a.duration_s >= 0)) return Fail("--duration: must be >= 0");
@@ -181,6 +203,8 @@ int RunBench(BenchArgs& a) {
   loadgen::LoadOptions o;
   o.url = a.url;
   o.stream = a.stream;
+  if (a.stream_fraction_given) o.stream_fraction = a.stream_fraction;
+  o.abort_fraction = a.abort_fraction;
   if (a.rate_given || a.replay) {
     o.mode = loadgen::Mode::kOpen;
     o.rate_rps = a.rate;
@@ -260,6 +284,16 @@ int RunBench(BenchArgs& a) {
   r.settings["time_scale"] = o.time_scale;
   r.settings["warmup"] = static_cast<double>(o.warmup_requests);
   r.extra["wall_s"] = run.wall_s;
+  if (a.stream_fraction_given) r.settings["stream_fraction"] = o.stream_fraction;
+  if (a.abort_fraction_given) {
+    r.settings["abort_fraction"] = o.abort_fraction;
+    r.extra["aborted"] = static_cast<double>(run.aborted);
+    for (const char* point : {"sending", "waiting", "receiving"}) {
+      auto it = run.aborted_by_point.find(point);
+      r.extra[std::string("aborted_") + point] =
+          static_cast<double>(it == run.aborted_by_point.end() ? 0 : it->second);
+    }
+  }
   report::SummaryOptions so;
   so.instances = r.instances;
   so.series_window_s = std::max(1.0, (o.duration_s > 0 ? o.duration_s : MeasuredSpan(run.records)) / 60);
@@ -347,9 +381,20 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                                  "included (0 = no limit)",
                                  false);
   AddNumber(cmd, "--warmup", a->warmup, "Requests sent first and left out of every figure (warms the caches)");
-  cmd->add_flag("--stream,!--no-stream", a->stream,
+  auto* stream_opt = cmd->add_flag("--stream,!--no-stream", a->stream,
                 "Stream responses (SSE, with usage; the default): TTFT is the first content chunk. "
                 "--no-stream: whole responses, TTFT = end to end");
+  auto* stream_fraction_opt =
+      AddNumber(cmd, "--stream-fraction", a->stream_fraction,
+                "Mixed traffic: this share of requests (0..1) streams, the rest are sent "
+                "non-streaming; which ones is fixed by --seed (instead of --stream/--no-stream)",
+                false);
+  auto* abort_fraction_opt =
+      AddNumber(cmd, "--abort-fraction", a->abort_fraction,
+                "Share of requests (0..1) the client abandons by closing the connection at a random "
+                "point (seeded): mid-request body, while waiting for the response head, or "
+                "mid-stream. Reported as aborted, not as errors, and left out of every other figure",
+                false);
   cmd->add_option("--model", a->model,
                   "Model for requests that name none (default: the first model the endpoint lists at "
                   "GET /v1/models)");
@@ -370,7 +415,11 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--csv", a->csv, "Write the run as CSV");
   cmd->add_flag("--quiet", a->quiet, "No progress or notes on stderr");
   cmd->add_flag("--progress", a->progress, "Progress lines on stderr even when it is not a terminal");
-  cmd->callback([a, exit_code, workload_opt, concurrency_opt, rate_opt, requests_opt, duration_opt] {
+  cmd->callback([a, exit_code, workload_opt, concurrency_opt, rate_opt, requests_opt, duration_opt, stream_opt,
+                 stream_fraction_opt, abort_fraction_opt] {
+    a->no_stream_given = stream_opt->count() > 0 && !a->stream;
+    a->stream_fraction_given = stream_fraction_opt->count() > 0;
+    a->abort_fraction_given = abort_fraction_opt->count() > 0;
     a->workload_given = workload_opt->count() > 0;
     a->concurrency_given = concurrency_opt->count() > 0;
     a->rate_given = rate_opt->count() > 0;

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 
@@ -45,6 +46,10 @@ constexpr std::string_view kInstanceHeader = "x-prefix-router-instance";
 constexpr std::string_view kDecisionHeader = "x-prefix-router-decision";
 constexpr std::string_view kTimingHeader = "x-engine-timing";
 constexpr std::string_view kNativeGroupHeader = "X-Amzn-SageMaker-Prefix-Aware-Id";
+// Abandoned requests (AbortPoint): the longest wait for a response head, model seconds, and the
+// most body reads before closing mid-stream.
+constexpr double kAbortWaitMaxModelS = 0.1;
+constexpr double kAbortMaxReads = 4;
 
 // Seconds as a clock duration, saturated at 30 years so that "no limit" values cannot overflow
 // the clock's 64-bit nanoseconds.
@@ -147,6 +152,7 @@ struct Outcome {
   std::string reply;
   std::string error_kind;  // "" = success
   std::string error_message;
+  std::string aborted_at;  // abandoned by the client on purpose: "sending", "waiting", "receiving"
 };
 
 bool IsEventStream(std::string_view content_type) {
@@ -198,7 +204,7 @@ class Runner {
   // (closed loop) or null to use the thread's pool (open loop).
   net::awaitable<bool> RunSession(Thread& t, workload::Session& session, std::unique_ptr<Connection>* own);
   net::awaitable<Outcome> Send(std::unique_ptr<Connection>& conn, const workload::Request& request,
-                               Clock::time_point start);
+                               Clock::time_point start, const RequestPlan& plan);
   // Sleeps until `until`; false (early) when sending stops.
   net::awaitable<bool> SleepUntil(Clock::time_point until);
 
@@ -227,8 +233,11 @@ class Runner {
   std::mutex records_mu_;  // guards the members up to first_error_
   std::vector<report::RequestRecord> records_;
   std::vector<bool> completed_;
+  std::vector<bool> aborted_;
   std::map<std::string, uint64_t> errors_by_kind_;
   std::string first_error_;
+  uint64_t aborted_counted_ = 0, aborted_warmup_ = 0;
+  std::map<std::string, uint64_t> aborted_by_point_;
   std::atomic<uint64_t> sent_{0}, done_{0}, failed_{0};
 
   std::mutex names_mu_;  // guards names_ and name_index_
@@ -302,6 +311,7 @@ std::optional<Runner::Claim> Runner::ClaimNext() {
   r.counted = records_.size() >= options_.warmup_requests;
   records_.push_back(r);
   completed_.push_back(false);
+  aborted_.push_back(false);
   sent_.store(records_.size());
   // The last allowed request stops the run at once, so that sleeping users need not wake to
   // find out.
@@ -312,6 +322,18 @@ std::optional<Runner::Claim> Runner::ClaimNext() {
 void Runner::Complete(uint64_t index, Outcome o) {
   std::lock_guard<std::mutex> lock(records_mu_);
   report::RequestRecord& r = records_[index];
+  if (!o.aborted_at.empty()) {
+    aborted_[index] = true;
+    completed_[index] = true;
+    if (r.counted) {
+      ++aborted_counted_;
+      ++aborted_by_point_[o.aborted_at];
+    } else {
+      ++aborted_warmup_;
+    }
+    done_.fetch_add(1);
+    return;
+  }
   o.record.start_s = r.start_s;
   o.record.counted = r.counted;
   r = o.record;
@@ -431,16 +453,17 @@ net::awaitable<bool> Runner::RunSession(Thread& t, workload::Session& session, s
       t.idle.pop_back();
     }
     std::unique_ptr<Connection>& conn = own ? *own : pooled;
-    Outcome o = co_await Send(conn, *request, claim->start);
+    const RequestPlan plan = PlanRequest(options_, claim->index);
+    Outcome o = co_await Send(conn, *request, claim->start, plan);
     if (!own && conn && t.idle.size() < kMaxIdlePerThread) t.idle.push_back(std::move(conn));
-    // A failed turn's partial reply is not history: the next turn is built from "".
-    reply = o.error_kind.empty() ? std::move(o.reply) : std::string();
+    // A failed or abandoned turn's partial reply is not history: the next turn is built from "".
+    reply = o.error_kind.empty() && o.aborted_at.empty() ? std::move(o.reply) : std::string();
     Complete(claim->index, std::move(o));
   }
 }
 
 net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const workload::Request& wr,
-                                     Clock::time_point start) {
+                                     Clock::time_point start, const RequestPlan& plan) {
   Outcome out;
   report::RequestRecord& rec = out.record;
   const double scale = options_.time_scale;
@@ -461,9 +484,24 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
   req.set(bhttp::field::user_agent, "prefix-router-bench");
   req.set(bhttp::field::content_type, "application/json");
   if (wr.api == api::ApiKind::kNative && !wr.routing_group.empty()) req.set(kNativeGroupHeader, wr.routing_group);
-  req.body() = workload::RenderBody(wr, options_.stream, options_.default_model);
+  req.body() = workload::RenderBody(wr, plan.stream, options_.default_model);
   req.keep_alive(true);
   req.prepare_payload();
+  // Abandoned requests: the client closes the connection (destroying it) and walks away.
+  auto abandon = [&](const char* where) {
+    conn.reset();
+    out.aborted_at = where;
+  };
+  // kSending: the bytes sent before closing, the whole head and a share of the body.
+  std::string partial;
+  if (plan.abort == AbortPoint::kSending) {
+    std::ostringstream wire;
+    wire << req;
+    partial = std::move(wire).str();
+    const size_t body_bytes = req.body().size();
+    const size_t head_bytes = partial.size() - std::min(partial.size(), body_bytes);
+    partial.resize(head_bytes + static_cast<size_t>(plan.abort_at * static_cast<double>(body_bytes)));
+  }
 
   const auto executor = co_await net::this_coro::executor;
   std::optional<bhttp::response_parser<bhttp::buffer_body>> parser;
@@ -483,6 +521,17 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
       conn->stream.socket().set_option(tcp::no_delay(true), ignored);
     }
     conn->stream.expires_at(deadline);
+    if (plan.abort == AbortPoint::kSending) {
+      auto [pec, pn] = co_await net::async_write(conn->stream, net::buffer(partial), kTuple);
+      if (!pec) {
+        abandon("sending");
+        co_return out;
+      }
+      conn.reset();
+      if (reused && attempt == 0 && pec != beast::error::timeout) continue;
+      fail(transport_kind(pec, "write"), "sending the request failed: " + pec.message());
+      co_return out;
+    }
     auto [wec, wn] = co_await bhttp::async_write(conn->stream, req, kTuple);
     if (wec) {
       conn.reset();
@@ -494,7 +543,17 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
     parser.emplace();
     parser->body_limit(boost::none);
     parser->header_limit(kMaxHeaderBytes);
+    // kWaiting: the head must come within the client's patience, or the client leaves.
+    Clock::time_point head_by = deadline;
+    if (plan.abort == AbortPoint::kWaiting) {
+      head_by = std::min(deadline, Clock::now() + Wall(plan.abort_at * kAbortWaitMaxModelS * scale));
+    }
+    conn->stream.expires_at(head_by);
     auto [hec, hn] = co_await bhttp::async_read_header(conn->stream, conn->buffer, *parser, kTuple);
+    if (hec && hec == beast::error::timeout && head_by < deadline) {
+      abandon("waiting");
+      co_return out;
+    }
     if (hec) {
       const bool idle_close = hec == bhttp::error::end_of_stream || hec == net::error::eof ||
                               hec == net::error::connection_reset;
@@ -557,7 +616,19 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
 
   beast::error_code read_error;
   size_t body_bytes = 0;
+  // kReceiving (and kWaiting when the head came first): the body reads before closing.
+  uint32_t reads = 0;
+  uint32_t abandon_after_reads = UINT32_MAX;
+  if (plan.abort == AbortPoint::kReceiving) {
+    abandon_after_reads = static_cast<uint32_t>(plan.abort_at * kAbortMaxReads);
+  } else if (plan.abort == AbortPoint::kWaiting) {
+    abandon_after_reads = 0;
+  }
   while (!parser->is_done()) {
+    if (reads++ >= abandon_after_reads) {
+      abandon("receiving");
+      co_return out;
+    }
     auto& b = parser->get().body();
     b.data = conn->body_buf.data();
     b.size = conn->body_buf.size();
@@ -706,9 +777,20 @@ LoadRun Runner::Run() {
       failed_.fetch_add(1);
       done_.fetch_add(1);
     }
-    run.records = std::move(records_);
+    if (aborted_counted_ + aborted_warmup_ == 0) {
+      run.records = std::move(records_);
+    } else {
+      run.records.reserve(records_.size() - aborted_counted_ - aborted_warmup_);
+      for (size_t i = 0; i < records_.size(); ++i) {
+        if (!aborted_[i]) run.records.push_back(records_[i]);
+      }
+      records_.clear();
+    }
     run.errors_by_kind = std::move(errors_by_kind_);
     run.first_error = std::move(first_error_);
+    run.aborted = aborted_counted_;
+    run.aborted_by_point = std::move(aborted_by_point_);
+    run.aborted_warmup = aborted_warmup_;
   }
   {
     std::lock_guard<std::mutex> lock(names_mu_);
@@ -770,6 +852,24 @@ net::awaitable<Result<std::vector<std::string>>> FetchModelsOnce(const Target& t
 
 }  // namespace
 
+RequestPlan PlanRequest(const LoadOptions& options, uint64_t index) {
+  // One generator per request, from the seed and the index (an odd multiplier spreads nearby
+  // indexes), drawing the same four numbers whatever the options.
+  Rng rng(options.seed ^ (0xA0761D6478BD642FULL * (index + 1)));
+  const double stream_draw = rng.NextDouble();
+  const double abort_draw = rng.NextDouble();
+  const double where_draw = rng.NextDouble();
+  const double at_draw = rng.NextDouble();
+  RequestPlan plan;
+  plan.stream = options.stream_fraction >= 0 ? stream_draw < options.stream_fraction : options.stream;
+  if (abort_draw < options.abort_fraction) {
+    static constexpr AbortPoint kPoints[] = {AbortPoint::kSending, AbortPoint::kWaiting, AbortPoint::kReceiving};
+    plan.abort = kPoints[std::min(2, static_cast<int>(where_draw * 3))];
+    plan.abort_at = at_draw;
+  }
+  return plan;
+}
+
 Result<LoadRun> RunLoad(const LoadOptions& options, workload::Workload& workload) {
   auto target = ParseUrl(options.url);
   if (!target.ok()) return target.status();
@@ -783,6 +883,8 @@ Result<LoadRun> RunLoad(const LoadOptions& options, workload::Workload& workload
   if (!(options.trace_speed > 0)) return invalid("trace_speed: must be > 0");
   if (!(options.rate_rps >= 0) || !std::isfinite(options.rate_rps)) return invalid("rate_rps: must be >= 0");
   if (options.mode == Mode::kClosed && options.concurrency == 0) return invalid("concurrency: must be at least 1");
+  if (!(options.stream_fraction <= 1)) return invalid("stream_fraction: must be in [0, 1] (or < 0: unset)");
+  if (!(options.abort_fraction >= 0 && options.abort_fraction <= 1)) return invalid("abort_fraction: must be in [0, 1]");
   if (Status s = Resolve(*target); !s.ok()) return s;
   Runner runner(options, workload, std::move(*target));
   if (options.mode == Mode::kOpen) {

@@ -23,6 +23,13 @@
 // limits are model time too: it sends for duration_s * time_scale wall seconds, at
 // rate_rps / time_scale wall requests per second, and users think think_s * time_scale.
 //
+// Mixed traffic (soak tests): `stream_fraction` sends that share of requests with stream:true
+// and the rest without; `abort_fraction` makes the client abandon that share of requests by
+// closing the connection at a random point (AbortPoint). Which requests stream and which are
+// abandoned, where, is a pure function of the seed and the request's send index (PlanRequest),
+// so a run's traffic mix is the same whatever the timing. An abandoned request is not an error:
+// it is left out of `records` and counted in LoadRun::aborted.
+//
 // Connections: HTTP/1.1 keep-alive; in a closed loop each user keeps its own connection, in an
 // open loop each I/O thread keeps a pool of idle ones (a session takes one per request, or
 // opens one). A kept connection that the server closed while idle is retried once on a new
@@ -52,10 +59,31 @@ namespace prefix_router::loadgen {
 
 enum class Mode { kClosed, kOpen };
 
+// Where the client abandons a request (closes its connection without a word).
+enum class AbortPoint {
+  kNone,
+  kSending,    // after the request head and a share (abort_at) of the body
+  kWaiting,    // after the whole request, while waiting for the response head: after a wait of
+               // abort_at x 100 ms model time, or right after the head if it comes first
+  kReceiving,  // after the response head and floor(abort_at x 4) body reads: mid-stream
+};
+
+// What one request does: stream or not, and whether and where it is abandoned.
+struct RequestPlan {
+  bool stream = true;
+  AbortPoint abort = AbortPoint::kNone;
+  double abort_at = 0;  // in [0, 1): how far into its stage the request is abandoned
+};
+
 struct LoadOptions {
   std::string url = "http://127.0.0.1:8080";  // base URL, http only; path comes from the API
   std::string default_model = "default";      // for requests without a model
   bool stream = true;
+  // Share of requests sent with stream:true, in [0, 1], the rest non-streaming; < 0 (the
+  // default) = every request follows `stream`.
+  double stream_fraction = -1;
+  // Share of requests the client abandons, in [0, 1] (each AbortPoint equally likely).
+  double abort_fraction = 0;
   Mode mode = Mode::kClosed;
   uint32_t concurrency = 16;  // closed loop: users
   double rate_rps = 0;        // open loop: requests per second (model time)
@@ -69,7 +97,7 @@ struct LoadOptions {
   // Instance names in index order (records' `instance` indexes this list); names first seen in
   // x-prefix-router-instance headers and not listed are appended. Empty = learn them all.
   std::vector<std::string> instance_names;
-  uint64_t seed = 1;  // open loop: the Poisson arrival times
+  uint64_t seed = 1;  // open loop: the Poisson arrival times; the mixed-traffic plans
   // Called about once a second from the thread that called RunLoad (never concurrently with
   // itself): requests done (failed included), failed, in flight.
   std::function<void(uint64_t done, uint64_t failed, uint64_t in_flight)> progress;
@@ -85,7 +113,19 @@ struct LoadRun {
   // "no_done" (a stream without [DONE]), "bad_response" (unparseable body), "unfinished".
   std::map<std::string, uint64_t> errors_by_kind;
   std::string first_error;  // the first failure's message, for a CLI to show
+  // Requests the client abandoned on purpose (abort_fraction), not in `records`: counted ones,
+  // in all and by where ("sending", "waiting", "receiving": where the connection was actually
+  // closed), and those sent during the warm-up. A request planned to be abandoned whose
+  // response ended first is an ordinary record.
+  uint64_t aborted = 0;
+  std::map<std::string, uint64_t> aborted_by_point;
+  uint64_t aborted_warmup = 0;
 };
+
+// The plan of the request sent `index`-th (from 0): a pure function of options.seed, stream,
+// stream_fraction, abort_fraction and the index. Each request draws the same random numbers
+// whatever the fractions, so changing one fraction leaves the other choices as they were.
+RequestPlan PlanRequest(const LoadOptions& options, uint64_t index);
 
 // InvalidArgument for bad options (bad URL, no stop condition, ...). Request failures are
 // recorded, never returned as an error.

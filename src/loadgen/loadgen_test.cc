@@ -16,10 +16,12 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/engine_server.h"
@@ -678,6 +680,234 @@ TEST(RunLoad, SeveralThreads) {
   LoadRun run = MustRun(o, w);
   ASSERT_EQ(run.records.size(), 100u);
   EXPECT_EQ(Errors(run), 0u) << run.first_error;
+}
+
+// ------------------------------------------------------------------------- mixed traffic
+
+// Polls `done` every 10 ms for up to `limit`; true once it holds.
+bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 3000ms) {
+  const auto until = Clock::now() + limit;
+  while (!done()) {
+    if (Clock::now() >= until) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// By default every request follows `stream` and none is abandoned (the existing behaviour).
+TEST(PlanRequest, DefaultsKeepEveryRequestAlike) {
+  LoadOptions o;
+  for (bool stream : {true, false}) {
+    o.stream = stream;
+    for (uint64_t i = 0; i < 2000; ++i) {
+      const RequestPlan p = PlanRequest(o, i);
+      ASSERT_EQ(p.stream, stream) << i;
+      ASSERT_EQ(p.abort, AbortPoint::kNone) << i;
+    }
+  }
+}
+
+// The fractions hold over many requests, the three abort points are equally likely and the
+// abort positions spread over [0, 1).
+TEST(PlanRequest, FractionsRespected) {
+  LoadOptions o;
+  o.seed = 7;
+  o.stream_fraction = 0.3;
+  o.abort_fraction = 0.1;
+  constexpr uint64_t kN = 60'000;
+  uint64_t streaming = 0, aborted = 0, by_point[4] = {0, 0, 0, 0}, late = 0;
+  for (uint64_t i = 0; i < kN; ++i) {
+    const RequestPlan p = PlanRequest(o, i);
+    streaming += p.stream;
+    if (p.abort != AbortPoint::kNone) {
+      ++aborted;
+      ++by_point[static_cast<int>(p.abort)];
+      ASSERT_GE(p.abort_at, 0);
+      ASSERT_LT(p.abort_at, 1);
+      late += p.abort_at >= 0.5;
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(streaming) / kN, 0.3, 0.01);
+  EXPECT_NEAR(static_cast<double>(aborted) / kN, 0.1, 0.005);
+  for (int k = 1; k <= 3; ++k) EXPECT_NEAR(static_cast<double>(by_point[k]) / aborted, 1.0 / 3, 0.03) << k;
+  EXPECT_NEAR(static_cast<double>(late) / aborted, 0.5, 0.03);
+  // Fractions 0 and 1 are exact.
+  o.stream_fraction = 1;
+  o.abort_fraction = 0;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(PlanRequest(o, i).stream);
+    ASSERT_EQ(PlanRequest(o, i).abort, AbortPoint::kNone);
+  }
+  o.stream_fraction = 0;
+  o.abort_fraction = 1;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    ASSERT_FALSE(PlanRequest(o, i).stream);
+    ASSERT_NE(PlanRequest(o, i).abort, AbortPoint::kNone);
+  }
+}
+
+// Plans are a function of the seed and the index: the same seed gives the same plans, another
+// seed others, and changing the abort fraction leaves the stream choices alone.
+TEST(PlanRequest, DeterministicBySeed) {
+  LoadOptions a;
+  a.seed = 11;
+  a.stream_fraction = 0.5;
+  a.abort_fraction = 0.2;
+  LoadOptions b = a;
+  LoadOptions other = a;
+  other.seed = 12;
+  LoadOptions fewer_aborts = a;
+  fewer_aborts.abort_fraction = 0.05;
+  int differ = 0;
+  for (uint64_t i = 0; i < 5000; ++i) {
+    const RequestPlan p = PlanRequest(a, i), q = PlanRequest(b, i);
+    ASSERT_EQ(p.stream, q.stream);
+    ASSERT_EQ(p.abort, q.abort);
+    ASSERT_EQ(p.abort_at, q.abort_at);
+    const RequestPlan r = PlanRequest(other, i);
+    differ += r.stream != p.stream || r.abort != p.abort;
+    const RequestPlan f = PlanRequest(fewer_aborts, i);
+    ASSERT_EQ(f.stream, p.stream);
+    if (f.abort != AbortPoint::kNone) {
+      ASSERT_EQ(f.abort, p.abort);  // a subset of the same aborts
+    }
+  }
+  EXPECT_GT(differ, 1000);
+}
+
+// Mixed streaming against the emulator: each request streams exactly when its plan says so
+// (streamed ones have an inter-token latency, whole responses have TTFT = e2e), all succeed.
+TEST(RunLoad, StreamFractionFollowsPlans) {
+  auto engine = StartEngine(0.05);
+  ASSERT_TRUE(engine);
+  ScriptedWorkload w(1, [](uint64_t s, uint32_t) { return Chat(s, 8); });
+  LoadOptions o = Closed(engine->port(), 3, 30);
+  o.time_scale = 0.05;
+  o.stream_fraction = 0.5;
+  o.seed = 5;
+  LoadRun run = MustRun(o, w);
+  ASSERT_EQ(run.records.size(), 30u);
+  ASSERT_EQ(Errors(run), 0u) << run.first_error;
+  EXPECT_EQ(run.aborted, 0u);
+  int streamed = 0;
+  for (size_t i = 0; i < run.records.size(); ++i) {
+    const RequestRecord& r = run.records[i];
+    if (PlanRequest(o, i).stream) {
+      ++streamed;
+      EXPECT_GT(r.itl_mean_s, 0) << i;
+      EXPECT_LT(r.ttft_s, r.e2e_s) << i;
+    } else {
+      EXPECT_LT(r.itl_mean_s, 0) << i;
+      EXPECT_DOUBLE_EQ(r.ttft_s, r.e2e_s) << i;
+    }
+    EXPECT_EQ(r.output_tokens, 8u) << i;
+  }
+  EXPECT_GT(streamed, 5);
+  EXPECT_LT(streamed, 25);
+}
+
+// Every request abandoned, against a server slower than any client patience (head after
+// 300 ms, then a piece every 20 ms): each request is abandoned exactly where its plan says,
+// none is an error or a record, and the server got the whole request for all but the ones
+// cut while sending, and saw every one of those clients go.
+TEST(RunLoad, AbortsHappenWherePlanned) {
+  pt::Behavior b = SseBehavior(SseReply({"a", "b", "c", "d", "e", "f"}));
+  b.head_delay = 300ms;
+  b.chunk_delay = 20ms;
+  auto fake = StartFake(b);
+  ASSERT_TRUE(fake);
+  ScriptedWorkload w(1, [](uint64_t s, uint32_t) { return Chat(s); });
+  LoadOptions o = Closed(fake->port(), 8, 40);
+  o.abort_fraction = 1;
+  o.stream_fraction = 0.5;
+  o.seed = 3;
+  LoadRun run = MustRun(o, w);
+  std::map<std::string, uint64_t> planned;
+  for (uint64_t i = 0; i < 40; ++i) {
+    const AbortPoint p = PlanRequest(o, i).abort;
+    ++planned[p == AbortPoint::kSending ? "sending" : p == AbortPoint::kWaiting ? "waiting" : "receiving"];
+  }
+  EXPECT_TRUE(run.records.empty());
+  EXPECT_TRUE(run.errors_by_kind.empty()) << run.first_error;
+  EXPECT_EQ(run.aborted, 40u);
+  EXPECT_EQ(run.aborted_by_point, planned);
+  EXPECT_GT(planned["sending"], 0u);
+  EXPECT_GT(planned["waiting"], 0u);
+  EXPECT_GT(planned["receiving"], 0u);
+  const int complete = static_cast<int>(40 - planned["sending"]);
+  EXPECT_TRUE(Eventually([&] { return fake->requests() == complete && fake->in_progress() == 0; }))
+      << fake->requests() << " requests, " << fake->in_progress() << " in progress";
+  EXPECT_EQ(fake->aborted(), complete);
+}
+
+// Abandoned requests in a warm-up are counted apart; the counted ones keep their place.
+TEST(RunLoad, AbortsDuringWarmupCountedApart) {
+  auto fake = StartFake(SseBehavior(SseReply({"a"})));
+  ASSERT_TRUE(fake);
+  ScriptedWorkload w(1, [](uint64_t s, uint32_t) { return Chat(s); });
+  LoadOptions o = Closed(fake->port(), 1, 200);
+  o.warmup_requests = 100;
+  o.abort_fraction = 0.25;
+  o.seed = 9;
+  LoadRun run = MustRun(o, w);
+  uint64_t planned_sending_warm = 0, planned_sending_counted = 0;
+  for (uint64_t i = 0; i < 200; ++i) {
+    if (PlanRequest(o, i).abort == AbortPoint::kSending) ++(i < 100 ? planned_sending_warm : planned_sending_counted);
+  }
+  EXPECT_EQ(run.records.size() + run.aborted + run.aborted_warmup, 200u);
+  EXPECT_EQ(run.aborted_by_point["sending"], planned_sending_counted);
+  EXPECT_GE(run.aborted_warmup, planned_sending_warm);
+  EXPECT_EQ(Errors(run), 0u) << run.first_error;
+  const auto counted = std::count_if(run.records.begin(), run.records.end(), [](const RequestRecord& r) { return r.counted; });
+  EXPECT_EQ(static_cast<uint64_t>(counted) + run.aborted, 100u);
+}
+
+// Through a real gateway over two emulators, a quarter of the requests abandoned at every
+// point: the others all succeed, and once the clients are gone the gateway holds no request in
+// flight on any instance (abandoned requests release their load count).
+TEST(RunLoad, AbortsThroughGatewayLeaveNothingInFlight) {
+  auto e1 = StartEngine(0.05);
+  auto e2 = StartEngine(0.05);
+  ASSERT_TRUE(e1 && e2);
+  gateway::GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.io_threads = 2;
+  c.health.interval = 0;
+  c.timeouts.drain = 1;
+  c.routing.strategy = Strategy::kPrefixAware;
+  c.instances.push_back(gateway::InstanceConfig{"e1", Url(e1->port())});
+  c.instances.push_back(gateway::InstanceConfig{"e2", Url(e2->port())});
+  ASSERT_TRUE(gateway::ValidateConfig(c).ok());
+  auto gw = gateway::Gateway::Create(std::move(c));
+  ASSERT_TRUE(gw.ok()) << gw.status().ToString();
+  ASSERT_TRUE((*gw)->Start().ok());
+  ScriptedWorkload w(1, [](uint64_t s, uint32_t) { return Chat(s % 5); });
+  LoadOptions o = Closed((*gw)->port(), 6, 120);
+  o.time_scale = 0.05;
+  o.stream_fraction = 0.5;
+  o.abort_fraction = 0.25;
+  LoadRun run = MustRun(o, w);
+  EXPECT_EQ(Errors(run), 0u) << run.first_error;
+  EXPECT_GT(run.aborted, 10u);
+  EXPECT_EQ(run.records.size() + run.aborted, 120u);
+  auto rs = (*gw)->routing();
+  EXPECT_TRUE(Eventually([&] {
+    return rs->fleet->state(0).in_flight.load() == 0 && rs->fleet->state(1).in_flight.load() == 0;
+  })) << rs->fleet->state(0).in_flight.load() << " and " << rs->fleet->state(1).in_flight.load() << " in flight";
+  (*gw)->Stop();
+}
+
+// Fractions outside [0, 1] are InvalidArgument.
+TEST(RunLoad, InvalidFractions) {
+  ScriptedWorkload w(1, [](uint64_t s, uint32_t) { return Chat(s); });
+  LoadOptions o = Closed(1, 1, 1);
+  o.stream_fraction = 1.5;
+  EXPECT_EQ(RunLoad(o, w).status().code(), StatusCode::kInvalidArgument);
+  o.stream_fraction = -1;
+  o.abort_fraction = -0.1;
+  EXPECT_EQ(RunLoad(o, w).status().code(), StatusCode::kInvalidArgument);
+  o.abort_fraction = 2;
+  EXPECT_EQ(RunLoad(o, w).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
