@@ -1,9 +1,13 @@
 // `prefix-router serve`: the gateway. Configuration from --config FILE and/or flags (flags win);
 // runs until SIGTERM or SIGINT, then stops accepting, lets in-flight requests finish for up to
-// timeouts.drain seconds and exits 0.
+// timeouts.drain seconds and exits 0. SIGHUP reloads the configuration (file and flags, as at
+// start): instances, routing and pools change without dropping a request; an invalid file is
+// logged and the running configuration stays. With an `admin` section, the admin listener
+// (gateway/admin.h) runs beside the client listener.
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -11,8 +15,10 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "cli/commands.h"
+#include "gateway/admin.h"
 #include "gateway/config_flags.h"
 #include "gateway/gateway.h"
+#include "gateway/operations.h"
 
 namespace prefix_router::cli {
 namespace {
@@ -28,6 +34,8 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
               << config->pools.size() << " pools\n";
     return 0;
   }
+  const gateway::AdminConfig admin_config = config->admin;
+  const gateway::TimeoutsConfig timeouts = config->timeouts;
   auto gw = gateway::Gateway::Create(std::move(*config));
   if (!gw.ok()) {
     std::cerr << "prefix-router serve: " << gw.status().message() << "\n";
@@ -37,16 +45,36 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
     std::cerr << "prefix-router serve: " << s.message() << "\n";
     return 1;
   }
+  // A reload reads the same sources as the start: the file, then the flags on top.
+  const gateway::ConfigLoader loader = [&flags] { return gateway::BuildConfig(flags); };
+  std::unique_ptr<gateway::AdminServer> admin;
+  if (admin_config.enabled) {
+    admin = std::make_unique<gateway::AdminServer>(admin_config, timeouts, **gw, loader);
+    if (Status s = admin->Start(); !s.ok()) {
+      std::cerr << "prefix-router serve: " << s.message() << "\n";
+      (*gw)->Stop();
+      return 1;
+    }
+  }
   // Signals are taken on the main thread so that the drain can block here.
   boost::asio::io_context signals_ctx;
-  boost::asio::signal_set signals(signals_ctx, SIGTERM, SIGINT);
+  boost::asio::signal_set signals(signals_ctx, SIGTERM, SIGINT, SIGHUP);
   int received = 0;
-  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
-    if (!ec) received = sig;
-  });
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        if (sig == SIGHUP) {
+          (void)gateway::LoadAndReload(**gw, loader, "SIGHUP");  // logs its outcome
+          signals.async_wait(on_signal);
+          return;
+        }
+        received = sig;
+      };
+  signals.async_wait(on_signal);
   signals_ctx.run();
   spdlog::info("signal {} received: draining in-flight requests (up to {} s)", received,
                (*gw)->config().timeouts.drain);
+  if (admin) admin->Stop();
   (*gw)->Stop();
   spdlog::info("stopped");
   return 0;
@@ -61,7 +89,16 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       "serve",
       "Run the gateway: an OpenAI-compatible and native (/invocations) HTTP endpoint that routes "
       "each request to an instance with the pool's strategy and streams the response back. "
-      "Configure with --config FILE (YAML) and/or the flags below; flags override the file.");
+      "Configure with --config FILE (YAML) and/or the flags below; flags override the file.\n"
+      "SIGHUP reloads the configuration (the file, then the flags): instances, routing and pools "
+      "change at once without dropping requests; other fields need a restart and are named in "
+      "the log; an invalid file is refused and the running configuration stays.\n"
+      "Admin listener (off unless the file has an `admin` section): "
+      "`admin: {listen: 127.0.0.1:9090, token_file: PATH}` (or `token_env: VARIABLE`). Without a "
+      "token the listen address must be loopback; with one, every request needs "
+      "`Authorization: Bearer <token>`. Routes: GET/POST /admin/instances, "
+      "GET/DELETE /admin/instances/NAME, POST /admin/instances/NAME/drain and /undrain, "
+      "POST /admin/reload (see docs/admin.md).");
   gateway::AddConfigFlags(*cmd, *flags);
   cmd->add_flag("--check-config", *check, "Validate the configuration, print a summary and exit");
   cmd->callback([flags, check, exit_code] { *exit_code = RunServe(*flags, *check); });

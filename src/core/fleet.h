@@ -5,7 +5,7 @@
 // snapshot when membership changes and swaps it in atomically (FleetState); readers keep using
 // the snapshot they hold, so a pick never sees a half-updated fleet.
 //
-// Live state that changes per request (in-flight count, availability) lives in InstanceState
+// Live state that changes per request (in-flight count, availability, drain) lives in InstanceState
 // objects that snapshots share: a new snapshot built from a previous one keeps the state of the
 // instances it retains (matched by name), so in-flight counts survive membership changes and
 // InFlightGuards taken on an old snapshot release into the same counters.
@@ -39,8 +39,16 @@ struct InstanceSpec {
 // Live state of one instance, shared by every snapshot that contains it.
 struct InstanceState {
   std::atomic<int32_t> in_flight{0};     // requests dispatched and not yet finished
-  std::atomic<bool> available{true};     // false while ejected by health checks or drained
+  std::atomic<bool> available{true};     // false while ejected by health checks
+  // Set by an operator (admin drain): no new requests, in-flight ones finish. Kept apart from
+  // `available` so that passing health checks never undo a drain.
+  std::atomic<bool> drained{false};
   std::atomic<uint64_t> dispatched{0};   // requests ever dispatched (for shares)
+
+  // May take new requests: healthy and not drained.
+  bool routable() const {
+    return available.load(std::memory_order_relaxed) && !drained.load(std::memory_order_relaxed);
+  }
 };
 
 class FleetSnapshot {

@@ -33,7 +33,7 @@ std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bo
   thread_local std::vector<uint32_t> buf;
   buf.clear();
   for (uint32_t i : f.Eligible(r.served_name)) {
-    if (!f.state(i).available.load(std::memory_order_relaxed)) continue;
+    if (!f.state(i).routable()) continue;
     if (!keep_excluded && !r.exclude.empty() && IsExcluded(r, i)) continue;
     buf.push_back(i);
   }

@@ -97,6 +97,8 @@ struct RoutingOptions {
 
   // Checks ranges; the message names the field and its allowed range.
   Status Validate() const;
+  // Equal options build equivalent policies (a reload keeps a pool's Policy when they match).
+  bool operator==(const RoutingOptions&) const = default;
 };
 
 struct RouteRequest {

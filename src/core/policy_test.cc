@@ -927,6 +927,28 @@ TEST(PolicyTest, UnavailableInstancesAreNeverPicked) {
   }
 }
 
+// A drained instance takes no new requests even while healthy; undraining gives prefix-aware
+// its keys back exactly.
+TEST(PolicyTest, DrainedInstancesAreNotPickedUntilUndrained) {
+  auto f = NamedFleet(5);
+  auto p = MakeStrategy(Strategy::kPrefixAware);
+  Rng rng(23);
+  std::vector<uint32_t> before;
+  for (uint32_t k = 0; k < 2000; ++k) before.push_back(MustPick(*p, Request(KeyAt(k)), *f, rng).instance);
+  f->state(1).drained.store(true);
+  ASSERT_TRUE(f->state(1).available.load());
+  for (Strategy s : kAllStrategies) {
+    auto q = MakeStrategy(s);
+    for (uint32_t k = 0; k < 2000; ++k) {
+      ASSERT_NE(MustPick(*q, Request(KeyAt(k)), *f, rng).instance, 1u) << StrategyName(s);
+    }
+  }
+  f->state(1).drained.store(false);
+  for (uint32_t k = 0; k < 2000; ++k) {
+    ASSERT_EQ(MustPick(*p, Request(KeyAt(k)), *f, rng).instance, before[k]) << "key " << k;
+  }
+}
+
 // Retries: prefix-aware skips excluded instances and takes the next in preference order,
 // keeping its rank, with or without bounded loads; excluded instances are never picked by any
 // strategy; excluding every candidate is Unavailable.

@@ -20,6 +20,8 @@ enum class StatusCode {
   kUnavailable,       // nothing can serve the request now
   kResourceExhausted, // a size or count limit was exceeded
   kInternal,          // an invariant broke
+  kFailedPrecondition,// the request conflicts with the current state (a name already taken,
+                      // a change that would leave a pool without instances)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -41,6 +43,9 @@ class Status {
     return Status(StatusCode::kResourceExhausted, std::move(msg));
   }
   static Status Internal(std::string msg) { return Status(StatusCode::kInternal, std::move(msg)); }
+  static Status FailedPrecondition(std::string msg) {
+    return Status(StatusCode::kFailedPrecondition, std::move(msg));
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -289,6 +290,17 @@ Status ReadPools(const YAML::Node& n, const std::string& path,
   return Status::Ok();
 }
 
+// An `admin` section turns the admin listener on, even when empty (loopback defaults).
+Status ReadAdmin(const YAML::Node& n, const std::string& path, AdminConfig& out) {
+  out.enabled = true;
+  return ForEachField(n, path, {"listen", "token_file", "token_env"},
+                      [&out](const std::string& key, const YAML::Node& v, const std::string& p) {
+                        if (key == "listen") return ReadString(v, p, out.listen);
+                        if (key == "token_file") return ReadString(v, p, out.token_file);
+                        return ReadString(v, p, out.token_env);
+                      });
+}
+
 Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
   if (!root.IsMap() && !root.IsNull()) {
     return Status::InvalidArgument("config: the top level must be a map of fields, got " +
@@ -300,7 +312,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
   Status s = ForEachField(
       root, "",
       {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
-       "timeouts", "retries", "health"},
+       "timeouts", "retries", "health", "admin"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "listen") return ReadString(v, p, config.listen);
         if (key == "io_threads") return ReadUnsigned(v, p, config.io_threads);
@@ -345,6 +357,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
                 return ReadUnsigned(x, xp, config.max_retries);
               });
         }
+        if (key == "admin") return ReadAdmin(v, p, config.admin);
         HealthConfig& h = config.health;  // key == "health"
         return ForEachField(
             v, p,
@@ -536,6 +549,84 @@ Status ValidateListen(GatewayConfig& config) {
   return Status::Ok();
 }
 
+// 127.0.0.0/8, ::1 and "localhost". Anything else, including names that may resolve to
+// loopback, counts as reachable from elsewhere.
+bool IsLoopbackHost(std::string_view host) {
+  if (host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1") return true;
+  if (!host.starts_with("127.")) return false;
+  int dots = 0;
+  for (char c : host) {
+    if (c == '.') {
+      ++dots;
+    } else if (c < '0' || c > '9') {
+      return false;
+    }
+  }
+  return dots == 3;
+}
+
+// The token's content: a file's (trailing whitespace trimmed: files usually end in a newline)
+// or an environment variable's. Messages name the file or variable, never the content.
+Status LoadAdminToken(AdminConfig& admin) {
+  std::string value;
+  if (!admin.token_file.empty()) {
+    const std::string field = "admin.token_file: '" + admin.token_file + "'";
+    std::FILE* f = std::fopen(admin.token_file.c_str(), "rb");
+    if (f == nullptr) {
+      return Status::InvalidArgument(field + ": cannot open: " + std::strerror(errno));
+    }
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && value.size() <= 4096) value.append(buf, n);
+    const bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) return Status::InvalidArgument(field + ": cannot read");
+    if (value.size() > 4096) return Status::InvalidArgument(field + ": longer than 4096 bytes");
+    while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.pop_back();
+    if (value.empty()) return Status::InvalidArgument(field + ": the file is empty");
+  } else if (!admin.token_env.empty()) {
+    const char* env = std::getenv(admin.token_env.c_str());
+    if (env == nullptr || *env == '\0') {
+      return Status::InvalidArgument("admin.token_env: the environment variable " + admin.token_env +
+                                     " is not set or empty");
+    }
+    value = env;
+  }
+  // Sent in a header: visible ASCII only (a stray control character would never match).
+  if (!IsHeaderSafe(value)) {
+    return Status::InvalidArgument(std::string(admin.token_file.empty() ? "admin.token_env"
+                                                                        : "admin.token_file") +
+                                   ": the token must be visible ASCII without spaces");
+  }
+  admin.token = Secret(std::move(value));
+  return Status::Ok();
+}
+
+Status ValidateAdmin(AdminConfig& admin) {
+  if (!admin.enabled) return Status::Ok();
+  const std::optional<HostPort> hp = SplitHostPort(admin.listen);
+  if (!hp || !hp->port) {
+    return Status::InvalidArgument("admin.listen: '" + admin.listen +
+                                   "' is not host:port (e.g. 127.0.0.1:9090)");
+  }
+  if (*hp->port > 65535) {
+    return OutOfRange("admin.listen", "port " + std::to_string(*hp->port), "0..65535 (0 = any free port)");
+  }
+  if (!admin.token_file.empty() && !admin.token_env.empty()) {
+    return Status::InvalidArgument("admin: set token_file or token_env, not both");
+  }
+  if (Status s = LoadAdminToken(admin); !s.ok()) return s;
+  if (admin.token.empty() && !IsLoopbackHost(hp->host)) {
+    return Status::InvalidArgument(
+        "admin.listen: '" + admin.listen +
+        "' is not a loopback address; an admin listener reachable from other hosts needs a token "
+        "(admin.token_file or admin.token_env)");
+  }
+  admin.listen_host = hp->host;
+  admin.listen_port = static_cast<uint16_t>(*hp->port);
+  return Status::Ok();
+}
+
 // http://host[:port][/path] -> host, port, base_path.
 Status ParseInstanceUrl(InstanceConfig& instance, const std::string& path, bool& ipv6) {
   const std::string form = "' is not http://host[:port][/path]";
@@ -677,6 +768,17 @@ Status ValidateHealth(const HealthConfig& h) {
 
 }  // namespace
 
+bool Secret::Matches(std::string_view candidate) const {
+  // Every byte of the candidate is compared (against the secret's bytes, cycled), so the time
+  // depends on the candidate's length only, not on how much of it is right.
+  unsigned diff = candidate.size() != value_.size() || value_.empty();
+  for (size_t i = 0; i < candidate.size(); ++i) {
+    const char expected = value_.empty() ? '\0' : value_[i % value_.size()];
+    diff |= static_cast<unsigned char>(candidate[i] ^ expected);
+  }
+  return diff == 0;
+}
+
 const RoutingOptions& GatewayConfig::RoutingFor(std::string_view served_name) const {
   auto it = pools.find(served_name);  // transparent: no temporary string
   return it == pools.end() ? routing : it->second;
@@ -731,6 +833,7 @@ Status ValidateConfig(GatewayConfig& config) {
       !s.ok()) {
     return s;
   }
+  if (Status s = ValidateAdmin(config.admin); !s.ok()) return s;
   if (Status s = ValidateRouting(config.routing, "routing"); !s.ok()) return s;
   if (Status s = ValidateInstances(config); !s.ok()) return s;
   if (Status s = ValidatePools(config); !s.ok()) return s;

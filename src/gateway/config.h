@@ -57,12 +57,28 @@
 //     unhealthy_threshold: 3        # consecutive failures (active) to eject, 1..100
 //     healthy_threshold: 2          # consecutive successes to readmit, 1..100
 //     passive_failures: 1           # consecutive connect failures of real traffic to eject; 0 = off
+//   admin:                          # the operations listener (docs/admin.md); absent = off
+//     listen: 127.0.0.1:9090        # host:port; must be loopback unless a token is set
+//     token_file: /run/secrets/admin-token   # the bearer token is this file's content (trailing
+//                                   # whitespace trimmed), or:
+//     token_env: PREFIX_ROUTER_ADMIN_TOKEN   # the bearer token is this environment variable's
+//                                   # value; at most one of token_file and token_env
+//
+// Admin is off unless the `admin` section is present: a listener that can remove every
+// instance should be asked for. With a token, every admin request must carry
+// `Authorization: Bearer <token>`; without one, only a loopback listen address is accepted
+// (127.0.0.0/8, ::1, localhost). The token is read at validation (so --check-config finds a
+// missing file) and held in a Secret, which nothing prints: it appears in no log, error or dump.
+//
+// Run-time changes (admin API, `POST /admin/reload`, SIGHUP): `instances`, `routing` and `pools`
+// take effect at once; every other field needs a restart and a reload reports it by name.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/policy.h"
@@ -101,6 +117,33 @@ struct HealthConfig {
   uint32_t passive_failures = 1;
 };
 
+// A credential. It can be compared (in constant time) but never printed: there is no accessor
+// that returns it and no stream operator, so it cannot end up in a log line or an error.
+class Secret {
+ public:
+  Secret() = default;
+  explicit Secret(std::string value) : value_(std::move(value)) {}
+  bool empty() const { return value_.empty(); }
+  // True when `candidate` equals the secret; the time taken does not depend on where they
+  // differ (only on the candidate's length).
+  bool Matches(std::string_view candidate) const;
+  bool SameAs(const Secret& other) const { return Matches(other.value_); }
+
+ private:
+  std::string value_;
+};
+
+struct AdminConfig {
+  bool enabled = false;                  // the YAML has an `admin` section
+  std::string listen = "127.0.0.1:9090";
+  std::string token_file;                // at most one of token_file and token_env
+  std::string token_env;
+  // Filled by validation:
+  std::string listen_host;
+  uint16_t listen_port = 0;
+  Secret token;                          // empty = no authentication (loopback only)
+};
+
 struct GatewayConfig {
   std::string listen = "127.0.0.1:8080";
   std::string listen_host;   // parsed from listen by validation
@@ -116,6 +159,7 @@ struct GatewayConfig {
   TimeoutsConfig timeouts;
   uint32_t max_retries = 2;
   HealthConfig health;
+  AdminConfig admin;
 
   // The settings for a served name: its pool's, else the default.
   const RoutingOptions& RoutingFor(std::string_view served_name) const;

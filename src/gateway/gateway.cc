@@ -5,6 +5,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include <random>
+#include <set>
 #include <thread>
 
 #include "api/error.h"
@@ -126,7 +127,8 @@ struct Gateway::Metrics {
         in_flight(r.AddGauge("prefix_router_in_flight_requests",
                              "Requests dispatched to an instance and not yet finished", {"instance"})),
         instance_up(r.AddGauge("prefix_router_instance_up",
-                               "1 while the instance takes traffic, 0 while ejected", {"instance"})),
+                               "1 while the instance takes traffic, 0 while ejected or drained",
+                               {"instance"})),
         decision_seconds(r.AddHistogram("prefix_router_routing_decision_seconds",
                                         "Time from a complete request to the routing decision "
                                         "(parse, extract, hash, pick)",
@@ -180,36 +182,31 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
   const GatewayConfig& c = g->config_;
   g->metrics_ = std::make_unique<Metrics>(g->registry_);
 
-  std::vector<InstanceSpec> specs;
-  for (const auto& ic : c.instances) specs.push_back({ic.name, ic.url, ic.weight, ic.models});
-  auto fleet = FleetSnapshot::Create(std::move(specs));
-  if (!fleet.ok()) return fleet.status();
-  auto rs = std::make_shared<RoutingState>();
-  rs->fleet = *fleet;
-  for (const auto& ic : c.instances) {
-    auto rt = std::make_unique<InstanceRuntime>();
-    rt->target.host = ic.host;
-    rt->target.port = ic.port;
-    rt->target.base_path = ic.base_path;
-    const bool ipv6 = ic.host.find(':') != std::string::npos;
-    rt->target.host_header = (ipv6 ? "[" + ic.host + "]" : ic.host) + ":" + std::to_string(ic.port);
-    rt->target.key = rt->target.host_header;
-    rt->first_byte = &g->metrics_->first_byte_seconds.WithLabels({ic.name});
-    rt->duration = &g->metrics_->duration_seconds.WithLabels({ic.name});
-    rs->instances.push_back(std::move(rt));
-  }
-  rs->default_pool = Pool{c.routing, MakePolicy(c.routing)};
-  for (const auto& [name, options] : c.pools) rs->pools.emplace(name, Pool{options, MakePolicy(options)});
-  g->routing_.store(rs);
+  auto rs = g->BuildRouting(c, nullptr, nullptr);
+  if (!rs.ok()) return rs.status();
+  g->routing_.store(*rs);
+  g->running_ = c;
+  g->running_.admin = AdminConfig{};
 
   // Live gauges are read from the fleet at scrape time.
   Gateway* self = g.get();
-  g->registry_.AddCollector([self] {
+  // Instances removed at run time read 0 (their series stay: children are never removed).
+  auto reported = std::make_shared<std::pair<std::mutex, std::set<std::string>>>();
+  g->registry_.AddCollector([self, reported] {
     auto state = self->routing_.load();
+    std::lock_guard lock(reported->first);
+    std::set<std::string> gone = std::move(reported->second);
+    reported->second.clear();
     for (uint32_t i = 0; i < state->fleet->size(); ++i) {
       const auto& name = state->fleet->spec(i).name;
       self->metrics_->in_flight.WithLabels({name}).Set(state->fleet->state(i).in_flight.load());
-      self->metrics_->instance_up.WithLabels({name}).Set(state->fleet->state(i).available.load() ? 1 : 0);
+      self->metrics_->instance_up.WithLabels({name}).Set(state->fleet->state(i).routable() ? 1 : 0);
+      gone.erase(name);
+      reported->second.insert(name);
+    }
+    for (const auto& name : gone) {
+      self->metrics_->in_flight.WithLabels({name}).Set(0);
+      self->metrics_->instance_up.WithLabels({name}).Set(0);
     }
     // The server keeps its own counts (the HTTP layer knows no metrics); the counter catches
     // up with them here, and only here, so the difference is never negative.
@@ -233,6 +230,19 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
   so.idle_timeout = Ms(c.timeouts.client_idle);
   g->server_ = std::make_unique<http::Server>(so, *g);
   return g;
+}
+
+std::shared_ptr<InstanceRuntime> Gateway::NewRuntime(const InstanceConfig& ic) {
+  auto rt = std::make_shared<InstanceRuntime>();
+  rt->target.host = ic.host;
+  rt->target.port = ic.port;
+  rt->target.base_path = ic.base_path;
+  const bool ipv6 = ic.host.find(':') != std::string::npos;
+  rt->target.host_header = (ipv6 ? "[" + ic.host + "]" : ic.host) + ":" + std::to_string(ic.port);
+  rt->target.key = rt->target.host_header;
+  rt->first_byte = &metrics_->first_byte_seconds.WithLabels({ic.name});
+  rt->duration = &metrics_->duration_seconds.WithLabels({ic.name});
+  return rt;
 }
 
 Status Gateway::Start() {
@@ -670,7 +680,7 @@ net::awaitable<void> Gateway::HandleHealth(http::Exchange& ex) {
   }
   auto available_in = [&](std::span<const uint32_t> list) {
     uint32_t n = 0;
-    for (uint32_t i : list) n += f.state(i).available.load();
+    for (uint32_t i : list) n += f.state(i).routable();
     return n;
   };
   if (only) {
@@ -701,7 +711,9 @@ net::awaitable<void> Gateway::HandleHealth(http::Exchange& ex) {
   body += "},\"instances\":{";
   for (uint32_t i = 0; i < f.size(); ++i) {
     if (i) body += ',';
-    body += JsonString(f.spec(i).name) + ":" + (f.state(i).available.load() ? "\"up\"" : "\"ejected\"");
+    const auto& st = f.state(i);
+    body += JsonString(f.spec(i).name) + ":" +
+            (st.drained.load() ? "\"drained\"" : st.available.load() ? "\"up\"" : "\"ejected\"");
   }
   body += "}}";
   co_await ex.Send(JsonResponse(up_all ? 200 : 503, std::move(body)));

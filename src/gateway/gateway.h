@@ -18,14 +18,21 @@
 // exceed it, before any instance is picked; limits.max_connections makes the server refuse
 // connections beyond it with 503. Both are counted in /metrics.
 //
+// Run-time changes (gateway/operations.cc; the admin API and SIGHUP call them): adding,
+// removing, draining instances and reloading the configuration build a new RoutingState from
+// the current one and swap it in. Requests in flight finish on the state they started with;
+// per-instance state (in-flight counts, health, drain) carries over by name, and each pool's
+// Policy, with what it learned, carries over while the pool's routing options are unchanged.
+//
 // Thread-safety: the RoutingState is immutable and shared; per-instance live state is atomic;
-// connection pools are per I/O thread.
+// connection pools are per I/O thread; run-time changes are serialised by ops_mu_.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -33,6 +40,7 @@
 #include "core/policy.h"
 #include "gateway/config.h"
 #include "gateway/metrics.h"
+#include "gateway/operations.h"
 #include "gateway/upstream.h"
 #include "http/server.h"
 
@@ -50,16 +58,18 @@ struct InstanceRuntime {
 
 struct Pool {
   RoutingOptions options;
-  std::unique_ptr<Policy> policy;
+  std::shared_ptr<Policy> policy;  // shared with the next RoutingState while options are unchanged
   // Requests of this pool from admission to their end (retries included), for
-  // options.max_in_flight. Counted by an RAII guard in the request's coroutine.
-  std::unique_ptr<std::atomic<int64_t>> in_flight = std::make_unique<std::atomic<int64_t>>(0);
+  // options.max_in_flight. Counted by an RAII guard in the request's coroutine; shared with
+  // the next RoutingState along with the policy.
+  std::shared_ptr<std::atomic<int64_t>> in_flight = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 // Everything a request needs to be routed, swapped as one immutable unit.
 struct RoutingState {
   std::shared_ptr<const FleetSnapshot> fleet;
-  std::vector<std::unique_ptr<InstanceRuntime>> instances;  // parallel to fleet indices
+  std::vector<std::shared_ptr<InstanceRuntime>> instances;  // parallel to fleet indices; kept
+                                                            // across changes by name and address
   Pool default_pool;
   std::map<std::string, Pool, std::less<>> pools;           // by served name
 
@@ -79,6 +89,21 @@ class Gateway final : public http::Handler {
   void Wait() { server_->Wait(); }
 
   net::awaitable<void> Handle(http::Exchange& exchange) override;
+
+  // Run-time changes; each logs one info line saying what changed. Errors: InvalidArgument
+  // (the instance's fields, with the field named), NotFound (no such instance),
+  // FailedPrecondition (the name is taken; the change would leave no instance, or a pool with
+  // no instance serving it).
+  Result<InstanceView> AddInstance(InstanceConfig instance);
+  // Returns the requests still in flight on it (they finish there; new ones go elsewhere).
+  Result<int32_t> RemoveInstance(std::string_view name);
+  // A drained instance takes no new requests; those in flight finish. Idempotent.
+  Result<InstanceView> SetDrained(std::string_view name, bool drained);
+  // Applies `next`'s instances, routing and pools and reports every other field that differs
+  // from the running configuration as needing a restart. `trigger` names the cause in the log.
+  // REQUIRES: ValidateConfig(next).ok()
+  ReloadReport Reload(GatewayConfig next, std::string_view trigger);
+  std::vector<InstanceView> Instances() const;
 
   // For tests and the status page.
   std::shared_ptr<const RoutingState> routing() const { return routing_.load(); }
@@ -100,12 +125,25 @@ class Gateway final : public http::Handler {
   net::awaitable<bool> CheckOnce(const UpstreamTarget& target);
   void ReportConnectFailure(const RoutingState& rs, uint32_t index);
   void SetAvailable(const RoutingState& rs, uint32_t index, bool available, std::string_view why);
+  std::shared_ptr<InstanceRuntime> NewRuntime(const InstanceConfig& instance);
+  // A RoutingState for `config`'s instances and pools, carrying over from `previous` what the
+  // class comment says; `changes` (when not null) receives one line per difference.
+  Result<std::shared_ptr<RoutingState>> BuildRouting(const GatewayConfig& config,
+                                                     const RoutingState* previous,
+                                                     std::vector<std::string>* changes);
+  // Validates `candidate` (the running configuration with a changed fleet), swaps in its
+  // RoutingState and starts its health checks. REQUIRES: ops_mu_ held.
+  Result<std::vector<std::string>> ApplyLocked(GatewayConfig candidate);
 
   GatewayConfig config_;
   Registry registry_;
   std::unique_ptr<Metrics> metrics_;
   std::atomic<std::shared_ptr<const RoutingState>> routing_;
   std::unique_ptr<http::Server> server_;
+  mutable std::mutex ops_mu_;  // serialises run-time changes
+  // The configuration in effect: config_ with the run-time changes to instances, routing and
+  // pools (admin off: its token is not re-read when a change is validated). Guarded by ops_mu_.
+  GatewayConfig running_;
 };
 
 }  // namespace prefix_router::gateway

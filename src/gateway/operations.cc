@@ -1,0 +1,329 @@
+// Run-time changes of the gateway: membership, drain and reload (see gateway.h and
+// operations.h). Every change is a new configuration of the fleet, validated like a file, built
+// into a new RoutingState and swapped in; nothing mutates a RoutingState that requests may hold.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "gateway/gateway.h"
+
+namespace prefix_router::gateway {
+namespace {
+
+std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += sep;
+    out += p;
+  }
+  return out;
+}
+
+std::string DescribeOptions(const RoutingOptions& o) {
+  return fmt::format(
+      "{}, prefix_length {}, concurrency_threshold {}, spill_mode {}, balance_factor {}, max_in_flight {}",
+      StrategyName(o.strategy), o.prefix_length, o.concurrency_threshold, SpillModeName(o.spill),
+      o.balance_factor, o.max_in_flight);
+}
+
+// A pool's Policy: the previous one while the options are unchanged (it keeps what it learned:
+// prefix-aware's sticky key homes and share meter, round-robin's turn), else a new one.
+Pool KeepOrMakePool(const RoutingOptions& options, const Pool* previous, const std::string& what,
+                    std::vector<std::string>* changes) {
+  if (previous && previous->options == options) {
+    return Pool{options, previous->policy, previous->in_flight};
+  }
+  if (changes) {
+    changes->push_back(fmt::format("{}: {} ({}; a new policy starts with no learned state)", what,
+                                   previous ? "routing options changed" : "added",
+                                   DescribeOptions(options)));
+  }
+  Pool pool{options, MakePolicy(options)};
+  // Requests still running count toward the pool's ceiling whatever its new options.
+  if (previous) pool.in_flight = previous->in_flight;
+  return pool;
+}
+
+const InstanceConfig* FindInstance(const std::vector<InstanceConfig>& list, std::string_view name) {
+  for (const auto& ic : list) {
+    if (ic.name == name) return &ic;
+  }
+  return nullptr;
+}
+
+InstanceView ViewOf(const FleetSnapshot& f, uint32_t i) {
+  const InstanceSpec& spec = f.spec(i);
+  const InstanceState& st = f.state(i);
+  InstanceView v;
+  v.name = spec.name;
+  v.url = spec.url;
+  v.weight = spec.weight;
+  v.models = spec.serves;
+  v.in_flight = st.in_flight.load();
+  v.dispatched = st.dispatched.load();
+  v.healthy = st.available.load();
+  v.drained = st.drained.load();
+  return v;
+}
+
+// ValidateConfig's messages name the field as instances[N].field; an operation on one instance
+// names the field alone.
+Status WithoutIndexOf(const Status& s, size_t index) {
+  const std::string prefix = "instances[" + std::to_string(index) + "].";
+  if (s.message().starts_with(prefix)) return Status(s.code(), s.message().substr(prefix.size()));
+  return s;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------ building
+
+Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig& c,
+                                                            const RoutingState* previous,
+                                                            std::vector<std::string>* changes) {
+  std::vector<InstanceSpec> specs;
+  for (const auto& ic : c.instances) specs.push_back({ic.name, ic.url, ic.weight, ic.models});
+  auto fleet = FleetSnapshot::Create(std::move(specs), previous ? previous->fleet.get() : nullptr);
+  if (!fleet.ok()) return fleet.status();
+  auto rs = std::make_shared<RoutingState>();
+  rs->fleet = *fleet;
+  for (uint32_t i = 0; i < c.instances.size(); ++i) {
+    const InstanceConfig& ic = c.instances[i];
+    std::optional<uint32_t> old = previous ? previous->fleet->Find(ic.name) : std::nullopt;
+    if (!old) {
+      if (changes) {
+        changes->push_back(fmt::format("added instance {} ({}, weight {}{})", ic.name, ic.url, ic.weight,
+                                       ic.models.empty() ? "" : ", models " + Join(ic.models, ",")));
+      }
+      rs->instances.push_back(NewRuntime(ic));
+      continue;
+    }
+    const InstanceSpec& was = previous->fleet->spec(*old);
+    const auto& old_rt = previous->instances[*old];
+    if (was.url == ic.url) {
+      rs->instances.push_back(old_rt);  // keeps its health counters and connections' identity
+    } else {
+      // A new address is a new server as far as health goes: it starts in rotation, and the
+      // checks (or live traffic) judge it afresh. In-flight counts and drain carry over.
+      rs->instances.push_back(NewRuntime(ic));
+      rs->fleet->state(i).available.store(true);
+      if (changes) changes->push_back(fmt::format("instance {}: url {} -> {}", ic.name, was.url, ic.url));
+    }
+    if (changes && was.weight != ic.weight) {
+      changes->push_back(fmt::format("instance {}: weight {} -> {}", ic.name, was.weight, ic.weight));
+    }
+    if (changes && was.serves != ic.models) {
+      changes->push_back(fmt::format("instance {}: models [{}] -> [{}]", ic.name, Join(was.serves, ","),
+                                     Join(ic.models, ",")));
+    }
+  }
+  if (previous && changes) {
+    for (uint32_t i = 0; i < previous->fleet->size(); ++i) {
+      const std::string& name = previous->fleet->spec(i).name;
+      if (rs->fleet->Find(name)) continue;
+      changes->push_back(fmt::format("removed instance {} ({} requests in flight finish there)", name,
+                                     previous->fleet->state(i).in_flight.load()));
+    }
+  }
+  rs->default_pool = KeepOrMakePool(c.routing, previous ? &previous->default_pool : nullptr,
+                                    "routing", previous ? changes : nullptr);
+  for (const auto& [name, options] : c.pools) {
+    const Pool* old = nullptr;
+    if (previous) {
+      auto it = previous->pools.find(name);
+      if (it != previous->pools.end()) old = &it->second;
+    }
+    rs->pools.emplace(name, KeepOrMakePool(options, old, "pools." + name, previous ? changes : nullptr));
+  }
+  if (previous && changes) {
+    for (const auto& [name, pool] : previous->pools) {
+      if (!rs->pools.contains(name)) {
+        changes->push_back("pools." + name + ": removed (the name routes with `routing`)");
+      }
+    }
+  }
+  return rs;
+}
+
+Result<std::vector<std::string>> Gateway::ApplyLocked(GatewayConfig candidate) {
+  candidate.admin = AdminConfig{};  // unchanged at run time; its token is not re-read
+  if (Status s = ValidateConfig(candidate); !s.ok()) {
+    // The fleet is what changed: a broken rule there is a conflict with the current state
+    // (no instance left, a pool nobody serves); other messages are about the input.
+    const bool conflict = s.message().starts_with("instances: at least one") ||
+                          s.message().starts_with("pools.");
+    return conflict ? Status::FailedPrecondition(s.message()) : s;
+  }
+  auto previous = routing_.load();
+  std::vector<std::string> changes;
+  auto next = BuildRouting(candidate, previous.get(), &changes);
+  if (!next.ok()) return next.status();
+  routing_.store(*next);
+  running_ = std::move(candidate);
+  // A removed instance's state lives on in the previous snapshot, which requests in flight
+  // still hold: drained, their retries cannot pick it. (Added back later, it gets new state.)
+  for (uint32_t i = 0; i < previous->fleet->size(); ++i) {
+    if (!(*next)->fleet->Find(previous->fleet->spec(i).name)) previous->fleet->state(i).drained.store(true);
+  }
+  // Health checks follow the new state (the previous state's loops end at their next tick).
+  if (config_.health.interval > 0 && server_->thread_count() > 0 && !server_->stopping()) {
+    std::shared_ptr<const RoutingState> rs = *next;
+    for (uint32_t i = 0; i < rs->fleet->size(); ++i) {
+      net::co_spawn(server_->context(i % server_->thread_count()), HealthLoop(rs, i), net::detached);
+    }
+  }
+  return changes;
+}
+
+// ---------------------------------------------------------------------------- operations
+
+std::vector<InstanceView> Gateway::Instances() const {
+  auto rs = routing_.load();
+  std::vector<InstanceView> out;
+  for (uint32_t i = 0; i < rs->fleet->size(); ++i) out.push_back(ViewOf(*rs->fleet, i));
+  return out;
+}
+
+Result<InstanceView> Gateway::AddInstance(InstanceConfig instance) {
+  std::lock_guard lock(ops_mu_);
+  GatewayConfig candidate = running_;
+  if (!instance.name.empty() && FindInstance(candidate.instances, instance.name)) {
+    return Status::FailedPrecondition("instance '" + instance.name + "' already exists");
+  }
+  const size_t index = candidate.instances.size();
+  candidate.instances.push_back(std::move(instance));
+  {
+    // The default name (host:port) is only known after validation.
+    GatewayConfig probe = candidate;
+    probe.admin = AdminConfig{};
+    if (Status s = ValidateConfig(probe); !s.ok()) {
+      if (s.message().starts_with("instances[" + std::to_string(index) + "].name: '") &&
+          s.message().find("is also the name of") != std::string::npos) {
+        return Status::FailedPrecondition("instance '" + probe.instances[index].name + "' already exists");
+      }
+      return WithoutIndexOf(s, index);
+    }
+    candidate.instances[index].name = probe.instances[index].name;
+  }
+  const std::string name = candidate.instances[index].name;
+  auto changes = ApplyLocked(std::move(candidate));
+  if (!changes.ok()) return WithoutIndexOf(changes.status(), index);
+  auto rs = routing_.load();
+  const uint32_t i = *rs->fleet->Find(name);
+  spdlog::info("admin: {}; {} instances", Join(*changes, "; "), rs->fleet->size());
+  return ViewOf(*rs->fleet, i);
+}
+
+Result<int32_t> Gateway::RemoveInstance(std::string_view name) {
+  std::lock_guard lock(ops_mu_);
+  GatewayConfig candidate = running_;
+  auto it = std::find_if(candidate.instances.begin(), candidate.instances.end(),
+                         [&](const InstanceConfig& ic) { return ic.name == name; });
+  if (it == candidate.instances.end()) return Status::NotFound("no instance named '" + std::string(name) + "'");
+  candidate.instances.erase(it);
+  auto previous = routing_.load();
+  auto changes = ApplyLocked(std::move(candidate));
+  if (!changes.ok()) {
+    return Status(changes.status().code(),
+                  "cannot remove '" + std::string(name) + "': " + changes.status().message());
+  }
+  const int32_t in_flight = previous->fleet->state(*previous->fleet->Find(name)).in_flight.load();
+  spdlog::info("admin: {}; {} instances", Join(*changes, "; "), routing_.load()->fleet->size());
+  return in_flight;
+}
+
+Result<InstanceView> Gateway::SetDrained(std::string_view name, bool drained) {
+  std::lock_guard lock(ops_mu_);
+  auto rs = routing_.load();
+  auto i = rs->fleet->Find(name);
+  if (!i) return Status::NotFound("no instance named '" + std::string(name) + "'");
+  InstanceState& st = rs->fleet->state(*i);
+  if (st.drained.exchange(drained) != drained) {
+    spdlog::info("admin: instance {} {} ({} requests in flight{})", name,
+                 drained ? "drained" : "undrained", st.in_flight.load(),
+                 drained ? " finish there; new ones go elsewhere" : "; it takes new requests again");
+  } else {
+    spdlog::info("admin: instance {} was already {}", name, drained ? "drained" : "not drained");
+  }
+  return ViewOf(*rs->fleet, *i);
+}
+
+ReloadReport Gateway::Reload(GatewayConfig next, std::string_view trigger) {
+  std::lock_guard lock(ops_mu_);
+  ReloadReport report;
+  report.restart_required = RestartRequired(config_, next);
+  GatewayConfig candidate = running_;
+  candidate.instances = std::move(next.instances);
+  candidate.routing = next.routing;
+  candidate.pools = std::move(next.pools);
+  auto changes = ApplyLocked(std::move(candidate));
+  if (!changes.ok()) {
+    // REQUIRES says `next` was valid, and the rest of `candidate` is the running config: a
+    // failure here is a bug. Nothing was swapped.
+    spdlog::error("config reload ({}) failed after validation: {}", trigger, changes.status().message());
+    report.restart_required.push_back("(reload failed: " + changes.status().message() + ")");
+    return report;
+  }
+  report.changes = std::move(*changes);
+  spdlog::info("config reloaded ({}): {}{}", trigger,
+               report.changes.empty() ? std::string("no change to instances, routing or pools")
+                                      : Join(report.changes, "; "),
+               report.restart_required.empty()
+                   ? std::string()
+                   : "; needs a restart to apply: " + Join(report.restart_required, ", "));
+  return report;
+}
+
+// ------------------------------------------------------------------------------- helpers
+
+Result<ReloadReport> LoadAndReload(Gateway& gateway, const ConfigLoader& loader, std::string_view trigger) {
+  Result<GatewayConfig> next = loader();
+  if (!next.ok()) {
+    spdlog::warn("config reload ({}) rejected, the running configuration stays: {}", trigger,
+                 next.status().message());
+    return next.status();
+  }
+  return gateway.Reload(std::move(*next), trigger);
+}
+
+std::vector<std::string> RestartRequired(const GatewayConfig& a, const GatewayConfig& b) {
+  std::vector<std::string> out;
+  auto check = [&out](bool differs, std::string field) {
+    if (differs) out.push_back(std::move(field));
+  };
+  check(a.listen != b.listen, "listen");
+  check(a.io_threads != b.io_threads, "io_threads");
+  check(a.decision_headers != b.decision_headers, "decision_headers");
+  check(a.max_request_body_bytes != b.max_request_body_bytes, "limits.max_request_body_bytes");
+  check(a.max_header_bytes != b.max_header_bytes, "limits.max_header_bytes");
+  check(a.max_connections != b.max_connections, "limits.max_connections");
+  const TimeoutsConfig& ta = a.timeouts;
+  const TimeoutsConfig& tb = b.timeouts;
+  check(ta.connect != tb.connect, "timeouts.connect");
+  check(ta.first_byte != tb.first_byte, "timeouts.first_byte");
+  check(ta.idle != tb.idle, "timeouts.idle");
+  check(ta.total != tb.total, "timeouts.total");
+  check(ta.client_read != tb.client_read, "timeouts.client_read");
+  check(ta.client_write != tb.client_write, "timeouts.client_write");
+  check(ta.client_idle != tb.client_idle, "timeouts.client_idle");
+  check(ta.drain != tb.drain, "timeouts.drain");
+  check(a.max_retries != b.max_retries, "retries.max_retries");
+  const HealthConfig& ha = a.health;
+  const HealthConfig& hb = b.health;
+  check(ha.path != hb.path, "health.path");
+  check(ha.interval != hb.interval, "health.interval");
+  check(ha.timeout != hb.timeout, "health.timeout");
+  check(ha.unhealthy_threshold != hb.unhealthy_threshold, "health.unhealthy_threshold");
+  check(ha.healthy_threshold != hb.healthy_threshold, "health.healthy_threshold");
+  check(ha.passive_failures != hb.passive_failures, "health.passive_failures");
+  const AdminConfig& aa = a.admin;
+  const AdminConfig& ab = b.admin;
+  check(aa.enabled != ab.enabled || (aa.enabled && aa.listen != ab.listen), "admin.listen");
+  check(aa.enabled && ab.enabled &&
+            (aa.token_file != ab.token_file || aa.token_env != ab.token_env || !aa.token.SameAs(ab.token)),
+        "admin.token");
+  return out;
+}
+
+}  // namespace prefix_router::gateway
