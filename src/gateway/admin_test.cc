@@ -23,6 +23,7 @@
 
 #include "core/rng.h"
 #include "gateway/gateway.h"
+#include "gateway/gateway_test_util.h"
 #include "testing/fake_upstream.h"
 #include "testing/http_client.h"
 #include "testing/wait.h"
@@ -41,48 +42,14 @@ using pt::FakeUpstream;
 using pt::Headers;
 
 constexpr std::string_view kToken = "adm1n-T0ken-7f3a9c";  // distinctive, to search logs for it
-constexpr std::string_view kChat = "/v1/chat/completions";
+using testing::kChat;
 
 // ------------------------------------------------------------------------------------ helpers
 
-using Fakes = std::vector<std::unique_ptr<FakeUpstream>>;
-
-Fakes StartFakes(const std::vector<std::string>& names) {
-  Fakes fakes;
-  for (const auto& name : names) {
-    auto fake = std::make_unique<FakeUpstream>(name);
-    EXPECT_TRUE(fake->Start().ok());
-    fakes.push_back(std::move(fake));
-  }
-  return fakes;
-}
-
-GatewayConfig ConfigFor(const Fakes& fakes) {
-  GatewayConfig c;
-  c.listen = "127.0.0.1:0";
-  c.io_threads = 2;
-  c.health.interval = 0;
-  c.timeouts.drain = 1;
-  for (const auto& f : fakes) c.instances.push_back(InstanceConfig{f->name(), f->url()});
-  return c;
-}
-
-std::unique_ptr<Gateway> StartGateway(GatewayConfig config) {
-  if (Status s = ValidateConfig(config); !s.ok()) {
-    ADD_FAILURE() << s.ToString();
-    return nullptr;
-  }
-  auto g = Gateway::Create(std::move(config));
-  if (!g.ok()) {
-    ADD_FAILURE() << g.status().ToString();
-    return nullptr;
-  }
-  if (Status s = (*g)->Start(); !s.ok()) {
-    ADD_FAILURE() << s.ToString();
-    return nullptr;
-  }
-  return std::move(*g);
-}
+using testing::ConfigFor;
+using testing::Fakes;
+using testing::StartFakes;
+using testing::StartGateway;
 
 // An admin listener on 127.0.0.1:0, with `token` when not empty.
 std::unique_ptr<AdminServer> StartAdmin(Gateway& g, std::string_view token, ConfigLoader loader = {}) {

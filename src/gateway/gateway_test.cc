@@ -7,6 +7,7 @@
 // Waits are bounded polls ("eventually, within 5 s"); the only timing assertions are orderings
 // with wide margins (the first streamed piece arrived well before the stream ended).
 #include "gateway/gateway.h"
+#include "gateway/gateway_test_util.h"
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
@@ -45,14 +46,14 @@ using pt::HttpClient;
 using pt::Post;
 using pt::StreamedResponse;
 
-constexpr std::string_view kChat = "/v1/chat/completions";
+using testing::kChat;
 constexpr std::string_view kCompletions = "/v1/completions";
-constexpr std::string_view kInvocations = "/invocations";
-constexpr std::string_view kInstance = "x-prefix-router-instance";
+using testing::kInvocations;
+using testing::kInstance;
 constexpr std::string_view kDecision = "x-prefix-router-decision";
 constexpr std::string_view kRank = "x-prefix-router-rank";
-constexpr std::string_view kGroupHeader = "X-Amzn-SageMaker-Prefix-Aware-Id";
-constexpr std::string_view kComponentHeader = "X-Amzn-SageMaker-Inference-Component";
+using testing::kGroupHeader;
+using testing::kComponentHeader;
 
 // The gateway logs every start at info level; keep test output to warnings and errors.
 const bool kQuietLogs = [] {
@@ -62,53 +63,16 @@ const bool kQuietLogs = [] {
 
 // ------------------------------------------------------------------------------------ helpers
 
-using Fakes = std::vector<std::unique_ptr<FakeUpstream>>;
-
-// Fakes with these names, each on an ephemeral loopback port.
-Fakes StartFakes(const std::vector<std::string>& names) {
-  Fakes fakes;
-  for (const auto& name : names) {
-    auto fake = std::make_unique<FakeUpstream>(name);
-    const Status s = fake->Start();
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    fakes.push_back(std::move(fake));
-  }
-  return fakes;
-}
+using testing::Fakes;
+using testing::StartFakes;
+using testing::TotalRequests;
+using testing::TotalInProgress;
+using testing::TotalAborted;
+using testing::ConfigFor;
+using testing::StartGateway;
 
 void SetBehaviorAll(const Fakes& fakes, const Behavior& b) {
   for (const auto& f : fakes) f->SetBehavior(b);
-}
-
-int TotalRequests(const Fakes& fakes) {
-  int n = 0;
-  for (const auto& f : fakes) n += f->requests();
-  return n;
-}
-
-int TotalInProgress(const Fakes& fakes) {
-  int n = 0;
-  for (const auto& f : fakes) n += f->in_progress();
-  return n;
-}
-
-int TotalAborted(const Fakes& fakes) {
-  int n = 0;
-  for (const auto& f : fakes) n += f->aborted();
-  return n;
-}
-
-// One instance per fake, named like it and serving every model; random routing; active health
-// checks off (they would count as requests and follow the fakes' scripted faults); a short
-// drain so that teardown never waits long.
-GatewayConfig ConfigFor(const Fakes& fakes) {
-  GatewayConfig c;
-  c.listen = "127.0.0.1:0";
-  c.io_threads = 2;
-  c.health.interval = 0;
-  c.timeouts.drain = 1;
-  for (const auto& f : fakes) c.instances.push_back(InstanceConfig{f->name(), f->url()});
-  return c;
 }
 
 RoutingOptions PrefixAware() {
@@ -116,25 +80,6 @@ RoutingOptions PrefixAware() {
   o.strategy = Strategy::kPrefixAware;
   o.prefix_length = kMinPrefixLength;
   return o;
-}
-
-// Validates, creates and starts a gateway; nullptr (after a test failure) if any step fails.
-std::unique_ptr<Gateway> StartGateway(GatewayConfig config) {
-  if (Status s = ValidateConfig(config); !s.ok()) {
-    ADD_FAILURE() << "config: " << s.ToString();
-    return nullptr;
-  }
-  auto created = Gateway::Create(std::move(config));
-  if (!created.ok()) {
-    ADD_FAILURE() << "create: " << created.status().ToString();
-    return nullptr;
-  }
-  std::unique_ptr<Gateway> gateway = std::move(*created);
-  if (Status s = gateway->Start(); !s.ok()) {
-    ADD_FAILURE() << "start: " << s.ToString();
-    return nullptr;
-  }
-  return gateway;
 }
 
 int32_t InFlight(const Gateway& g, uint32_t i) { return g.routing()->fleet->state(i).in_flight.load(); }
