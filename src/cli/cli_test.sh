@@ -62,10 +62,15 @@ err=$("$bin" serve --check-config --instance http://127.0.0.1:8001 --balance-fac
 check "balance factor flag range" bash -c "test $rc = 2 && echo '$err' | grep -q 'routing.balance_factor: 101 is outside the allowed range 1..100'"
 
 # serve runs, answers /health and exits 0 on SIGTERM.
-"$bin" serve --listen 127.0.0.1:0 --instance http://127.0.0.1:9 --health-interval 0 >/dev/null 2>&1 &
+# Wait for its "listening" log line (signal handlers are installed by then); a fixed sleep lost
+# the race under ASan on a loaded machine.
+log=$(mktemp)
+"$bin" serve --listen 127.0.0.1:0 --instance http://127.0.0.1:9 --health-interval 0 >"$log" 2>&1 &
 pid=$!
-sleep 1
+for _ in $(seq 100); do grep -qi "listening" "$log" && break; sleep 0.1; done
+sleep 0.2
 kill -TERM $pid; wait $pid; rc=$?
+rm -f "$log"
 check "SIGTERM exits 0" test $rc = 0
 
 echo "$passes passed, $fails failed"
