@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/key_homes.h"
 #include "core/placement.h"
 
 namespace prefix_router {
@@ -114,41 +115,6 @@ class RoundRobinPolicy final : public Policy {
   };
   mutable std::mutex mu_;  // guards next_; round-robin is a baseline, not a hot path
   mutable std::unordered_map<std::string, uint64_t, NameHash, std::equal_to<>> next_;
-};
-
-// Where keys moved by bounded-load balancing live now: key hash -> the placement seed of the
-// instance that took the key over (seeds identify instances across snapshots). Sharded by key
-// bits, each shard a mutex-protected map bounded to kMaxEntriesPerShard; a full shard forgets
-// everything (those keys go back to their first choice, at worst one cache miss each).
-class KeyHomes {
- public:
-  std::optional<uint64_t> Find(uint64_t key) const {
-    const Shard& s = shards_[key % kShards];
-    std::lock_guard lock(s.mu);
-    auto it = s.homes.find(key);
-    if (it == s.homes.end()) return std::nullopt;
-    return it->second;
-  }
-  void Set(uint64_t key, uint64_t seed) {
-    Shard& s = shards_[key % kShards];
-    std::lock_guard lock(s.mu);
-    if (s.homes.size() >= kMaxEntriesPerShard && !s.homes.contains(key)) s.homes.clear();
-    s.homes[key] = seed;
-  }
-  void Erase(uint64_t key) {
-    Shard& s = shards_[key % kShards];
-    std::lock_guard lock(s.mu);
-    s.homes.erase(key);
-  }
-
- private:
-  static constexpr size_t kShards = 16;
-  static constexpr size_t kMaxEntriesPerShard = 1u << 16;  // 1M keys, ~40 MB at most
-  struct Shard {
-    mutable std::mutex mu;
-    std::unordered_map<uint64_t, uint64_t> homes;
-  };
-  mutable std::array<Shard, kShards> shards_;
 };
 
 // Recent dispatches per instance of one pool, for the share bound of bounded loads: counts that
