@@ -34,8 +34,9 @@
 //                               average, for about one point of hit rate.
 //                               Moves are sticky: a key whose home is full when one of its
 //                               requests arrives moves, with its later requests, to where the
-//                               spill sends it (core/key_homes.h: at most 65,536 moved keys), so it is cached
-//                               in one new place instead of its requests spilling one by one.
+//                               spill sends it (core/key_homes.h: at most 65,536 moved keys),
+//                               so it is cached in one new place instead of its requests
+//                               spilling one by one.
 //                               It moves again only when that home is full in turn, and returns
 //                               to its first choice when a later spill finds room there.
 //                               A retry (an instance excluded after a failure) moves nothing.
