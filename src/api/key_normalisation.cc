@@ -211,7 +211,9 @@ class CanonicalWriter final : public KeyTextSink {
       }
       case dom::element_type::DOUBLE: {
         char buf[32];
-        auto r = std::to_chars(buf, buf + sizeof buf, e.get_double().value_unsafe());
+        double v = e.get_double().value_unsafe();
+        if (v == 0) v = 0;  // -0.0 as 0, as RFC 8785 does (and so that canonical is idempotent)
+        auto r = std::to_chars(buf, buf + sizeof buf, v);
         Put(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
         return;
       }
