@@ -10,6 +10,7 @@
 
 #include "gateway/config.h"
 #include "gateway/config_flags.h"
+#include "gateway/gateway_test_util.h"
 
 namespace prefix_router::gateway {
 namespace {
@@ -112,6 +113,52 @@ TEST(KeyNormalisationConfig, FlagsSetRoutingAndPoolsInherit) {
   EXPECT_EQ(m.exclude_fields, std::vector<std::string>{"id"});
   EXPECT_TRUE(m.canonical_json);
   EXPECT_EQ(m.exclude_patterns, d.exclude_patterns);
+}
+
+// Through a running gateway: with normalisation on, formatting variants of one native body and
+// chat bodies that differ only in an excluded timestamp reach the same instance; without it,
+// the native variants scatter.
+TEST(KeyNormalisationGateway, VariantsRouteAlike) {
+  testing::QuietLogs();
+  testing::Fakes fakes = testing::StartFakes({"a", "b", "c", "d"});
+  auto instances = [&](bool normalise) {
+    GatewayConfig c = testing::ConfigFor(fakes);
+    c.routing = testing::PlainPrefixAware();
+    if (normalise) {
+      c.routing.key_normalisation = {true, {"id"}, {R"(\d{4}-\d\d-\d\dT[0-9:]+Z)"}};
+    }
+    auto g = testing::StartGateway(c);
+    std::vector<std::pair<std::string, std::string>> out;  // per document: the two variants' instances
+    if (!g) return out;
+    const std::string doc(1500, 'x');
+    for (int d = 0; d < 16; ++d) {
+      const std::string text = "Document " + std::to_string(d) + " " + doc;
+      const std::string compact = R"({"id":"req-1","inputs":")" + text + R"(","parameters":{"t":0.7}})";
+      const std::string pretty = "{\n  \"parameters\": {\"t\": 0.70},\n  \"id\": \"req-2\",\n  \"inputs\": \"" + text + "\"\n}";
+      auto one = testing::pt::Post(g->port(), testing::kInvocations, compact);
+      auto two = testing::pt::Post(g->port(), testing::kInvocations, pretty);
+      EXPECT_EQ(one.status(), 200);
+      EXPECT_EQ(two.status(), 200);
+      out.emplace_back(one.Header(testing::kInstance), two.Header(testing::kInstance));
+      if (normalise) {
+        auto chat = [&](std::string time) {
+          std::string body = testing::ChatBody("m", "q");
+          body.insert(body.find("content\":\"") + 10, "Now " + time + ". " + std::to_string(d) + " ");
+          return testing::pt::Post(g->port(), testing::kChat, body).Header(testing::kInstance);
+        };
+        EXPECT_EQ(chat("2026-11-30T04:03:37Z"), chat("2026-12-01T11:00:00Z")) << d;
+      }
+    }
+    return out;
+  };
+  const auto normalised = instances(true);
+  ASSERT_EQ(normalised.size(), 16u);
+  for (const auto& [one, two] : normalised) EXPECT_EQ(one, two);
+  const auto raw = instances(false);
+  ASSERT_EQ(raw.size(), 16u);
+  int apart = 0;
+  for (const auto& [one, two] : raw) apart += one != two;
+  EXPECT_GT(apart, 4);  // 3/4 expected: the variants' raw keys are unrelated
 }
 
 }  // namespace
