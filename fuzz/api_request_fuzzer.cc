@@ -6,6 +6,8 @@
 //   byte 0     bits 0-1: API (0 chat/completions, 1 completions, 2 and 3 native)
 //              bit 2: amplify (see below); bit 3: routing-group header present (native);
 //              bit 4: inference-component header present (native)
+//              bit 5: key normalisation with excluded fields (canonical JSON on the native
+//              API; no effect on OpenAI); bit 6: with excluded patterns (both APIs)
 //   bytes 1-2  prefix_length, little endian (0..65535; the router accepts 1024..65536, the
 //              parsers any value)
 //   byte 3     the byte that fills the padding of the padded parse (the caller's padding is
@@ -32,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/key_normalisation.h"
 #include "api/native_request.h"
 #include "api/openai_request.h"
 #include "api/request.h"
@@ -80,9 +83,9 @@ Outcome Copy(const Result<ParsedRequest>& r, const std::string& text = "") {
 
 // Parses and copies the result out before the parser is used again.
 Outcome Run(OpenAiRequestParser& parser, ApiKind api, std::string_view body,
-            uint32_t prefix_length, bool padded = false) {
+            uint32_t prefix_length, bool padded = false, const KeyNormaliser* norm = nullptr) {
   std::string text;
-  Result<ParsedRequest> r = parser.Parse(api, body, prefix_length, padded, &text);
+  Result<ParsedRequest> r = parser.Parse(api, body, prefix_length, padded, &text, norm);
   return Copy(r, text);
 }
 
@@ -113,19 +116,37 @@ PrefixKey KeyOfText(std::string_view text, std::string_view group) {
   return h.Finish(group);
 }
 
-void CheckOpenAi(ApiKind api, std::string_view body, uint32_t prefix_length, char pad) {
+// The fuzzed key normalisations (bits 5 and 6 of byte 0). Patterns are bounded (shorter than
+// kPatternLookahead), so that a shorter prefix still keys a prefix of the same text.
+const KeyNormaliser* NormaliserFor(bool fields, bool patterns) {
+  static const auto make = [](bool f, bool p) {
+    KeyNormalisation k;
+    k.canonical_json = f;
+    if (f) k.exclude_fields = {"id", "metadata.*", "a.*.b", "*"};
+    if (p) k.exclude_patterns = {"[0-9]{4}-[0-9]{2}-[0-9]{2}", "req-[0-9a-f]{8}", "\\u00"};
+    auto n = KeyNormaliser::Create(k);
+    if (!n.ok()) Fail("normaliser", n.status().message());
+    return *n;
+  };
+  static const std::shared_ptr<const KeyNormaliser> all[4] = {nullptr, make(false, true), make(true, false),
+                                                               make(true, true)};
+  return all[(fields ? 2 : 0) + (patterns ? 1 : 0)].get();
+}
+
+void CheckOpenAi(ApiKind api, std::string_view body, uint32_t prefix_length, char pad,
+                 const KeyNormaliser* norm) {
   // One parser reused, as a connection's thread does, and a second one (whose previous input
   // was a different one) for the padded path: leftover state would show as a difference.
   static OpenAiRequestParser reused;
   static OpenAiRequestParser other;
-  const Outcome first = Run(reused, api, body, prefix_length);
-  const Outcome again = Run(reused, api, body, prefix_length);
+  const Outcome first = Run(reused, api, body, prefix_length, false, norm);
+  const Outcome again = Run(reused, api, body, prefix_length, false, norm);
   CHECK(SameOutcome(first, again), Describe(first) + " then " + Describe(again));
 
   std::string padded(body);
   padded.append(kBodyPadding, pad);
   const Outcome in_place =
-      Run(other, api, std::string_view(padded.data(), body.size()), prefix_length, true);
+      Run(other, api, std::string_view(padded.data(), body.size()), prefix_length, true, norm);
   CHECK(SameOutcome(first, in_place, /*same_message=*/false),
         Describe(first) + " vs padded " + Describe(in_place));
 
@@ -146,7 +167,7 @@ void CheckOpenAi(ApiKind api, std::string_view body, uint32_t prefix_length, cha
   // A shorter prefix keys a prefix of the same text; the other values do not depend on it (the
   // gateway parses with the longest prefix_length in use, then again with the pool's own).
   const uint32_t shorter = prefix_length / 2;
-  const Outcome half = Run(reused, api, body, shorter);
+  const Outcome half = Run(reused, api, body, shorter, false, norm);
   CHECK(half.status.ok(), Describe(first) + " but at " + std::to_string(shorter) + ": " +
                               Describe(half));
   CHECK(half.prefix_units == std::min<size_t>(shorter, first.prefix_units), Describe(half));
@@ -156,7 +177,7 @@ void CheckOpenAi(ApiKind api, std::string_view body, uint32_t prefix_length, cha
         Describe(half));
   if (first.prefix_units < prefix_length) {
     // The whole text was keyed: a longer prefix changes nothing.
-    const Outcome longer = Run(reused, api, body, prefix_length + 1);
+    const Outcome longer = Run(reused, api, body, prefix_length + 1, false, norm);
     CHECK(SameOutcome(first, longer), Describe(first) + " vs longer " + Describe(longer));
   }
 }
@@ -193,6 +214,37 @@ void CheckNative(std::string_view body, uint32_t prefix_length,
         Describe(first) + " vs tail " + Describe(tail));
 }
 
+// Native with a normaliser: the key is the hash of the keyed bytes (the canonical prefix, or
+// the raw bytes when the body is not JSON); the canonical form is a function of the body and
+// prefix-consistent, and (without patterns) canonicalising it again changes nothing.
+void CheckNativeNormalised(std::string_view body, uint32_t prefix_length,
+                           std::optional<std::string_view> group, const KeyNormaliser& norm) {
+  std::string keyed;
+  const Result<ParsedRequest> r = ParseNative(body, prefix_length, group, std::nullopt, &norm, &keyed);
+  const Outcome first = Copy(r);
+  std::string again_keyed;
+  const Outcome again = Copy(ParseNative(body, prefix_length, group, std::nullopt, &norm, &again_keyed));
+  CHECK(SameOutcome(first, again) && keyed == again_keyed, Describe(first) + " then " + Describe(again));
+  if (!first.status.ok()) return;
+  CHECK(keyed.size() == first.prefix_units && first.prefix_units <= prefix_length, Describe(first));
+  CHECK(first.key == NativePrefixKey(keyed, prefix_length, first.routing_group), Describe(first));
+  std::string canonical;
+  if (!norm.CanonicalNativePrefix(body, prefix_length, canonical)) {
+    CHECK(first.key == NativePrefixKey(body, prefix_length, first.routing_group), Describe(first));
+    return;
+  }
+  CHECK(canonical == keyed, Describe(first));
+  std::string half;
+  CHECK(norm.CanonicalNativePrefix(body, prefix_length / 2, half));
+  CHECK(canonical.compare(0, half.size(), half) == 0 && half.size() == std::min<size_t>(canonical.size(), prefix_length / 2),
+        half + " vs " + canonical);
+  if (!norm.has_patterns() && canonical.size() < prefix_length) {
+    std::string twice;
+    CHECK(norm.CanonicalNativePrefix(canonical, prefix_length, twice), canonical);
+    CHECK(twice == canonical, twice + " vs " + canonical);
+  }
+}
+
 // A B C -> A + B x count + C when the body holds two 0xFF markers (see the file comment).
 std::string Amplify(std::string_view body, uint8_t count) {
   const size_t m1 = body.find('\xff');
@@ -227,7 +279,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (api_bits <= 1) {
     const ApiKind api = api_bits == 0 ? ApiKind::kChatCompletions : ApiKind::kCompletions;
     const std::string body = (flags & 4) ? Amplify(rest, amplify_count) : std::string(rest);
-    CheckOpenAi(api, body, prefix_length, pad);
+    CheckOpenAi(api, body, prefix_length, pad, NormaliserFor(false, flags & 64));
     return 0;
   }
 
@@ -248,6 +300,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rest.remove_prefix(component_len);
   }
   const std::string body = (flags & 4) ? Amplify(rest, amplify_count) : std::string(rest);
-  CheckNative(body, prefix_length, group, component);
+  if (flags & (32 | 64)) {
+    CheckNativeNormalised(body, prefix_length, group, *NormaliserFor(flags & 32, flags & 64));
+  } else {
+    CheckNative(body, prefix_length, group, component);
+  }
   return 0;
 }

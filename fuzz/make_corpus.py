@@ -36,6 +36,11 @@ def native(prefix_length, body, group=None, component=None, amplify=None):
     return bytes(h) + bytes([len(g), len(c)]) + g + c + body
 
 
+def normalised(seed, fields=True, patterns=True):
+    """A seed with key normalisation on (byte 0 bits 5 and 6)."""
+    return bytes([seed[0] | (32 if fields else 0) | (64 if patterns else 0)]) + seed[1:]
+
+
 def deep(n, open_=b"[", close=b"]", inner=b"1"):
     return open_ * n + inner + close * n
 
@@ -53,6 +58,11 @@ API = {
     "completions_strings": header(COMPLETIONS, 1024) + b'{"model":"m","prompt":["first","second",""],"prompt_cache_key":null,"stream":null}',
     "completions_tokens": header(COMPLETIONS, 1024) + b'{"model":"m","prompt":[1,2,3,18446744073709551615,0]}',
     "completions_token_arrays": header(COMPLETIONS, 1024) + b'{"model":"m","prompt":[[1,2],[3],[]]}',
+    # Key normalisation: canonical JSON with excluded fields and patterns (native), patterns (chat).
+    "norm_native_noisy": normalised(native(64, b'{\n  "id": "req-0123abcd", "created": 1764460801,\n  "metadata": {"trace_id": "ab12", "client": "c"},\n  "inputs": "Instructions 2026-11-30 line\\u000aDoc \\u00e9 \\/",\n  "parameters": {"temperature": 0.70, "max_new_tokens": 1.0e2, "n": -0.0},\n  "a": [{"x": {"b": 1, "c": 2}}, 3]\n}')),
+    "norm_native_dupes_numbers": normalised(native(1024, b'{"b":1,"a":[1e21,-5,18446744073709551615,123456789012345678901234567890],"b":"\\u0001"}'), patterns=False),
+    "norm_native_amplified": normalised(native(2048, b'{"inputs":"\xffreq-0123abcd 2026-11-30 \xff"}', amplify=3)),
+    "norm_chat_patterns": normalised(header(CHAT, 1024) + b'{"model":"m","messages":[{"role":"system","content":"Current time 2026-11-30. req-0123abcd ok"},{"role":"user","content":[{"type":"text","text":"q 2026-11-30"}]}]}', fields=False),
     # Wrong types and values.
     "bad_token_ids": header(COMPLETIONS, 1024) + b'{"model":"m","prompt":[18446744073709551616,-1,1.5,1e3,1e999]}',
     "bad_model_number": header(CHAT, 1024) + b'{"model":12,"messages":[{"role":"user","content":"x"}]}',

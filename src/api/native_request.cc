@@ -22,7 +22,8 @@ Status ValidateRoutingGroupHeader(std::string_view group) {
 
 Result<ParsedRequest> ParseNative(std::string_view body, uint32_t prefix_length,
                                   std::optional<std::string_view> group_header,
-                                  std::optional<std::string_view> component_header) {
+                                  std::optional<std::string_view> component_header,
+                                  const KeyNormaliser* normaliser, std::string* keyed) {
   ParsedRequest p;
   p.api = ApiKind::kNative;
   if (group_header) {
@@ -30,8 +31,15 @@ Result<ParsedRequest> ParseNative(std::string_view body, uint32_t prefix_length,
     p.routing_group = *group_header;
   }
   if (component_header) p.served_name = *component_header;
-  p.key = NativePrefixKey(body, prefix_length, p.routing_group);
-  p.prefix_units = body.size() < prefix_length ? body.size() : prefix_length;
+  std::string_view input = body;
+  if (normaliser && normaliser->options().enabled()) {
+    // One buffer per thread: the canonical prefix is at most prefix_length bytes.
+    thread_local std::string canonical;
+    if (normaliser->CanonicalNativePrefix(body, prefix_length, canonical)) input = canonical;
+  }
+  p.key = NativePrefixKey(input, prefix_length, p.routing_group);
+  p.prefix_units = input.size() < prefix_length ? input.size() : prefix_length;
+  if (keyed) keyed->assign(input.substr(0, p.prefix_units));
   return p;
 }
 

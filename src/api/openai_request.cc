@@ -146,7 +146,8 @@ error_code DigestValue(od::value value, uint64_t& out) {
 
 class Extractor {
  public:
-  explicit Extractor(TextPrefixHasher& hasher) : h_(hasher) {}
+  Extractor(TextPrefixHasher& hasher, const KeyNormaliser* normaliser)
+      : h_(hasher), sink_(hasher), normaliser_(normaliser && normaliser->has_patterns() ? normaliser : nullptr) {}
 
   Status Messages(od::value value) {
     od::array messages;
@@ -172,7 +173,7 @@ class Extractor {
     if (type == od::json_type::string) {
       std::string_view s;
       if (auto e = value.get_string().get(s)) return JsonError(e, "prompt");
-      h_.Append(s);
+      Text(s);
       return Status::Ok();
     }
     if (type != od::json_type::array) {
@@ -197,7 +198,7 @@ class Extractor {
         if (index > 0) h_.Append(kBetweenPrompts);
         std::string_view s;
         if (auto e = item.get_string().get(s)) return JsonError(e, Where("prompt", index));
-        h_.Append(s);
+        Text(s);
       } else if (t == od::json_type::array) {
         if (index > 0) h_.Append(kBetweenPrompts);
         od::array ids;
@@ -252,7 +253,7 @@ class Extractor {
         if (auto e = content.get_string().get(s)) {
           return JsonError(e, Where("messages", index) + ".content");
         }
-        h_.Append(s);
+        Text(s);
         return Status::Ok();
       }
       case od::json_type::null: {
@@ -297,7 +298,7 @@ class Extractor {
           }
           return ValueError(e, where + "." + field, "a string");
         }
-        h_.Append(text);
+        Text(text);
       } else {
         uint64_t digest = 0;
         if (auto e = part.reset().error()) return JsonError(e, where);
@@ -322,7 +323,18 @@ class Extractor {
     return Status::Ok();
   }
 
+  // Text from the request (not roles, separators or digests): patterns apply to it.
+  void Text(std::string_view s) {
+    if (normaliser_) {
+      normaliser_->AppendFiltered(s, sink_);
+    } else {
+      h_.Append(s);
+    }
+  }
+
   TextPrefixHasher& h_;
+  HasherSink sink_;
+  const KeyNormaliser* normaliser_;
 };
 
 }  // namespace
@@ -341,7 +353,8 @@ OpenAiRequestParser::~OpenAiRequestParser() = default;
 
 Result<ParsedRequest> OpenAiRequestParser::Parse(ApiKind api, std::string_view body,
                                                  uint32_t prefix_length, bool padded,
-                                                 std::string* keyed_text) {
+                                                 std::string* keyed_text,
+                                                 const KeyNormaliser* normaliser) {
   const bool chat = api == ApiKind::kChatCompletions;
   simdjson::padded_string_view input;
   if (padded) {
@@ -361,7 +374,7 @@ Result<ParsedRequest> OpenAiRequestParser::Parse(ApiKind api, std::string_view b
   ParsedRequest out;
   out.api = api;
   TextPrefixHasher hasher(prefix_length, keyed_text);
-  Extractor extractor(hasher);
+  Extractor extractor(hasher, normaliser);
   bool have_model = false;
   bool have_text = false;
   const std::string_view text_field = chat ? "messages" : "prompt";

@@ -15,6 +15,9 @@
 //              of token ids as decimal numbers separated by spaces; an array of such arrays
 //              joined by U+001E.
 //
+// A pool's key normalisation may remove text matching its exclude_patterns from each piece of
+// message or prompt text first (api/key_normalisation.h).
+//
 // The key is the hash of the first `prefix_length` characters of that text, combined with the
 // routing group from the `prompt_cache_key` field (a string of at most 1,024 bytes; empty or
 // null means none). A text shorter than `prefix_length` is keyed whole.
@@ -34,6 +37,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/key_normalisation.h"
 #include "api/request.h"
 #include "core/status.h"
 
@@ -52,9 +56,12 @@ class OpenAiRequestParser {
 
   // REQUIRES: api is kChatCompletions or kCompletions. When `padded`, the caller guarantees
   // kBodyPadding readable bytes after body's end (saves a copy); otherwise the body is copied
-  // into a reused buffer. When `keyed_text` is not null it receives the keyed text.
+  // into a reused buffer. When `keyed_text` is not null it receives the keyed text. A
+  // `normaliser` with exclude_patterns removes their matches from the message and prompt text
+  // (not from roles and separators) before it is keyed.
   Result<ParsedRequest> Parse(ApiKind api, std::string_view body, uint32_t prefix_length,
-                              bool padded = false, std::string* keyed_text = nullptr);
+                              bool padded = false, std::string* keyed_text = nullptr,
+                              const KeyNormaliser* normaliser = nullptr);
 
  private:
   struct Impl;

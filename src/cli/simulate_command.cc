@@ -24,6 +24,9 @@ struct SimulateArgs {
   std::vector<uint32_t> prefix_lengths;
   std::vector<uint32_t> thresholds;
   double balance_factor = kDefaultBalanceFactor;
+  bool canonical_json = false;
+  std::vector<std::string> exclude_fields;
+  std::vector<std::string> exclude_patterns;
   std::vector<uint32_t> instances{7};
   std::vector<uint64_t> seeds{1};
   std::vector<double> load_pct;
@@ -67,6 +70,7 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
     spec.base.events.push_back(*ev);
   }
   spec.base.routing.balance_factor = a.balance_factor;
+  spec.base.routing.key_normalisation = KeyNormalisation{a.canonical_json, a.exclude_fields, a.exclude_patterns};
   spec.base.duration_s = a.duration_s;
   spec.base.max_requests = a.max_requests;
   spec.base.warmup_s = a.warmup_s >= 0 ? a.warmup_s : std::min(300.0, a.duration_s / 6);
@@ -169,6 +173,16 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   "in-flight), never below 4; 0 = off, else 1..100. A strategy name ending in "
                   "-bF (prefix-aware-least-loaded-b0) overrides it for that strategy")
       ->capture_default_str();
+  cmd->add_option("--canonical-json", a->canonical_json,
+                  "Key normalisation (docs/normalisation.md): native bodies keyed on their canonical JSON, as "
+                  "a gateway pool with key_normalisation.canonical_json: true")
+      ->capture_default_str();
+  cmd->add_option("--exclude-field", a->exclude_fields,
+                  "Key normalisation: a JSON member left out of the native key (implies --canonical-json); "
+                  "name, a.b.c, * = any one key; repeatable");
+  cmd->add_option("--exclude-pattern", a->exclude_patterns,
+                  "Key normalisation: a regular expression removed from the keyed text (OpenAI message text, "
+                  "native string values); repeatable");
   cmd->add_option("--instances", a->instances, "Fleet size(s), comma-separated")
       ->delimiter(',')
       ->capture_default_str();

@@ -95,6 +95,9 @@ struct RoutingOptions {
   // Admission, not placement: the gateway answers 429 to a request of this pool while the pool
   // has this many requests in flight (0 = no ceiling). Policies ignore it.
   uint32_t max_in_flight = 0;
+  // What the key is computed over (api/key_normalisation.h); policies ignore it, the parsers
+  // apply it. Checked by api::CompileKeyNormalisation, not by Validate().
+  KeyNormalisation key_normalisation;
 
   // Checks ranges; the message names the field and its allowed range.
   Status Validate() const;

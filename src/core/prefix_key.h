@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace prefix_router {
 
@@ -39,6 +40,28 @@ struct PrefixKey {
   uint64_t placement_hash() const { return low; }
   std::string ToHex() const;  // 32 lowercase hex digits, high then low
   friend bool operator==(const PrefixKey&, const PrefixKey&) = default;
+};
+
+// How a pool turns a request into the input of its key, beyond the API's definition above
+// (docs/normalisation.md). Plain data: the api library compiles it (api/key_normalisation.h)
+// and validates it; the core only carries it with the pool's other options.
+//   canonical_json    native API: key the canonical form of a JSON body (sorted object keys,
+//                     no insignificant whitespace, one string escaping, normalised numbers)
+//                     instead of its raw bytes; non-JSON bodies keep their raw bytes.
+//   exclude_fields    native API: JSON fields left out of the canonical form (implies it);
+//                     "name", "a.b.c", "*" for any one key. No effect on the OpenAI API.
+//   exclude_patterns  regular expressions whose matches are removed from the keyed text: the
+//                     OpenAI API's message and prompt text; native string values in canonical
+//                     form.
+struct KeyNormalisation {
+  bool canonical_json = false;
+  std::vector<std::string> exclude_fields;
+  std::vector<std::string> exclude_patterns;
+
+  bool enabled() const {
+    return canonical_json || !exclude_fields.empty() || !exclude_patterns.empty();
+  }
+  bool operator==(const KeyNormalisation&) const = default;
 };
 
 // Routing group limits for the native header X-Amzn-SageMaker-Prefix-Aware-Id.
@@ -70,6 +93,7 @@ class TextPrefixHasher {
   bool Append(std::string_view utf8);
   bool full() const { return chars_ >= max_chars_; }
   size_t chars() const { return chars_; }
+  size_t remaining_chars() const { return max_chars_ - chars_; }
   size_t bytes() const { return bytes_; }
   PrefixKey Finish(std::string_view group);
 

@@ -17,6 +17,7 @@
 #include <system_error>
 #include <utility>
 
+#include "api/key_normalisation.h"
 #include "core/fleet.h"
 
 namespace prefix_router::gateway {
@@ -176,8 +177,15 @@ struct RoutingPatch {
   std::optional<SpillMode> spill;
   std::optional<double> balance_factor;
   std::optional<uint32_t> max_in_flight;
+  // key_normalisation, field by field: a pool's list replaces the `routing` list.
+  std::optional<bool> canonical_json;
+  std::optional<std::vector<std::string>> exclude_fields;
+  std::optional<std::vector<std::string>> exclude_patterns;
 
   void ApplyTo(RoutingOptions& o) const {
+    if (canonical_json) o.key_normalisation.canonical_json = *canonical_json;
+    if (exclude_fields) o.key_normalisation.exclude_fields = *exclude_fields;
+    if (exclude_patterns) o.key_normalisation.exclude_patterns = *exclude_patterns;
     if (strategy) o.strategy = *strategy;
     if (prefix_length) o.prefix_length = *prefix_length;
     if (concurrency_threshold) o.concurrency_threshold = *concurrency_threshold;
@@ -187,12 +195,46 @@ struct RoutingPatch {
   }
 };
 
+Status ReadStrings(const YAML::Node& n, const std::string& path, std::vector<std::string>& out) {
+  out.clear();
+  if (n.IsNull()) return Status::Ok();
+  if (!n.IsSequence()) return TypeError(path, "a list of strings", n);
+  for (size_t i = 0; i < n.size(); ++i) {
+    std::string item;
+    if (Status s = ReadString(n[i], Index(path, i), item); !s.ok()) return s;
+    out.push_back(std::move(item));
+  }
+  return Status::Ok();
+}
+
+// `key_normalisation: {canonical_json, exclude_fields, exclude_patterns}` (api/key_normalisation.h).
+Status ReadKeyNormalisation(const YAML::Node& n, const std::string& path, RoutingPatch& out) {
+  if (!n.IsMap()) {
+    return TypeError(path, "a map with canonical_json, exclude_fields and/or exclude_patterns", n);
+  }
+  return ForEachField(
+      n, path, {"canonical_json", "exclude_fields", "exclude_patterns"},
+      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "canonical_json") {
+          bool b = false;
+          if (Status s = ReadBool(v, p, b); !s.ok()) return s;
+          out.canonical_json = b;
+          return Status::Ok();
+        }
+        std::vector<std::string> list;
+        if (Status s = ReadStrings(v, p, list); !s.ok()) return s;
+        (key == "exclude_fields" ? out.exclude_fields : out.exclude_patterns) = std::move(list);
+        return Status::Ok();
+      });
+}
+
 Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& out) {
   return ForEachField(
       n, path,
       {"routing_strategy", "prefix_length", "concurrency_threshold", "spill_mode", "balance_factor",
-       "max_in_flight"},
+       "max_in_flight", "key_normalisation"},
       [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "key_normalisation") return ReadKeyNormalisation(v, p, out);
         if (key == "routing_strategy") {
           std::string name;
           if (Status s = ReadString(v, p, name); !s.ok()) return s;
@@ -705,6 +747,9 @@ Status ValidateRouting(const RoutingOptions& options, const std::string& path) {
                           " (or 0 = off)");
   }
   if (Status s = options.Validate(); !s.ok()) return Status(s.code(), path + "." + s.message());
+  if (auto n = api::KeyNormaliser::Create(options.key_normalisation); !n.ok()) {
+    return Status(n.status().code(), path + ".key_normalisation." + n.status().message());
+  }
   return Status::Ok();
 }
 

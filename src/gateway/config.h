@@ -25,6 +25,15 @@
 //                                   # (dispatched or retrying) a new one gets 429 with
 //                                   # Retry-After: 1 (prefix_router_rejected_requests_total
 //                                   # {reason="pool_in_flight"}); 0 = no ceiling
+//     key_normalisation:            # what the key is computed over (docs/normalisation.md);
+//                                   # a pool's setting replaces this one field by field
+//       canonical_json: false       # native API: key the canonical JSON (sorted members, no
+//                                   # whitespace, one escaping) instead of raw bytes
+//       exclude_fields: []          # native API: members left out of the canonical form
+//                                   # (implies it): name, a.b.c, * = any one key; at most 64
+//       exclude_patterns: []        # regular expressions (Perl syntax) removed from the keyed
+//                                   # text: OpenAI message/prompt text, native string values
+//                                   # (implies the canonical form); at most 32
 //   pools:                          # per served name (model or adapter): overrides of `routing`
 //     llama-3-70b: {routing_strategy: prefix-aware, prefix_length: 4096}
 //   instances:

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <utility>
 
+#include "api/key_normalisation.h"
 #include "core/fleet.h"
 
 namespace prefix_router::gateway {
@@ -138,7 +139,8 @@ std::string Help(const std::string& field, const std::string& what, const std::s
 
 bool HasRoutingFlags(const ConfigFlags& f) {
   return f.strategy || f.prefix_length || f.concurrency_threshold || f.spill_mode ||
-         f.balance_factor || f.max_in_flight;
+         f.balance_factor || f.max_in_flight || f.canonical_json || !f.exclude_fields.empty() ||
+         !f.exclude_patterns.empty();
 }
 
 void ApplyRoutingFlags(const ConfigFlags& f, RoutingOptions& o) {
@@ -148,6 +150,9 @@ void ApplyRoutingFlags(const ConfigFlags& f, RoutingOptions& o) {
   if (f.spill_mode) o.spill = *f.spill_mode;
   if (f.balance_factor) o.balance_factor = *f.balance_factor;
   if (f.max_in_flight) o.max_in_flight = *f.max_in_flight;
+  if (f.canonical_json) o.key_normalisation.canonical_json = *f.canonical_json;
+  if (!f.exclude_fields.empty()) o.key_normalisation.exclude_fields = f.exclude_fields;
+  if (!f.exclude_patterns.empty()) o.key_normalisation.exclude_patterns = f.exclude_patterns;
 }
 
 // The file's pools were resolved against the file's `routing`. A routing flag changes that
@@ -179,6 +184,15 @@ Status InheritRoutingFlags(const ConfigFlags& flags, GatewayConfig& config) {
         options.balance_factor = *flags.balance_factor;
       }
       if (flags.max_in_flight && unset("max_in_flight")) options.max_in_flight = *flags.max_in_flight;
+      const YAML::Node key =
+          pool.IsMap() && pool["key_normalisation"] ? pool["key_normalisation"] : YAML::Node();
+      const auto key_unset = [&key](const char* field) { return !key.IsMap() || !key[field]; };
+      KeyNormalisation& k = options.key_normalisation;
+      if (flags.canonical_json && key_unset("canonical_json")) k.canonical_json = *flags.canonical_json;
+      if (!flags.exclude_fields.empty() && key_unset("exclude_fields")) k.exclude_fields = flags.exclude_fields;
+      if (!flags.exclude_patterns.empty() && key_unset("exclude_patterns")) {
+        k.exclude_patterns = flags.exclude_patterns;
+      }
     }
   } catch (const std::exception& e) {
     return Status::InvalidArgument(flags.config_file + ": " + e.what());
@@ -250,6 +264,26 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
                 "Retry-After",
                 std::to_string(d.routing.max_in_flight) + " (no ceiling)",
                 "0.." + std::to_string(kMaxPoolInFlight)));
+
+  AddValue(cmd, "--canonical-json", flags.canonical_json, "true|false",
+           Help("routing.key_normalisation.canonical_json",
+                "native API: key the canonical JSON of the body (sorted members, no whitespace, one "
+                "escaping) instead of its raw bytes; non-JSON bodies keep raw bytes "
+                "(docs/normalisation.md)",
+                "false", "true | false"));
+  cmd.add_option("--exclude-field", flags.exclude_fields,
+                 Help("routing.key_normalisation.exclude_fields",
+                      "native API: a JSON member left out of the canonical form, which it implies "
+                      "(repeatable; replaces the file's list): name, a.b.c, * = any one key",
+                      "none", "at most " + std::to_string(api::kMaxExcludeFields) + " paths"))
+      ->type_name("PATH");
+  cmd.add_option("--exclude-pattern", flags.exclude_patterns,
+                 Help("routing.key_normalisation.exclude_patterns",
+                      "a regular expression (Perl syntax) whose matches are removed from the keyed "
+                      "text: OpenAI message and prompt text, native string values (repeatable; "
+                      "replaces the file's list)",
+                      "none", "at most " + std::to_string(api::kMaxExcludePatterns) + " patterns"))
+      ->type_name("REGEX");
 
   cmd.add_option("--instance", flags.instances,
                  "Sets instances (repeatable; replaces the file's instances): URL, NAME=URL or "

@@ -7,8 +7,8 @@
 //
 // Precedence: built-in defaults < the --config file < flags. Each flag sets one field of
 // GatewayConfig (its help text names the YAML field, the default and the range); --strategy,
-// --prefix-length, --concurrency-threshold, --spill-mode, --balance-factor and --max-in-flight
-// set the default
+// --prefix-length, --concurrency-threshold, --spill-mode, --balance-factor, --max-in-flight,
+// --canonical-json, --exclude-field and --exclude-pattern set the default
 // `routing`, and pools
 // of the file that do not set a field inherit the flag's value, as if the flag were written in
 // the file's `routing` section. --instance flags, when any are given, replace the file's
@@ -46,6 +46,10 @@ struct ConfigFlags {
   std::optional<SpillMode> spill_mode;              // --spill-mode
   std::optional<double> balance_factor;             // --balance-factor
   std::optional<uint32_t> max_in_flight;            // --max-in-flight
+  // routing.key_normalisation
+  std::optional<bool> canonical_json;               // --canonical-json
+  std::vector<std::string> exclude_fields;          // --exclude-field, repeatable
+  std::vector<std::string> exclude_patterns;        // --exclude-pattern, repeatable
   // --instance, repeatable: URL | NAME=URL | NAME=URL;weight=N;models=a,b
   std::vector<std::string> instances;
   std::optional<uint64_t> max_request_body_bytes;   // --max-request-body-bytes

@@ -306,7 +306,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int)
     component = HeaderValue(req, api::kInferenceComponentHeader);
     const Pool& pool = rs->PoolFor(component.value_or(""));
     parsed = api::ParseNative(body, pool.options.prefix_length, HeaderValue(req, api::kRoutingGroupHeader),
-                              component);
+                              component, pool.normaliser.get());
   } else {
     // The pool (and so prefix_length) depends on the model, which is in the body: parse with
     // the largest prefix length in use, then cut to the pool's own if it is shorter.
@@ -315,8 +315,10 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int)
     parsed = ThreadParser().Parse(api_kind, body, max_len);
     if (parsed.ok()) {
       const Pool& pool = rs->PoolFor(parsed->served_name);
-      if (pool.options.prefix_length != max_len) {
-        parsed = ThreadParser().Parse(api_kind, body, pool.options.prefix_length);
+      const bool patterns = pool.normaliser && pool.normaliser->has_patterns();
+      if (pool.options.prefix_length != max_len || patterns) {
+        parsed = ThreadParser().Parse(api_kind, body, pool.options.prefix_length, false, nullptr,
+                                      pool.normaliser.get());
       }
     }
   }

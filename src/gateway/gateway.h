@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/fleet.h"
+#include "api/key_normalisation.h"
 #include "core/policy.h"
 #include "gateway/config.h"
 #include "gateway/metrics.h"
@@ -63,6 +64,8 @@ struct Pool {
   // options.max_in_flight. Counted by an RAII guard in the request's coroutine; shared with
   // the next RoutingState along with the policy.
   std::shared_ptr<std::atomic<int64_t>> in_flight = std::make_shared<std::atomic<int64_t>>(0);
+  // options.key_normalisation compiled (patterns, paths); null when it is off.
+  std::shared_ptr<const api::KeyNormaliser> normaliser;
 };
 
 // Everything a request needs to be routed, swapped as one immutable unit.

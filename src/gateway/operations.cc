@@ -22,15 +22,15 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
 
 std::string DescribeOptions(const RoutingOptions& o) {
   return fmt::format(
-      "{}, prefix_length {}, concurrency_threshold {}, spill_mode {}, balance_factor {}, max_in_flight {}",
+      "{}, prefix_length {}, concurrency_threshold {}, spill_mode {}, balance_factor {}, max_in_flight {}{}",
       StrategyName(o.strategy), o.prefix_length, o.concurrency_threshold, SpillModeName(o.spill),
-      o.balance_factor, o.max_in_flight);
+      o.balance_factor, o.max_in_flight, o.key_normalisation.enabled() ? ", key normalisation on" : "");
 }
 
 // A pool's Policy: the previous one while the options are unchanged (it keeps what it learned:
 // prefix-aware's sticky key homes and share meter, round-robin's turn), else a new one.
-Pool KeepOrMakePool(const RoutingOptions& options, const Pool* previous, const std::string& what,
-                    std::vector<std::string>* changes) {
+Pool KeepOrMakePoolPolicy(const RoutingOptions& options, const Pool* previous, const std::string& what,
+                          std::vector<std::string>* changes) {
   if (previous && previous->options == options) {
     return Pool{options, previous->policy, previous->in_flight};
   }
@@ -42,6 +42,24 @@ Pool KeepOrMakePool(const RoutingOptions& options, const Pool* previous, const s
   Pool pool{options, MakePolicy(options)};
   // Requests still running count toward the pool's ceiling whatever its new options.
   if (previous) pool.in_flight = previous->in_flight;
+  return pool;
+}
+
+// ... with its key normaliser (ValidateConfig compiled it once already, so it cannot fail here).
+Pool KeepOrMakePool(const RoutingOptions& options, const Pool* previous, const std::string& what,
+                    std::vector<std::string>* changes) {
+  Pool pool = KeepOrMakePoolPolicy(options, previous, what, changes);
+  if (options.key_normalisation.enabled()) {
+    if (previous && previous->normaliser &&
+        previous->options.key_normalisation == options.key_normalisation) {
+      pool.normaliser = previous->normaliser;
+    } else if (auto n = api::KeyNormaliser::Create(options.key_normalisation); n.ok()) {
+      pool.normaliser = *n;
+    } else {
+      spdlog::error("{}: key_normalisation: {} (should never happen: validated at load)", what,
+                    n.status().message());
+    }
+  }
   return pool;
 }
 

@@ -258,6 +258,8 @@ class Simulation {
   std::unordered_map<uint64_t, std::string> replies_;  // session -> reply for its next turn
 
   api::OpenAiRequestParser parser_;
+  // o_.routing.key_normalisation compiled, exactly as the gateway's pool holds it; null = off.
+  std::shared_ptr<const api::KeyNormaliser> normaliser_;
   PromptTokenizer tokenizer_;
   std::optional<Bounds> bounds_;
   uint64_t bound_prompt_ = 0, bound_lru_ = 0, bound_infinite_ = 0;
@@ -352,9 +354,9 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   if (r->api == api::ApiKind::kNative) {
     std::optional<std::string_view> group;
     if (!r->routing_group.empty()) group = r->routing_group;
-    parsed = api::ParseNative(body, o_.routing.prefix_length, group, std::nullopt);
+    parsed = api::ParseNative(body, o_.routing.prefix_length, group, std::nullopt, normaliser_.get());
   } else {
-    parsed = parser_.Parse(r->api, body, o_.routing.prefix_length);
+    parsed = parser_.Parse(r->api, body, o_.routing.prefix_length, false, nullptr, normaliser_.get());
   }
   std::vector<uint32_t> prompt;
   if (r->api == api::ApiKind::kChatCompletions || (r->api == api::ApiKind::kNative && r->body.empty() && r->prompt.empty())) {
@@ -558,6 +560,11 @@ Result<SimRun> Simulation::Run() {
   workload_ = std::move(*w);
   session_rate_ = o_.rate_rps / std::max(1.0, workload_->mean_turns());
   policy_ = MakePolicy(o_.routing);
+  if (o_.routing.key_normalisation.enabled()) {
+    auto n = api::KeyNormaliser::Create(o_.routing.key_normalisation);
+    if (!n.ok()) return Status::InvalidArgument("key normalisation: " + n.status().message());
+    normaliser_ = *n;
+  }
   for (uint32_t i = 0; i < o_.instances; ++i) AddEngine(InstanceName(i));
   if (Status s = RebuildFleet(); !s.ok()) return s;
   if (o_.bounds) {
@@ -623,6 +630,8 @@ Result<SimRun> Simulation::Run() {
   r.workload = o_.workload;
   r.strategy = o_.strategy_label.empty() ? std::string(StrategyName(o_.routing.strategy))
                                          : o_.strategy_label;
+  // Runs keyed with normalisation say so where runs are compared (tables, reports).
+  if (o_.routing.key_normalisation.enabled()) r.strategy += "+keynorm";
   r.instances = o_.instances;
   r.seed = o_.seed;
   r.ttft_kind = "modelled";

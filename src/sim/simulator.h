@@ -74,7 +74,7 @@ struct SimOptions {
   uint64_t seed = 1;
   uint32_t instances = 7;
   engine_model::Profile profile;   // REQUIRES: profile.config.Validate().ok()
-  RoutingOptions routing;
+  RoutingOptions routing;          // key_normalisation applies as in a gateway pool
   std::string strategy_label;      // the name recorded in results ("" = from routing)
   Arrivals arrivals = Arrivals::kOpen;
   uint32_t concurrency = 64;       // closed loop: users

@@ -22,6 +22,7 @@ Result<std::unique_ptr<Workload>> MakeLongContext(const ParamMap& params, uint64
 Result<std::unique_ptr<Workload>> MakeShareGptLike(const ParamMap& params, uint64_t seed);
 Result<std::unique_ptr<Workload>> MakeAgentic(const ParamMap& params, uint64_t seed);
 Result<std::unique_ptr<Workload>> MakeRag(const ParamMap& params, uint64_t seed);
+Result<std::unique_ptr<Workload>> MakeNoisyNative(const ParamMap& params, uint64_t seed);
 Result<std::unique_ptr<Workload>> MakeTrace(const ParamMap& params, uint64_t seed);
 
 // One request of a trace file (docs/trace-format.md) and when it was recorded.
@@ -59,6 +60,7 @@ enum SeedStream : uint64_t {
   kStreamToolBlock,
   kStreamTenantPrompt,
   kStreamSession,
+  kStreamClient,
 };
 
 }  // namespace prefix_router::workload

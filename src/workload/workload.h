@@ -83,7 +83,7 @@ class Workload {
 // them.
 using ParamMap = std::map<std::string, std::string, std::less<>>;
 
-// Names MakeWorkload accepts: long-context, sharegpt-like, agentic, rag, trace.
+// Names MakeWorkload accepts: long-context, sharegpt-like, agentic, rag, noisy-native, trace.
 std::vector<std::string_view> WorkloadNames();
 
 // `trace` needs the parameter `file` (a JSONL path, docs/trace-format.md); reading it is the

@@ -24,7 +24,7 @@ std::string ExampleTrace() {
 
 // Small parameters per workload, so tests stay fast under sanitizers.
 ParamMap SmallParams(std::string_view name) {
-  if (name == "long-context") return {{"documents", "8"}, {"prefix_tokens", "400"}};
+  if (name == "long-context" || name == "noisy-native") return {{"documents", "8"}, {"prefix_tokens", "400"}};
   if (name == "agentic") return {{"tools_tokens_median", "1500"}, {"steps_max", "6"}};
   if (name == "rag") return {{"corpus_documents", "50"}};
   if (name == "trace") return {{"file", ExampleTrace()}};
@@ -42,10 +42,10 @@ std::vector<std::string> Bodies(std::string_view name, uint64_t seed, size_t ses
   return out;
 }
 
-// The five documented names are listed and each can be made.
+// The six documented names are listed and each can be made.
 TEST(WorkloadTest, NamesAreListedAndMakeable) {
   const std::vector<std::string_view> names = WorkloadNames();
-  ASSERT_EQ(names.size(), 5u);
+  ASSERT_EQ(names.size(), 6u);
   for (std::string_view n : names) {
     std::unique_ptr<Workload> w = MustMake(n, SmallParams(n));
     ASSERT_NE(w, nullptr) << n;
@@ -64,7 +64,7 @@ TEST(WorkloadTest, UnknownWorkloadIsRejected) {
 
 // Same seed: identical requests, turn for turn; another seed: different ones.
 TEST(WorkloadTest, GeneratedWorkloadsAreDeterministicGivenTheSeed) {
-  for (std::string_view n : {"long-context", "sharegpt-like", "agentic", "rag"}) {
+  for (std::string_view n : {"long-context", "sharegpt-like", "agentic", "rag", "noisy-native"}) {
     const std::vector<std::string> a = Bodies(n, 42, 12);
     const std::vector<std::string> b = Bodies(n, 42, 12);
     const std::vector<std::string> c = Bodies(n, 43, 12);
