@@ -107,9 +107,26 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       "GET/DELETE /admin/instances/NAME, POST /admin/instances/NAME/drain and /undrain, "
       "POST /admin/reload (see docs/admin.md).");
   gateway::AddConfigFlags(*cmd, *flags);
-  auto check = std::make_shared<bool>(false);
-  cmd->add_flag("--check-config", *check, "Validate the configuration, print a summary and exit");
-  cmd->callback([flags, check, exit_code] { *exit_code = RunServe(*flags, *check); });
+  // `--check-config FILE` is short for `--check-config --config FILE`.
+  auto check_file = std::make_shared<std::string>();
+  CLI::Option* check = cmd->add_option("--check-config", *check_file,
+                                       "Validate the configuration (FILE, else --config FILE and the "
+                                       "flags), print a one-line summary and exit: 0 when valid, 2 "
+                                       "with the error naming the field otherwise")
+                           ->expected(0, 1)
+                           ->type_name("[FILE]");
+  cmd->callback([flags, check, check_file, exit_code] {
+    if (!check_file->empty()) {
+      if (!flags->config_file.empty() && flags->config_file != *check_file) {
+        std::cerr << "prefix-router serve: --check-config " << *check_file << " and --config "
+                  << flags->config_file << " name different files\n";
+        *exit_code = 2;
+        return;
+      }
+      flags->config_file = *check_file;
+    }
+    *exit_code = RunServe(*flags, check->count() > 0);
+  });
 }
 
 }  // namespace prefix_router::cli
