@@ -334,8 +334,10 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
   cmd.add_flag_function(
       "--access-log,!--no-access-log",
       [&flags](int64_t count) { flags.access_log = count > 0; },
-      "Sets log.access_log: one log line per request (method, path, status, instance, decision, "
-      "attempts, duration, time to first byte); --no-access-log turns it off. Default: off.");
+      Help("log.access_log",
+           "one log line per request (method, path, status, instance, decision, attempts, "
+           "duration, time to first byte)",
+           "off", "--access-log (on) | --no-access-log (off)"));
 }
 
 Result<InstanceConfig> ParseInstanceFlag(std::string_view spec) {

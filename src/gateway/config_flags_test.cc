@@ -395,6 +395,8 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--passive-failures", {"health.passive_failures", "1"}},
       {"--max-in-flight", {"routing.max_in_flight", "0"}},
       {"--max-connections", {"limits.max_connections", "0"}},
+      {"--log-format", {"log.format", "text"}},
+      {"--access-log", {"log.access_log", "off"}},
   };
   CLI::App app{"serve"};
   ConfigFlags flags;
