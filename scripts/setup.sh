@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package prefix-router needs to build, test and benchmark.
+# Installs every Debian 12 package prefix-router needs to build, test and benchmark (dpkg-dev and
+# systemd: the package test derives the .deb's dependencies and verifies the unit offline).
 # Usage: scripts/setup.sh            (as root, or with sudo available)
 # Boost comes as 1.81 (libboost1.81-dev). Never install libboost-dev (1.74) or anything that
 # pulls it in (libmsgpack-cxx-dev among them): the two versions conflict.
@@ -14,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libzmq3-dev nlohmann-json3-dev
   valgrind python3 curl
+  dpkg-dev systemd
   haproxy nginx wrk
 )
 

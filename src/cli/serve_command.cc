@@ -3,7 +3,8 @@
 // timeouts.drain seconds and exits 0. SIGHUP reloads the configuration (file and flags, as at
 // start): instances, routing and pools change without dropping a request; an invalid file is
 // logged and the running configuration stays. With an `admin` section, the admin listener
-// (gateway/admin.h) runs beside the client listener.
+// (gateway/admin.h) runs beside the client listener. Logs go to stdout as text or JSON lines
+// (gateway/log.h); --access-log adds a line per request.
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -18,6 +19,7 @@
 #include "gateway/admin.h"
 #include "gateway/config_flags.h"
 #include "gateway/gateway.h"
+#include "gateway/log.h"
 #include "gateway/operations.h"
 
 namespace prefix_router::cli {
@@ -30,10 +32,16 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
     return 2;
   }
   if (check_only) {
-    std::cout << "configuration OK: " << config->instances.size() << " instances, "
-              << config->pools.size() << " pools\n";
+    const gateway::GatewayConfig& c = *config;
+    std::cout << "configuration OK: " << c.instances.size() << " instances, " << c.pools.size()
+              << " pools, listen " << c.listen << ", default strategy "
+              << StrategyName(c.routing.strategy) << ", admin "
+              << (c.admin.enabled ? c.admin.listen : std::string("off")) << ", log "
+              << gateway::LogFormatName(c.log.format)
+              << (c.log.access_log ? " with access log" : "") << "\n";
     return 0;
   }
+  gateway::ConfigureLogging(config->log.format);
   const gateway::AdminConfig admin_config = config->admin;
   const gateway::TimeoutsConfig timeouts = config->timeouts;
   auto gw = gateway::Gateway::Create(std::move(*config));
@@ -84,7 +92,6 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
 
 void AddServeCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<gateway::ConfigFlags>();
-  auto check = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "serve",
       "Run the gateway: an OpenAI-compatible and native (/invocations) HTTP endpoint that routes "
@@ -100,8 +107,26 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       "GET/DELETE /admin/instances/NAME, POST /admin/instances/NAME/drain and /undrain, "
       "POST /admin/reload (see docs/admin.md).");
   gateway::AddConfigFlags(*cmd, *flags);
-  cmd->add_flag("--check-config", *check, "Validate the configuration, print a summary and exit");
-  cmd->callback([flags, check, exit_code] { *exit_code = RunServe(*flags, *check); });
+  // `--check-config FILE` is short for `--check-config --config FILE`.
+  auto check_file = std::make_shared<std::string>();
+  CLI::Option* check = cmd->add_option("--check-config", *check_file,
+                                       "Validate the configuration (FILE, else --config FILE and the "
+                                       "flags), print a one-line summary and exit: 0 when valid, 2 "
+                                       "with the error naming the field otherwise")
+                           ->expected(0, 1)
+                           ->type_name("[FILE]");
+  cmd->callback([flags, check, check_file, exit_code] {
+    if (!check_file->empty()) {
+      if (!flags->config_file.empty() && flags->config_file != *check_file) {
+        std::cerr << "prefix-router serve: --check-config " << *check_file << " and --config "
+                  << flags->config_file << " name different files\n";
+        *exit_code = 2;
+        return;
+      }
+      flags->config_file = *check_file;
+    }
+    *exit_code = RunServe(*flags, check->count() > 0);
+  });
 }
 
 }  // namespace prefix_router::cli

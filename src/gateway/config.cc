@@ -354,7 +354,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
   Status s = ForEachField(
       root, "",
       {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
-       "timeouts", "retries", "health", "admin"},
+       "timeouts", "retries", "health", "log", "admin"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "listen") return ReadString(v, p, config.listen);
         if (key == "io_threads") return ReadUnsigned(v, p, config.io_threads);
@@ -400,6 +400,20 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
               });
         }
         if (key == "admin") return ReadAdmin(v, p, config.admin);
+        if (key == "log") {
+          LogConfig& l = config.log;
+          return ForEachField(
+              v, p, {"format", "access_log"},
+              [&l](const std::string& k, const YAML::Node& x, const std::string& xp) -> Status {
+                if (k == "access_log") return ReadBool(x, xp, l.access_log);
+                std::string name;
+                if (Status s = ReadString(x, xp, name); !s.ok()) return s;
+                Result<LogFormat> r = ParseLogFormat(name);
+                if (!r.ok()) return WithPath(r.status(), xp);
+                l.format = *r;
+                return Status::Ok();
+              });
+        }
         HealthConfig& h = config.health;  // key == "health"
         return ForEachField(
             v, p,
@@ -822,6 +836,16 @@ bool Secret::Matches(std::string_view candidate) const {
     diff |= static_cast<unsigned char>(candidate[i] ^ expected);
   }
   return diff == 0;
+}
+
+Result<LogFormat> ParseLogFormat(std::string_view name) {
+  if (name == "text") return LogFormat::kText;
+  if (name == "json") return LogFormat::kJson;
+  return Status::InvalidArgument("log.format: '" + std::string(name) + "' is not one of text, json");
+}
+
+std::string_view LogFormatName(LogFormat format) {
+  return format == LogFormat::kJson ? "json" : "text";
 }
 
 const RoutingOptions& GatewayConfig::RoutingFor(std::string_view served_name) const {

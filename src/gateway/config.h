@@ -66,6 +66,11 @@
 //     unhealthy_threshold: 3        # consecutive failures (active) to eject, 1..100
 //     healthy_threshold: 2          # consecutive successes to readmit, 1..100
 //     passive_failures: 1           # consecutive connect failures of real traffic to eject; 0 = off
+//   log:
+//     format: text                  # text | json (one JSON object per line: ts, level, msg and
+//                                   # the event's fields)
+//     access_log: false             # one line per request: method, path, status, instance,
+//                                   # decision, attempts, duration and time to first byte
 //   admin:                          # the operations listener (docs/admin.md); absent = off
 //     listen: 127.0.0.1:9090        # host:port; must be loopback unless a token is set
 //     token_file: /run/secrets/admin-token   # the bearer token is this file's content (trailing
@@ -142,6 +147,17 @@ class Secret {
   std::string value_;
 };
 
+enum class LogFormat { kText, kJson };
+
+struct LogConfig {
+  LogFormat format = LogFormat::kText;
+  bool access_log = false;
+};
+
+// "text" | "json"; an error names the allowed values.
+Result<LogFormat> ParseLogFormat(std::string_view name);
+std::string_view LogFormatName(LogFormat format);
+
 struct AdminConfig {
   bool enabled = false;                  // the YAML has an `admin` section
   std::string listen = "127.0.0.1:9090";
@@ -168,6 +184,7 @@ struct GatewayConfig {
   TimeoutsConfig timeouts;
   uint32_t max_retries = 2;
   HealthConfig health;
+  LogConfig log;
   AdminConfig admin;
 
   // The settings for a served name: its pool's, else the default.

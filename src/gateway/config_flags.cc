@@ -112,6 +112,13 @@ SpillMode ConvertFlag<SpillMode>(const std::string& flag, const std::string& val
   return *r;
 }
 
+template <>
+LogFormat ConvertFlag<LogFormat>(const std::string& flag, const std::string& value) {
+  Result<LogFormat> r = ParseLogFormat(value);
+  if (!r.ok()) Reject(flag, AfterField(r.status()));
+  return *r;
+}
+
 template <typename T>
 void AddValue(CLI::App& cmd, const std::string& flag, std::optional<T>& target,
               const std::string& type_name, const std::string& help) {
@@ -352,6 +359,19 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
            Help("health.passive_failures",
                 "consecutive connect failures of real traffic to eject an instance",
                 std::to_string(h.passive_failures), "0..100, 0 = off"));
+
+  AddValue(cmd, "--log-format", flags.log_format, "FORMAT",
+           Help("log.format",
+                "log lines as text, or as one JSON object per line (ts, level, msg and the event's "
+                "fields)",
+                std::string(LogFormatName(d.log.format)), "text | json"));
+  cmd.add_flag_function(
+      "--access-log,!--no-access-log",
+      [&flags](int64_t count) { flags.access_log = count > 0; },
+      Help("log.access_log",
+           "one log line per request (method, path, status, instance, decision, attempts, "
+           "duration, time to first byte)",
+           "off", "--access-log (on) | --no-access-log (off)"));
 }
 
 Result<InstanceConfig> ParseInstanceFlag(std::string_view spec) {
@@ -445,6 +465,8 @@ Result<GatewayConfig> BuildConfig(const ConfigFlags& flags) {
   Override(flags.unhealthy_threshold, h.unhealthy_threshold);
   Override(flags.healthy_threshold, h.healthy_threshold);
   Override(flags.passive_failures, h.passive_failures);
+  Override(flags.log_format, config.log.format);
+  Override(flags.access_log, config.log.access_log);
 
   if (!flags.instances.empty()) {
     std::vector<InstanceConfig> instances;

@@ -70,6 +70,8 @@ struct ConfigFlags {
   std::optional<uint32_t> unhealthy_threshold;      // --unhealthy-threshold
   std::optional<uint32_t> healthy_threshold;        // --healthy-threshold
   std::optional<uint32_t> passive_failures;         // --passive-failures
+  std::optional<LogFormat> log_format;              // --log-format
+  std::optional<bool> access_log;                   // --access-log / --no-access-log
 };
 
 // Registers the flags on `cmd` (the `serve` subcommand); parsing fills `flags`, which must

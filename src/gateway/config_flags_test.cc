@@ -144,6 +144,18 @@ TEST(BuildConfig, EveryScalarFlagSetsItsField) {
   EXPECT_EQ(c.health.passive_failures, 0u);
 }
 
+// --log-format and --access-log set log.format and log.access_log; --no-access-log clears it.
+TEST(BuildConfig, LogFlagsSetTheLogSection) {
+  GatewayConfig c = Build({"--instance", "http://a:1", "--log-format", "json", "--access-log"});
+  EXPECT_EQ(c.log.format, LogFormat::kJson);
+  EXPECT_TRUE(c.log.access_log);
+  GatewayConfig d = Build({"--instance", "http://a:1"});
+  EXPECT_EQ(d.log.format, LogFormat::kText);
+  EXPECT_FALSE(d.log.access_log) << "the access log is off by default";
+  EXPECT_FALSE(ParseFlags({"--instance", "http://a:1", "--no-access-log"}).access_log.value_or(true));
+  EXPECT_TRUE(Contains(ParseErrorOf({"--log-format", "xml"}), "text, json"));
+}
+
 // Flags not given leave every optional empty, so they override nothing.
 TEST(ParseFlags, AbsentFlagsStayUnset) {
   ConfigFlags f = ParseFlags({"--instance", "http://a:1"});
@@ -386,6 +398,8 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--passive-failures", {"health.passive_failures", "1"}},
       {"--max-in-flight", {"routing.max_in_flight", "0"}},
       {"--max-connections", {"limits.max_connections", "0"}},
+      {"--log-format", {"log.format", "text"}},
+      {"--access-log", {"log.access_log", "off"}},
   };
   CLI::App app{"serve"};
   ConfigFlags flags;

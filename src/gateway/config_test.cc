@@ -740,5 +740,18 @@ TEST(LoadConfigFile, ParseErrorsNameFileAndField) {
   ExpectInvalid(r.status(), {path + ": timeouts.conect: unknown field"});
 }
 
+// The log section: format and access log, both off the defaults; typos and bad values refused.
+TEST(ParseConfigYaml, LogSection) {
+  GatewayConfig d = Parse("instances: [{url: 'http://a:1'}]\n");
+  EXPECT_EQ(d.log.format, LogFormat::kText);
+  EXPECT_FALSE(d.log.access_log);
+  GatewayConfig c = Parse("log: {format: json, access_log: true}\n");
+  EXPECT_EQ(c.log.format, LogFormat::kJson);
+  EXPECT_TRUE(c.log.access_log);
+  ExpectParseError("log: {format: xml}\n", {"log.format: 'xml' is not one of text, json"});
+  ExpectParseError("log: {acces_log: true}\n", {"log.acces_log"});
+  ExpectParseError("log: {access_log: maybe}\n", {"log.access_log"});
+}
+
 }  // namespace
 }  // namespace prefix_router::gateway

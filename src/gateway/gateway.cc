@@ -11,6 +11,7 @@
 #include "api/error.h"
 #include "api/native_request.h"
 #include "api/openai_request.h"
+#include "gateway/log.h"
 
 namespace prefix_router::gateway {
 namespace {
@@ -157,6 +158,15 @@ struct Gateway::Metrics {
   Family<Histogram>& duration_seconds;
 };
 
+// What the access log and the failure log say about one routed request.
+struct Gateway::RequestRecord {
+  std::string model;              // served name (empty before parsing succeeded)
+  std::string instance;           // the last instance tried
+  std::string_view decision;      // its decision kind (a DecisionKindName literal)
+  uint32_t rank = 0;
+  uint32_t attempts = 0;          // instances tried
+};
+
 struct Gateway::Attempt {
   int error_status = 502;   // what to answer if no attempt succeeds
   std::string error;        // the last failure, for the message
@@ -268,12 +278,13 @@ net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
   std::string_view path = target.substr(0, target.find('?'));
   const auto method = req.method();
   int origin_status = 0;
+  RequestRecord record;
   if (method == bhttp::verb::post && path == "/v1/chat/completions") {
-    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kChatCompletions));
+    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kChatCompletions), record);
   } else if (method == bhttp::verb::post && path == "/v1/completions") {
-    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kCompletions));
+    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kCompletions), record);
   } else if (method == bhttp::verb::post && path == "/invocations") {
-    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kNative));
+    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kNative), record);
   } else if (method == bhttp::verb::get && path == "/health") {
     co_await HandleHealth(ex);
   } else if (method == bhttp::verb::get && path == "/v1/models") {
@@ -290,9 +301,33 @@ net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
     co_await ex.SendError(404, "no route for " + std::string(path), "not_found");
   }
   if (origin_status) metrics_->responses.WithLabels({std::to_string(origin_status), "gateway"}).Inc();
+  if (config_.log.access_log) LogAccess(ex, path, record);
 }
 
-net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int) {
+// One line per request. The path goes without its query string and no header is logged: both
+// may carry credentials (an api-key parameter, Authorization).
+void Gateway::LogAccess(const http::Exchange& ex, std::string_view path, const RequestRecord& r) const {
+  const auto ms = [&ex](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(t - ex.received_at()).count();
+  };
+  std::vector<LogField> fields;
+  fields.reserve(10);
+  fields.emplace_back("method", std::string_view(ex.request().method_string()));
+  fields.emplace_back("path", path);
+  fields.emplace_back("status", ex.status());  // 0: the client went away before any response
+  if (!r.model.empty()) fields.emplace_back("model", r.model);
+  if (r.attempts > 0) {
+    fields.emplace_back("instance", r.instance);
+    fields.emplace_back("decision", r.decision);
+    fields.emplace_back("rank", r.rank);
+    fields.emplace_back("attempts", r.attempts);
+  }
+  fields.emplace_back("duration_ms", ms(Clock::now()));
+  if (ex.status() != 0) fields.emplace_back("ttfb_ms", ms(ex.head_sent_at()));
+  LogEvent(spdlog::level::info, "request", fields);
+}
+
+net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int, RequestRecord& record) {
   const auto api_kind = static_cast<api::ApiKind>(api_kind_int);
   const auto& req = ex.request();
   auto rs = routing_.load();
@@ -343,6 +378,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int)
   const Pool& pool = rs->PoolFor(p.served_name);
   Attempt attempt;
   attempt.model = std::string(p.served_name);
+  record.model = attempt.model;
 
   // Overload shedding: over the pool's ceiling, refuse before any instance is asked. The slot is
   // taken first and given back on refusal, so concurrent requests cannot overshoot it.
@@ -382,12 +418,18 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int)
       const int status = n == 0 ? 503 : attempt.error_status;
       std::string msg = n == 0 ? decision.status().message()
                                : "all attempted instances failed; last error: " + attempt.error;
+      LogEvent(spdlog::level::warn, "request failed",
+               {{"model", attempt.model}, {"status", status}, {"attempts", n}, {"error", msg}});
       metrics_->responses.WithLabels({std::to_string(status), "gateway"}).Inc();
       co_await ex.SendError(status, msg, n == 0 ? "no_instance_available" : "upstream_failed");
       co_return;
     }
     const uint32_t i = decision->instance;
     const std::string& name = fleet.spec(i).name;
+    record.instance = name;
+    record.decision = DecisionKindName(decision->kind);
+    record.rank = decision->rank;
+    record.attempts = n + 1;
     metrics_->requests.WithLabels({name, attempt.model, std::string(DecisionKindName(decision->kind))}).Inc();
     if (decision->kind == DecisionKind::kOverflow || decision->kind == DecisionKind::kSaturated) {
       metrics_->overflows.WithLabels({attempt.model}).Inc();
@@ -404,6 +446,9 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int)
     if (outcome == kDone) co_return;
     tried.push_back(i);
     if (last || outcome == kFail) {
+      LogEvent(spdlog::level::warn, "request failed",
+               {{"model", attempt.model}, {"status", attempt.error_status}, {"attempts", n + 1},
+                {"error", attempt.error}});
       metrics_->responses.WithLabels({std::to_string(attempt.error_status), "gateway"}).Inc();
       co_await ex.SendError(attempt.error_status,
                             (n == 0 ? "the instance failed: " : "all attempted instances failed; last error: ") +
@@ -580,7 +625,8 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
               timeout ? fmt::format("the response stalled for over {} s", t.idle)
                       : "the response broke off: " + rec.message(),
               502);
-        spdlog::warn("stream from {} broke after it started: {}", name, rec.message());
+        LogEvent(spdlog::level::warn, "stream broke after it started",
+                 {{"instance", name}, {"model", attempt.model}, {"error", attempt.error}});
         if (sse) {
           std::string event = "data: {\"error\":{\"message\":" + JsonString(attempt.error) +
                               ",\"type\":\"server_error\",\"code\":\"upstream_stream_broken\"}}\n\n";
@@ -608,10 +654,12 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
 void Gateway::SetAvailable(const RoutingState& rs, uint32_t index, bool available, std::string_view why) {
   auto& state = rs.fleet->state(index);
   if (state.available.exchange(available) != available) {
+    // Always logged: info and warn pass at every level the gateway runs with.
+    const std::string& name = rs.fleet->spec(index).name;
     if (available) {
-      spdlog::info("instance {} is back in rotation ({})", rs.fleet->spec(index).name, why);
+      LogEvent(spdlog::level::info, "instance readmitted", {{"instance", name}, {"reason", why}});
     } else {
-      spdlog::warn("instance {} ejected ({})", rs.fleet->spec(index).name, why);
+      LogEvent(spdlog::level::warn, "instance ejected", {{"instance", name}, {"reason", why}});
     }
   }
 }

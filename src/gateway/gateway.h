@@ -117,8 +117,10 @@ class Gateway final : public http::Handler {
   explicit Gateway(GatewayConfig config);
   struct Metrics;
   struct Attempt;
+  struct RequestRecord;
 
-  net::awaitable<void> HandleRouted(http::Exchange& ex, int api_kind);
+  net::awaitable<void> HandleRouted(http::Exchange& ex, int api_kind, RequestRecord& record);
+  void LogAccess(const http::Exchange& ex, std::string_view path, const RequestRecord& record) const;
   net::awaitable<void> HandleHealth(http::Exchange& ex);
   net::awaitable<void> HandleModels(http::Exchange& ex);
   net::awaitable<void> HandleMetrics(http::Exchange& ex);

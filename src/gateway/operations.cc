@@ -327,6 +327,8 @@ std::vector<std::string> RestartRequired(const GatewayConfig& a, const GatewayCo
   check(ta.client_idle != tb.client_idle, "timeouts.client_idle");
   check(ta.drain != tb.drain, "timeouts.drain");
   check(a.max_retries != b.max_retries, "retries.max_retries");
+  check(a.log.format != b.log.format, "log.format");
+  check(a.log.access_log != b.log.access_log, "log.access_log");
   const HealthConfig& ha = a.health;
   const HealthConfig& hb = b.health;
   check(ha.path != hb.path, "health.path");

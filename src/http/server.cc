@@ -83,6 +83,8 @@ net::awaitable<bool> Exchange::Send(StringResponse response) {
   if (head_sent_ || client_failed_) co_return false;
   head_sent_ = true;
   finished_ = true;
+  status_ = response.result_int();
+  head_sent_at_ = std::chrono::steady_clock::now();
   response.version(request_.version());
   if (!response.count(bhttp::field::server)) response.set(bhttp::field::server, options_.server_name);
   response.keep_alive(keep_alive_);
@@ -101,6 +103,8 @@ net::awaitable<bool> Exchange::SendError(int status, std::string_view message, s
 net::awaitable<bool> Exchange::SendHead(bhttp::response_header<> head) {
   if (head_sent_ || client_failed_) co_return false;
   head_sent_ = true;
+  status_ = head.result_int();
+  head_sent_at_ = std::chrono::steady_clock::now();
   bhttp::response<bhttp::empty_body> res{std::move(head)};
   res.version(request_.version());
   if (!res.count(bhttp::field::server)) res.set(bhttp::field::server, options_.server_name);

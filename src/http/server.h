@@ -93,6 +93,10 @@ class Exchange {
   net::awaitable<bool> Finish();
 
   bool head_sent() const { return head_sent_; }
+  // The status code of the response whose head was sent (0 before), and when its head went out:
+  // the time to first byte of the client's response, for the access log.
+  int status() const { return status_; }
+  std::chrono::steady_clock::time_point head_sent_at() const { return head_sent_at_; }
   // The connection may carry another request after this one.
   bool keep_alive() const { return keep_alive_ && !client_failed_; }
   // Closes the connection after this exchange (for example after a truncated stream).
@@ -114,6 +118,8 @@ class Exchange {
   std::chrono::steady_clock::time_point received_at_;
   bool keep_alive_;
   bool head_sent_ = false;
+  int status_ = 0;
+  std::chrono::steady_clock::time_point head_sent_at_{};
   bool chunked_ = false;
   bool finished_ = false;
   bool client_failed_ = false;
