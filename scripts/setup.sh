@@ -15,6 +15,7 @@ packages=(
   libzmq3-dev nlohmann-json3-dev
   valgrind python3 curl
   haproxy nginx wrk
+  chromium fonts-liberation
 )
 
 sudo_cmd=()
@@ -32,7 +33,8 @@ else
   echo "setup: all packages present"
 fi
 
-# Node.js and npm, for the OpenAI SDK integration test (tests/openai-client, Node.js >= 20).
+# Node.js and npm, for the OpenAI SDK integration test (tests/openai-client, Node.js >= 20) and
+# the status page's browser test (tests/status-page: playwright-core drives the chromium above).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "setup: installing nodejs npm"
   "${sudo_cmd[@]}" apt-get update -qq
