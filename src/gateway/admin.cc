@@ -338,8 +338,11 @@ void AdminApi::AddStatusRoutes() {
     return res;
   });
   Route(bhttp::verb::get, "/status.json", [&g](const http::Request&, const PathParams&) {
-    http::StringResponse res = JsonResponse(200, StatusJson(g, StatusClock::now()));
+    http::StringResponse res{bhttp::status::ok, 11};
+    res.set(bhttp::field::content_type, "application/json");
     res.set(bhttp::field::cache_control, "no-store");
+    AppendReadableJson(res.body(), StatusJson(g, StatusClock::now()));
+    res.prepare_payload();
     return res;
   });
 }

@@ -1,8 +1,9 @@
 #include "gateway/status.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "gateway/gateway.h"
 #include "gateway/status_page.h"  // generated from status_page.html (src/CMakeLists.txt)
@@ -262,8 +263,8 @@ json::object StatusJson(const Gateway& g, StatusClock::time_point now) {
   const GatewayConfig& c = g.config();
   return json::object{
       {"gateway",
-       json::object{{"uptime_seconds", std::floor(Seconds(now - g.started_at()))},
-                    {"listen", c.listen_host + ":" + std::to_string(c.listen_port)},
+       json::object{{"uptime_seconds", static_cast<int64_t>(Seconds(now - g.started_at()))},
+                    {"listen", c.listen_host + ":" + std::to_string(g.port())},  // the bound port (config may say 0)
                     {"instances", fleet.size()},
                     {"available", routable},
                     {"in_flight", in_flight_all},
@@ -279,6 +280,42 @@ json::object StatusJson(const Gateway& g, StatusClock::time_point now) {
                               {"max_buckets", RequestSeries::kBuckets},
                               {"buckets", std::move(buckets)}}},
   };
+}
+
+void AppendReadableJson(std::string& out, const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& field : v.get_object()) {
+        if (!first) out += ',';
+        first = false;
+        out += json::serialize(json::string_view(field.key()));
+        out += ':';
+        AppendReadableJson(out, field.value());
+      }
+      out += '}';
+      return;
+    }
+    case json::kind::array: {
+      out += '[';
+      bool first = true;
+      for (const auto& item : v.get_array()) {
+        if (!first) out += ',';
+        first = false;
+        AppendReadableJson(out, item);
+      }
+      out += ']';
+      return;
+    }
+    case json::kind::double_:
+      // Shortest form that reads back the same ("0.25", "182.4", "3"), where Boost.JSON 1.81
+      // writes "2.5E-1" and "3E0": both are JSON, only one is pleasant in `curl`.
+      out += std::isfinite(v.get_double()) ? fmt::format("{}", v.get_double()) : "null";
+      return;
+    default:
+      out += json::serialize(v);
+  }
 }
 
 std::string_view StatusPageHtml() { return kStatusPageHtml; }

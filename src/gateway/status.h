@@ -128,6 +128,9 @@ class RequestSeries {
 // The document GET /status.json answers; docs/status.md describes every field.
 boost::json::object StatusJson(const Gateway& gateway, StatusClock::time_point now);
 
+// Appends `value` as JSON text with doubles in their shortest round-trip decimal form.
+void AppendReadableJson(std::string& out, const boost::json::value& value);
+
 // The page GET /status answers: self-contained HTML (inline CSS and script, no external
 // resource) that fetches status.json every 2 s. Generated from gateway/status_page.html.
 std::string_view StatusPageHtml();

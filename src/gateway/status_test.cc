@@ -163,6 +163,14 @@ TEST(RequestSeriesTest, RingIsBounded) {
 
 // ---------------------------------------------------------------------------- /status.json
 
+// Doubles come out in their shortest decimal form, everything else as Boost.JSON writes it.
+TEST(StatusJsonTest, ReadableNumbers) {
+  const json::value v = json::parse(R"({"a":0.25,"b":3.0,"c":[1,-2,"x\"y\u00e9"],"d":null,"e":true,"f":182.4,"g":{}})");
+  std::string out;
+  AppendReadableJson(out, v);
+  EXPECT_EQ(out, "{\"a\":0.25,\"b\":3,\"c\":[1,-2,\"x\\\"y\u00e9\"],\"d\":null,\"e\":true,\"f\":182.4,\"g\":{}}");
+}
+
 // Before traffic every count is zero; after it the requests, shares, affinity, TTFT samples and
 // the current bucket of the series account for every request.
 TEST(StatusJsonTest, NumbersFollowTraffic) {
