@@ -17,6 +17,7 @@ packages=(
   valgrind python3 curl
   dpkg-dev systemd
   haproxy nginx wrk
+  chromium fonts-liberation
 )
 
 sudo_cmd=()
@@ -34,7 +35,8 @@ else
   echo "setup: all packages present"
 fi
 
-# Node.js and npm, for the OpenAI SDK integration test (tests/openai-client, Node.js >= 20).
+# Node.js and npm, for the OpenAI SDK integration test (tests/openai-client, Node.js >= 20) and
+# the status page's browser test (tests/status-page: playwright-core drives the chromium above).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "setup: installing nodejs npm"
   "${sudo_cmd[@]}" apt-get update -qq

@@ -9,6 +9,7 @@
 
 #include "api/error.h"
 #include "gateway/gateway.h"
+#include "gateway/status.h"
 
 namespace prefix_router::gateway {
 namespace {
@@ -123,6 +124,53 @@ std::vector<std::string_view> Segments(std::string_view path) {
   return out;
 }
 
+// Standard base64 (RFC 4648, padding optional) -> bytes; nullopt for any other character.
+std::optional<std::string> DecodeBase64(std::string_view in) {
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char ch : in) {
+    int v;
+    if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
+    else if (ch >= 'a' && ch <= 'z') v = ch - 'a' + 26;
+    else if (ch >= '0' && ch <= '9') v = ch - '0' + 52;
+    else if (ch == '+') v = 62;
+    else if (ch == '/') v = 63;
+    else if (ch == '=') break;
+    else return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+// True when an Authorization header value presents `token`: as a bearer token, or as the
+// password of HTTP Basic authentication with any user name. Basic is what a browser can send:
+// opening /status it asks for the password in its login dialog and sends it again with the
+// page's own requests for status.json.
+bool PresentsToken(std::string_view value, const Secret& token) {
+  auto scheme = [&](std::string_view name) {
+    return value.size() > name.size() && http::beast::iequals(value.substr(0, name.size()), name);
+  };
+  auto rest = [&](size_t skip) {
+    std::string_view r = value.substr(skip);
+    while (!r.empty() && r.front() == ' ') r.remove_prefix(1);
+    return r;
+  };
+  if (scheme("bearer ")) return token.Matches(rest(7));
+  if (scheme("basic ")) {
+    const std::optional<std::string> pair = DecodeBase64(rest(6));
+    if (!pair) return false;
+    const size_t colon = pair->find(':');
+    return colon != std::string::npos && token.Matches(std::string_view(*pair).substr(colon + 1));
+  }
+  return false;
+}
+
 // {"name","url","weight","models"} -> InstanceConfig; errors name the field.
 Result<InstanceConfig> ParseInstanceBody(const std::string& body) {
   boost::system::error_code ec;
@@ -177,6 +225,7 @@ http::StringResponse AdminError(int status, std::string_view message, std::strin
 
 AdminApi::AdminApi(Gateway& gateway, ConfigLoader loader) : gateway_(gateway), loader_(std::move(loader)) {
   AddInstanceRoutes();
+  AddStatusRoutes();
 }
 
 void AdminApi::Route(bhttp::verb method, std::string pattern, RouteHandler handler) {
@@ -270,6 +319,34 @@ void AdminApi::AddInstanceRoutes() {
   });
 }
 
+void AdminApi::AddStatusRoutes() {
+  Gateway& g = gateway_;
+  // Neither may be cached: the numbers are live, and a proxy must not keep an operator's page.
+  Route(bhttp::verb::get, "/status", [](const http::Request&, const PathParams&) {
+    http::StringResponse res{bhttp::status::ok, 11};
+    res.set(bhttp::field::content_type, "text/html; charset=utf-8");
+    res.set(bhttp::field::cache_control, "no-store");
+    // The page is self-contained: it may run its own inline script and style and fetch from
+    // this listener, and nothing else (no external script, font or image can sneak in).
+    res.set("Content-Security-Policy",
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+            "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    res.set("X-Content-Type-Options", "nosniff");
+    res.set("Referrer-Policy", "no-referrer");
+    res.body() = std::string(StatusPageHtml());
+    res.prepare_payload();
+    return res;
+  });
+  Route(bhttp::verb::get, "/status.json", [&g](const http::Request&, const PathParams&) {
+    http::StringResponse res{bhttp::status::ok, 11};
+    res.set(bhttp::field::content_type, "application/json");
+    res.set(bhttp::field::cache_control, "no-store");
+    AppendReadableJson(res.body(), StatusJson(g, StatusClock::now()));
+    res.prepare_payload();
+    return res;
+  });
+}
+
 // ----------------------------------------------------------------------------- AdminServer
 
 AdminServer::AdminServer(const AdminConfig& config, const TimeoutsConfig& timeouts, Gateway& gateway,
@@ -301,17 +378,8 @@ void AdminServer::Stop() { server_->Stop(std::chrono::milliseconds(1000)); }
 http::net::awaitable<void> AdminServer::Handle(http::Exchange& ex) {
   const http::Request& req = ex.request();
   if (!token_.empty()) {
-    bool ok = false;
     auto it = req.find(bhttp::field::authorization);
-    if (it != req.end()) {
-      std::string_view value(it->value().data(), it->value().size());
-      constexpr std::string_view kScheme = "bearer ";
-      if (value.size() > kScheme.size() && http::beast::iequals(value.substr(0, kScheme.size()), kScheme)) {
-        std::string_view presented = value.substr(kScheme.size());
-        while (!presented.empty() && presented.front() == ' ') presented.remove_prefix(1);
-        ok = token_.Matches(presented);
-      }
-    }
+    const bool ok = it != req.end() && PresentsToken(std::string_view(it->value().data(), it->value().size()), token_);
     if (!ok) {
       const bool absent = it == req.end();
       spdlog::warn("admin: {} {} refused (401): {} bearer token", std::string_view(req.method_string()),
@@ -320,6 +388,8 @@ http::net::awaitable<void> AdminServer::Handle(http::Exchange& ex) {
           AdminError(401, "this admin endpoint needs the header Authorization: Bearer <admin token>",
                      "invalid_api_key");
       res.set(bhttp::field::www_authenticate, "Bearer realm=\"prefix-router admin\"");
+      // A browser shows its login dialog for this one (any user name, the token as password).
+      res.insert(bhttp::field::www_authenticate, "Basic realm=\"prefix-router admin\", charset=\"UTF-8\"");
       co_await ex.Send(std::move(res));
       co_return;
     }

@@ -6,9 +6,10 @@
 //   AdminApi     a route table and pure handlers, request in, response out (no sockets), so
 //                that every route is testable as a function; JSON in and out, errors with
 //                OpenAI-style bodies. More routes (the status page) are one Route() call each.
-//   AdminServer  the listener: authenticates each request (Authorization: Bearer <token>,
-//                compared in constant time; 401 otherwise) when a token is configured, then
-//                answers it with the AdminApi.
+//   AdminServer  the listener: authenticates each request (Authorization: Bearer <token>, or
+//                Basic with the token as password, which is what a browser can send; compared
+//                in constant time; 401 otherwise) when a token is configured, then answers it
+//                with the AdminApi.
 //
 // Routes (docs/admin.md has examples):
 //   GET    /admin/instances                 every instance with its state
@@ -18,6 +19,8 @@
 //   POST   /admin/instances/{name}/drain    no new requests; in-flight ones finish
 //   POST   /admin/instances/{name}/undrain  takes new requests again
 //   POST   /admin/reload                    re-read the configuration (as SIGHUP does)
+//   GET    /status                          the live status page (HTML; docs/status.md)
+//   GET    /status.json                     its numbers
 // Errors: 400 bad input, 401 no or wrong token, 404 unknown instance or path, 405 wrong method,
 // 409 a conflict with the current fleet (name taken, last instance, a pool left unserved).
 //
@@ -71,6 +74,7 @@ class AdminApi {
     RouteHandler handler;
   };
   void AddInstanceRoutes();
+  void AddStatusRoutes();
 
   Gateway& gateway_;
   ConfigLoader loader_;

@@ -264,6 +264,8 @@ Status Gateway::Start() {
       net::co_spawn(ctx, HealthLoop(rs, i), net::detached);
     }
   }
+  SampleRequests(StatusClock::now());
+  net::co_spawn(server_->context(0), SampleLoop(), net::detached);
   spdlog::info("prefix-router listening on {}:{} with {} instances, {} I/O threads",
                config_.listen_host, server_->port(), config_.instances.size(),
                server_->thread_count());
@@ -431,6 +433,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     record.rank = decision->rank;
     record.attempts = n + 1;
     metrics_->requests.WithLabels({name, attempt.model, std::string(DecisionKindName(decision->kind))}).Inc();
+    rs->instances[i]->stats->CountDecision(decision->kind);
     if (decision->kind == DecisionKind::kOverflow || decision->kind == DecisionKind::kSaturated) {
       metrics_->overflows.WithLabels({attempt.model}).Inc();
     }
@@ -473,11 +476,18 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
   };
   auto error = [&](std::string_view kind, std::string message, int status) {
     metrics_->upstream_errors.WithLabels({name, std::string(kind)}).Inc();
+    rt.stats->upstream_errors.fetch_add(1, std::memory_order_relaxed);
     attempt.error = name + ": " + message;
     attempt.error_status = status;
   };
   auto& pool = ConnectionPool::ForThisThread();
   const auto& req = ex.request();
+  auto first_byte = [&] {
+    const auto now = Clock::now();
+    const double seconds = std::chrono::duration<double>(now - started).count();
+    rt.first_byte->Observe(seconds);
+    rt.stats->first_byte.Add(now, seconds);
+  };
 
   for (int fresh = 0; fresh < 2; ++fresh) {
     auto [cec, lease] = co_await pool.Acquire(
@@ -565,7 +575,7 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       http::StringResponse res{std::move(head)};
       const bool upstream_keep = parser.get().keep_alive();
       co_await ex.Send(std::move(res));
-      rt.first_byte->Observe(SecondsSince(started));
+      first_byte();
       rt.duration->Observe(SecondsSince(ex.received_at()));
       if (upstream_keep) pool.Release(std::move(lease));
       co_return kDone;
@@ -609,7 +619,7 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       }
       if (got > 0) {
         if (first) {
-          rt.first_byte->Observe(SecondsSince(started));
+          first_byte();
           first = false;
         }
         if (!co_await ex.SendBody(net::buffer(buf.data(), got))) {
@@ -715,6 +725,19 @@ net::awaitable<void> Gateway::HealthLoop(std::shared_ptr<const RoutingState> rs,
     timer.expires_after(Ms(config_.health.interval));
     auto [ec] = co_await timer.async_wait(http::kTuple);
     if (ec) break;
+  }
+}
+
+// The status page's request series: one sample every RequestSeries::kInterval.
+net::awaitable<void> Gateway::SampleLoop() {
+  net::steady_timer timer(co_await net::this_coro::executor);
+  auto next = Clock::now();
+  while (!server_->stopping()) {
+    next += RequestSeries::kInterval;
+    timer.expires_at(next);
+    auto [ec] = co_await timer.async_wait(http::kTuple);
+    if (ec || server_->stopping()) break;
+    SampleRequests(Clock::now());
   }
 }
 

@@ -42,6 +42,7 @@
 #include "gateway/config.h"
 #include "gateway/metrics.h"
 #include "gateway/operations.h"
+#include "gateway/status.h"
 #include "gateway/upstream.h"
 #include "http/server.h"
 
@@ -55,6 +56,8 @@ struct InstanceRuntime {
   // Metric children resolved once (label lookups stay off the request path).
   Histogram* first_byte = nullptr;
   Histogram* duration = nullptr;
+  // The status page's counters; carried over to a new runtime when only the url changes.
+  std::shared_ptr<InstanceStats> stats = std::make_shared<InstanceStats>();
 };
 
 struct Pool {
@@ -112,6 +115,11 @@ class Gateway final : public http::Handler {
   std::shared_ptr<const RoutingState> routing() const { return routing_.load(); }
   Registry& metrics() { return registry_; }
   const GatewayConfig& config() const { return config_; }
+  StatusClock::time_point started_at() const { return started_at_; }
+  const RequestSeries& request_series() const { return request_series_; }
+  // Records every instance's request count in request_series(); a timer calls it every
+  // RequestSeries::kInterval while the gateway runs (status.cc).
+  void SampleRequests(StatusClock::time_point now);
 
  private:
   explicit Gateway(GatewayConfig config);
@@ -127,6 +135,7 @@ class Gateway final : public http::Handler {
   net::awaitable<int> Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
                               const Decision& decision, bool last_attempt, Attempt& attempt);
   net::awaitable<void> HealthLoop(std::shared_ptr<const RoutingState> rs, uint32_t index);
+  net::awaitable<void> SampleLoop();
   net::awaitable<bool> CheckOnce(const UpstreamTarget& target);
   void ReportConnectFailure(const RoutingState& rs, uint32_t index);
   void SetAvailable(const RoutingState& rs, uint32_t index, bool available, std::string_view why);
@@ -141,6 +150,8 @@ class Gateway final : public http::Handler {
   Result<std::vector<std::string>> ApplyLocked(GatewayConfig candidate);
 
   GatewayConfig config_;
+  const StatusClock::time_point started_at_ = StatusClock::now();
+  RequestSeries request_series_;  // outlives server_, whose timer fills it
   Registry registry_;
   std::unique_ptr<Metrics> metrics_;
   std::atomic<std::shared_ptr<const RoutingState>> routing_;

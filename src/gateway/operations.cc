@@ -125,6 +125,7 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
       // A new address is a new server as far as health goes: it starts in rotation, and the
       // checks (or live traffic) judge it afresh. In-flight counts and drain carry over.
       rs->instances.push_back(NewRuntime(ic));
+      rs->instances.back()->stats = old_rt->stats;  // the status page's counts go on by name
       rs->fleet->state(i).available.store(true);
       if (changes) changes->push_back(fmt::format("instance {}: url {} -> {}", ic.name, was.url, ic.url));
     }
