@@ -311,8 +311,8 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
   std::vector<std::pair<std::string, RoutingPatch>> pools;
   Status s = ForEachField(
       root, "",
-      {"listen", "io_threads", "decision_headers", "unknown_path_status", "routing", "pools", "instances", "limits",
-       "timeouts", "retries", "health", "admin"},
+      {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
+       "timeouts", "retries", "health", "admin", "unknown_path_status"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "listen") return ReadString(v, p, config.listen);
         if (key == "io_threads") return ReadUnsigned(v, p, config.io_threads);
