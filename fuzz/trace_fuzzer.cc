@@ -132,6 +132,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case api::ApiKind::kNative:
         break;
+      default:  // traces hold none of the other APIs
+        CHECK(false, where);
     }
     if (r.api == api::ApiKind::kNative && !r.body.empty()) {
       // A body object is cut out of the line byte for byte: it must be the line's `body`.

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include <charconv>
+#include <optional>
 #include <cstring>
 #include <string>
 
@@ -149,6 +150,42 @@ class Extractor {
   Extractor(TextPrefixHasher& hasher, const KeyNormaliser* normaliser)
       : h_(hasher), sink_(hasher), normaliser_(normaliser && normaliser->has_patterns() ? normaliser : nullptr) {}
 
+  // Text from the request (not roles, separators or digests): patterns apply to it.
+  void Text(std::string_view s) {
+    if (normaliser_) {
+      normaliser_->AppendFiltered(s, sink_);
+    } else {
+      h_.Append(s);
+    }
+  }
+
+  // The Responses API's `input`: a string, or an array of items keyed like chat messages.
+  Status Input(od::value value) {
+    responses_ = true;
+    list_ = "input";
+    od::json_type type;
+    if (auto e = value.type().get(type)) return JsonError(e, "input");
+    if (type == od::json_type::string) {
+      std::string_view s;
+      if (auto e = value.get_string().get(s)) return JsonError(e, "input");
+      Text(s);
+      return Status::Ok();
+    }
+    if (type != od::json_type::array) return TypeError("input", "a string or an array of input items");
+    od::array items;
+    if (auto e = value.get_array().get(items)) return JsonError(e, "input");
+    size_t index = 0;
+    for (auto element : items) {
+      od::value item;
+      if (auto e = element.get(item)) return JsonError(e, Where("input", index));
+      if (!h_.full()) {
+        if (Status s = Message(item, index); !s.ok()) return s;
+      }
+      ++index;
+    }
+    return Status::Ok();
+  }
+
   Status Messages(od::value value) {
     od::array messages;
     if (auto e = value.get_array().get(messages)) {
@@ -223,20 +260,30 @@ class Extractor {
   Status Message(od::value item, size_t index) {
     od::object message;
     if (auto e = item.get_object().get(message)) {
-      return ValueError(e, Where("messages", index), "an object");
+      return ValueError(e, Where(list_, index), "an object");
     }
     std::string_view role;
     if (auto e = message.find_field_unordered("role").get_string().get(role)) {
-      if (e == simdjson::NO_SUCH_FIELD) {
-        return Status::InvalidArgument(Where("messages", index) + ".role: is required");
+      if (e == simdjson::NO_SUCH_FIELD && responses_) {
+        // A Responses item that is not a message (function_call, function_call_output,
+        // reasoning, item_reference, ...): keyed by its digest, like a non-text part.
+        uint64_t digest = 0;
+        if (auto e2 = message.reset().error()) return JsonError(e2, Where(list_, index));
+        if (auto e2 = DigestObject(message, digest)) return JsonError(e2, Where(list_, index));
+        AppendOpaque(digest);
+        h_.Append(kAfterMessage);
+        return Status::Ok();
       }
-      return ValueError(e, Where("messages", index) + ".role", "a string");
+      if (e == simdjson::NO_SUCH_FIELD) {
+        return Status::InvalidArgument(Where(list_, index) + ".role: is required");
+      }
+      return ValueError(e, Where(list_, index) + ".role", "a string");
     }
     h_.Append(role);
     h_.Append(kAfterRole);
     od::value content;
     error_code e = message.find_field_unordered("content").get(content);
-    if (e && e != simdjson::NO_SUCH_FIELD) return JsonError(e, Where("messages", index) + ".content");
+    if (e && e != simdjson::NO_SUCH_FIELD) return JsonError(e, Where(list_, index) + ".content");
     if (!e) {
       if (Status s = Content(content, index); !s.ok()) return s;
     }
@@ -246,12 +293,12 @@ class Extractor {
 
   Status Content(od::value content, size_t index) {
     od::json_type type;
-    if (auto e = content.type().get(type)) return JsonError(e, Where("messages", index) + ".content");
+    if (auto e = content.type().get(type)) return JsonError(e, Where(list_, index) + ".content");
     switch (type) {
       case od::json_type::string: {
         std::string_view s;
         if (auto e = content.get_string().get(s)) {
-          return JsonError(e, Where("messages", index) + ".content");
+          return JsonError(e, Where(list_, index) + ".content");
         }
         Text(s);
         return Status::Ok();
@@ -259,21 +306,21 @@ class Extractor {
       case od::json_type::null: {
         // type() only peeks at the first letter: make sure the atom is really `null`.
         bool is_null = false;
-        if (auto e = content.is_null().get(is_null)) return JsonError(e, Where("messages", index) + ".content");
-        if (!is_null) return JsonError(simdjson::N_ATOM_ERROR, Where("messages", index) + ".content");
+        if (auto e = content.is_null().get(is_null)) return JsonError(e, Where(list_, index) + ".content");
+        if (!is_null) return JsonError(simdjson::N_ATOM_ERROR, Where(list_, index) + ".content");
         return Status::Ok();
       }
       case od::json_type::array:
         break;
       default:
-        return TypeError(Where("messages", index) + ".content",
+        return TypeError(Where(list_, index) + ".content",
                          "a string, an array of content parts or null");
     }
     od::array parts;
-    if (auto e = content.get_array().get(parts)) return JsonError(e, Where("messages", index) + ".content");
+    if (auto e = content.get_array().get(parts)) return JsonError(e, Where(list_, index) + ".content");
     size_t k = 0;
     for (auto element : parts) {
-      const std::string where = Where("messages", index) + Where(".content", k);
+      const std::string where = Where(list_, index) + Where(".content", k);
       od::value part_value;
       if (auto e = element.get(part_value)) return JsonError(e, where);
       if (h_.full()) {
@@ -288,9 +335,10 @@ class Extractor {
         if (e == simdjson::NO_SUCH_FIELD) return Status::InvalidArgument(where + ".type: is required");
         return ValueError(e, where + ".type", "a string");
       }
-      if (type_name == "text" || type_name == "refusal") {
-        // Copy the name: the view into the part may not outlive the next lookup.
-        const std::string field(type_name);
+      const bool text_part = type_name == "text" || type_name == "refusal" ||
+                             (responses_ && (type_name == "input_text" || type_name == "output_text"));
+      if (text_part) {
+        const std::string field(type_name == "refusal" ? "refusal" : "text");
         std::string_view text;
         if (auto e = part.find_field_unordered(field).get_string().get(text)) {
           if (e == simdjson::NO_SUCH_FIELD) {
@@ -303,11 +351,7 @@ class Extractor {
         uint64_t digest = 0;
         if (auto e = part.reset().error()) return JsonError(e, where);
         if (auto e = DigestObject(part, digest)) return JsonError(e, where);
-        char buf[17];
-        buf[0] = kOpaquePart;
-        static constexpr char kHex[] = "0123456789abcdef";
-        for (int i = 0; i < 16; ++i) buf[16 - i] = kHex[(digest >> (4 * i)) & 0xF];
-        h_.Append(std::string_view(buf, sizeof(buf)));
+        AppendOpaque(digest);
       }
       ++k;
     }
@@ -323,18 +367,19 @@ class Extractor {
     return Status::Ok();
   }
 
-  // Text from the request (not roles, separators or digests): patterns apply to it.
-  void Text(std::string_view s) {
-    if (normaliser_) {
-      normaliser_->AppendFiltered(s, sink_);
-    } else {
-      h_.Append(s);
-    }
+  void AppendOpaque(uint64_t digest) {
+    char buf[17];
+    buf[0] = kOpaquePart;
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (int i = 0; i < 16; ++i) buf[16 - i] = kHex[(digest >> (4 * i)) & 0xF];
+    h_.Append(std::string_view(buf, sizeof(buf)));
   }
 
   TextPrefixHasher& h_;
   HasherSink sink_;
   const KeyNormaliser* normaliser_;
+  bool responses_ = false;            // Responses API input rather than chat messages
+  std::string_view list_ = "messages";  // the array's name in error messages
 };
 
 }  // namespace
@@ -356,6 +401,8 @@ Result<ParsedRequest> OpenAiRequestParser::Parse(ApiKind api, std::string_view b
                                                  std::string* keyed_text,
                                                  const KeyNormaliser* normaliser) {
   const bool chat = api == ApiKind::kChatCompletions;
+  const bool responses = api == ApiKind::kResponses;
+  const bool keyed = HasPrefixKey(api);
   simdjson::padded_string_view input;
   if (padded) {
     input = simdjson::padded_string_view(body.data(), body.size(), body.size() + kBodyPadding);
@@ -377,7 +424,8 @@ Result<ParsedRequest> OpenAiRequestParser::Parse(ApiKind api, std::string_view b
   Extractor extractor(hasher, normaliser);
   bool have_model = false;
   bool have_text = false;
-  const std::string_view text_field = chat ? "messages" : "prompt";
+  std::optional<std::string_view> instructions;
+  const std::string_view text_field = chat ? "messages" : responses ? "input" : keyed ? "prompt" : "";
   for (auto field : root) {
     std::string_view key;
     if (auto e = field.unescaped_key().get(key)) return JsonError(e, "");
@@ -386,11 +434,18 @@ Result<ParsedRequest> OpenAiRequestParser::Parse(ApiKind api, std::string_view b
     if (key == "model") {
       if (auto e = value.get_string().get(out.served_name)) return ValueError(e, "model", "a string");
       have_model = true;
-    } else if (key == text_field) {
+    } else if (!text_field.empty() && key == text_field) {
       if (have_text) return Status::InvalidArgument(std::string(text_field) + ": appears twice");
       have_text = true;
+      if (responses) continue;  // keyed after `instructions`, below
       Status s = chat ? extractor.Messages(value) : extractor.Prompt(value);
       if (!s.ok()) return s;
+    } else if (responses && key == "instructions") {
+      bool is_null = false;
+      if (value.is_null().get(is_null) == simdjson::SUCCESS && is_null) continue;
+      std::string_view text;
+      if (auto e = value.get_string().get(text)) return ValueError(e, "instructions", "a string or null");
+      instructions = text;  // a view into the parser's string buffer, valid for this document
     } else if (key == "prompt_cache_key") {
       bool is_null = false;
       if (value.is_null().get(is_null) == simdjson::SUCCESS && is_null) continue;
@@ -410,8 +465,25 @@ Result<ParsedRequest> OpenAiRequestParser::Parse(ApiKind api, std::string_view b
     }
   }
   if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) return Status::InvalidArgument("invalid JSON: content after the request object");
-  if (!have_model) return Status::InvalidArgument("model: is required");
-  if (!have_text) return Status::InvalidArgument(std::string(text_field) + ": is required");
+  // tokenize and detokenize (vLLM) take an optional model: without one any instance answers.
+  const bool model_optional = api == ApiKind::kTokenize || api == ApiKind::kDetokenize;
+  if (!have_model && !model_optional) return Status::InvalidArgument("model: is required");
+  if (!keyed) return out;
+  if (responses) {
+    // Instructions first whatever the field order: they are the stable system prompt.
+    if (instructions) {
+      extractor.Text(*instructions);
+      hasher.Append(kAfterMessage);
+    }
+    if (have_text) {
+      od::value input;
+      if (auto e = root.reset().error()) return JsonError(e, "");
+      if (auto e = root.find_field_unordered("input").get(input)) return JsonError(e, "input");
+      if (Status s = extractor.Input(input); !s.ok()) return s;
+    }
+  } else if (!have_text) {
+    return Status::InvalidArgument(std::string(text_field) + ": is required");
+  }
   out.key = hasher.Finish(out.routing_group);
   out.prefix_units = hasher.chars();
   return out;

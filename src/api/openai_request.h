@@ -1,4 +1,5 @@
-// The OpenAI-compatible API: routing values from /v1/chat/completions and /v1/completions.
+// The OpenAI-compatible API: routing values from /v1/chat/completions, /v1/completions,
+// /v1/responses, /v1/embeddings and vLLM's /tokenize and /detokenize.
 //
 // The prefix is counted in characters (Unicode code points) of a text extracted from the
 // request, so JSON formatting, escapes and field order do not change the key. The extraction:
@@ -14,6 +15,16 @@
 //   completions  the prompt: a string as is; an array of strings joined by U+001E; an array
 //              of token ids as decimal numbers separated by spaces; an array of such arrays
 //              joined by U+001E.
+//   responses  `instructions` (a string; null or absent gives nothing) followed by U+001E,
+//              then `input`, whatever the order of the two in the body: a string as is; an
+//              array of items, each keyed like a chat message (role U+001F parts U+001E, where
+//              input_text and output_text parts give their `text` as well), except items without
+//              a `role` (function_call, function_call_output, reasoning, item_reference, ...),
+//              which give U+001A, 16 hex digits of their digest, U+001E. `input` is optional.
+//              Conversation state kept by the engine (previous_response_id) is not keyed.
+//   embeddings, tokenize, detokenize  no text and no key: only `model` is read (required for
+//              embeddings; optional for vLLM's tokenize and detokenize, where none means any
+//              instance).
 //
 // A pool's key normalisation may remove text matching its exclude_patterns from each piece of
 // message or prompt text first (api/key_normalisation.h).
@@ -54,7 +65,7 @@ class OpenAiRequestParser {
   OpenAiRequestParser(const OpenAiRequestParser&) = delete;
   OpenAiRequestParser& operator=(const OpenAiRequestParser&) = delete;
 
-  // REQUIRES: api is kChatCompletions or kCompletions. When `padded`, the caller guarantees
+  // REQUIRES: api is not kNative. When `padded`, the caller guarantees
   // kBodyPadding readable bytes after body's end (saves a copy); otherwise the body is copied
   // into a reused buffer. When `keyed_text` is not null it receives the keyed text. A
   // `normaliser` with exclude_patterns removes their matches from the message and prompt text

@@ -802,5 +802,118 @@ TEST(OpenAiParserTest, RouteRequestCarriesServedNameAndKey) {
   EXPECT_EQ(route.key, r->key);
 }
 
+// ------------------------------------------------------------------------------- responses
+
+Outcome Responses(OpenAiRequestParser& parser, std::string_view body, uint32_t prefix_length = kPrefix) {
+  return ParseBody(parser, ApiKind::kResponses, body, prefix_length);
+}
+
+// Instructions, then a string input: the instructions' text, U+001E, the input.
+TEST(ResponsesParserTest, InstructionsThenStringInput) {
+  OpenAiRequestParser parser;
+  const Outcome o = Responses(parser, R"({"model":"m","instructions":"Be brief.","input":"Hello","stream":true})");
+  ASSERT_TRUE(o.ok()) << o.status.ToString();
+  EXPECT_EQ(o.api, ApiKind::kResponses);
+  EXPECT_EQ(o.served_name, "m");
+  EXPECT_TRUE(o.stream);
+  EXPECT_EQ(o.text, "Be brief.\x1eHello");
+}
+
+// The instructions come first in the key even when the body lists input first.
+TEST(ResponsesParserTest, InstructionsComeFirstWhateverTheFieldOrder) {
+  OpenAiRequestParser parser;
+  const Outcome a = Responses(parser, R"({"model":"m","instructions":"sys","input":"u"})");
+  const Outcome b = Responses(parser, R"({"input":"u","model":"m","instructions":"sys"})");
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status.ToString();
+  EXPECT_EQ(a.text, b.text);
+  EXPECT_EQ(a.key, b.key);
+}
+
+// Message items are keyed like chat messages, with input_text and output_text parts as text;
+// a string content equals one input_text part.
+TEST(ResponsesParserTest, MessageItemsAreKeyedLikeChatMessages) {
+  OpenAiRequestParser parser;
+  const Outcome o = Responses(parser, R"({"model":"m","input":[
+      {"type":"message","role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]},
+      {"role":"assistant","content":[{"type":"output_text","text":"c"}]},
+      {"role":"user","content":"d"}]})");
+  ASSERT_TRUE(o.ok()) << o.status.ToString();
+  EXPECT_EQ(o.text, Msg("user", "a\x1d"
+                                "b") +
+                        Msg("assistant", "c") + Msg("user", "d"));
+  const Outcome single = Responses(parser, R"({"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"d"}]}]})");
+  const Outcome string = Responses(parser, R"({"model":"m","input":[{"role":"user","content":"d"}]})");
+  EXPECT_EQ(single.key, string.key);
+}
+
+// Items without a role (tool calls and their outputs) and non-text parts key by a digest, so
+// that different calls give different keys.
+TEST(ResponsesParserTest, NonMessageItemsAndImagesAreDigested) {
+  OpenAiRequestParser parser;
+  const Outcome a = Responses(parser, R"({"model":"m","input":[{"type":"function_call_output","call_id":"c1","output":"42"}]})");
+  const Outcome b = Responses(parser, R"({"model":"m","input":[{"type":"function_call_output","call_id":"c1","output":"43"}]})");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status.ToString();
+  EXPECT_EQ(a.text.size(), 18u);
+  EXPECT_EQ(a.text[0], '\x1a');
+  EXPECT_NE(a.key, b.key);
+  const Outcome image = Responses(parser, R"({"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:x"}]}]})");
+  ASSERT_TRUE(image.ok()) << image.status.ToString();
+  EXPECT_EQ(image.text.substr(0, 6), "user\x1f\x1a");
+}
+
+// Null instructions and absent input are allowed; prompt_cache_key groups as on chat.
+TEST(ResponsesParserTest, OptionalFieldsAndGroup) {
+  OpenAiRequestParser parser;
+  const Outcome o = Responses(parser, R"({"model":"m","instructions":null,"input":"x","prompt_cache_key":"g"})");
+  ASSERT_TRUE(o.ok()) << o.status.ToString();
+  EXPECT_EQ(o.text, "x");
+  EXPECT_EQ(o.routing_group, "g");
+  const Outcome only = Responses(parser, R"({"model":"m","instructions":"sys"})");
+  ASSERT_TRUE(only.ok()) << only.status.ToString();
+  EXPECT_EQ(only.text, "sys\x1e");
+}
+
+// Wrong types name the field; model is required; input may not appear twice.
+TEST(ResponsesParserTest, InvalidBodiesNameTheField) {
+  OpenAiRequestParser parser;
+  auto message = [&](std::string_view body) { return Responses(parser, body).status.message(); };
+  EXPECT_NE(message(R"({"model":"m","input":5})").find("input"), std::string::npos);
+  EXPECT_NE(message(R"({"model":"m","instructions":3,"input":"x"})").find("instructions"), std::string::npos);
+  EXPECT_NE(message(R"({"input":"x"})").find("model"), std::string::npos);
+  EXPECT_NE(message(R"({"model":"m","input":"x","input":"y"})").find("twice"), std::string::npos);
+  EXPECT_NE(message(R"({"model":"m","input":[{"role":"user","content":7}]})").find("input[0].content"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"model":"m","input":[3]})").find("input[0]"), std::string::npos);
+}
+
+// The prefix is cut at prefix_length characters over instructions and input together.
+TEST(ResponsesParserTest, PrefixSpansInstructionsAndInput) {
+  OpenAiRequestParser parser;
+  const std::string sys(kPrefix - 1, 's');
+  const Outcome a = Responses(parser, R"({"model":"m","instructions":")" + sys + R"(","input":"first"})");
+  const Outcome b = Responses(parser, R"({"model":"m","instructions":")" + sys + R"(","input":"other"})");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a.prefix_units, kPrefix);
+  EXPECT_EQ(a.key, b.key);  // U+001E is the last keyed character
+}
+
+// Embeddings, tokenize and detokenize read `model` only (required for embeddings).
+TEST(ResponsesParserTest, ModelOnlyApis) {
+  OpenAiRequestParser parser;
+  const Outcome e = ParseBody(parser, ApiKind::kEmbeddings, R"({"input":["a","b"],"model":"emb"})");
+  ASSERT_TRUE(e.ok()) << e.status.ToString();
+  EXPECT_EQ(e.served_name, "emb");
+  EXPECT_EQ(e.prefix_units, 0u);
+  EXPECT_FALSE(ParseBody(parser, ApiKind::kEmbeddings, R"({"input":"a"})").ok());
+  const Outcome t = ParseBody(parser, ApiKind::kTokenize, R"({"prompt":"hi"})");
+  ASSERT_TRUE(t.ok()) << t.status.ToString();
+  EXPECT_EQ(t.served_name, "");
+  const Outcome d = ParseBody(parser, ApiKind::kDetokenize, R"({"model":"m","tokens":[1,2]})");
+  ASSERT_TRUE(d.ok()) << d.status.ToString();
+  EXPECT_EQ(d.served_name, "m");
+  EXPECT_FALSE(ParseBody(parser, ApiKind::kTokenize, R"({"model":3})").ok());
+  EXPECT_FALSE(ParseBody(parser, ApiKind::kTokenize, "[1]").ok());
+}
+
 }  // namespace
 }  // namespace prefix_router::api

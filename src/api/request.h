@@ -17,7 +17,18 @@ enum class ApiKind {
   kChatCompletions,  // POST /v1/chat/completions: key from message characters
   kCompletions,      // POST /v1/completions: key from prompt characters
   kNative,           // POST /invocations: key from raw body bytes
+  kResponses,        // POST /v1/responses: key from instructions, then input
+  // Routed by `model` alone, with no prefix key (no cache to reuse): the pool's balancing,
+  // least-outstanding-requests in a prefix-aware pool.
+  kEmbeddings,       // POST /v1/embeddings
+  kTokenize,         // POST /tokenize (vLLM); `model` optional
+  kDetokenize,       // POST /detokenize (vLLM); `model` optional
 };
+
+// True for the APIs whose requests carry a prefix key worth routing by.
+inline bool HasPrefixKey(ApiKind api) {
+  return api != ApiKind::kEmbeddings && api != ApiKind::kTokenize && api != ApiKind::kDetokenize;
+}
 
 struct ParsedRequest {
   ApiKind api = ApiKind::kNative;

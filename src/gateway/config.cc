@@ -354,11 +354,12 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
   Status s = ForEachField(
       root, "",
       {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
-       "timeouts", "retries", "health", "log", "admin"},
+       "timeouts", "retries", "health", "log", "admin", "unknown_path_status"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "listen") return ReadString(v, p, config.listen);
         if (key == "io_threads") return ReadUnsigned(v, p, config.io_threads);
         if (key == "decision_headers") return ReadBool(v, p, config.decision_headers);
+        if (key == "unknown_path_status") return ReadUnsigned(v, p, config.unknown_path_status);
         if (key == "routing") return ReadRouting(v, p, routing);
         if (key == "pools") {
           pools_set = true;
@@ -903,6 +904,11 @@ Status ValidateConfig(GatewayConfig& config) {
     return s;
   }
   if (Status s = ValidateAdmin(config.admin); !s.ok()) return s;
+  if (std::find(std::begin(kUnknownPathStatuses), std::end(kUnknownPathStatuses),
+                config.unknown_path_status) == std::end(kUnknownPathStatuses)) {
+    return Status::InvalidArgument("unknown_path_status: " + std::to_string(config.unknown_path_status) +
+                                   " is not one of 403, 404, 410, 421, 501");
+  }
   if (Status s = ValidateRouting(config.routing, "routing"); !s.ok()) return s;
   if (Status s = ValidateInstances(config); !s.ok()) return s;
   if (Status s = ValidatePools(config); !s.ok()) return s;

@@ -10,6 +10,8 @@
 //   listen: 127.0.0.1:8080          # host:port of the client listener
 //   io_threads: 0                   # 0 = one per core
 //   decision_headers: true          # x-prefix-router-instance/-decision/-rank on responses
+//   unknown_path_status: 404        # the answer to a path the gateway does not route:
+//                                   # 403, 404, 410, 421 or 501 (OpenAI-style JSON error)
 //   routing:                        # the default pool's settings
 //     routing_strategy: random      # random | least-outstanding-requests | round-robin | prefix-aware
 //     prefix_length: 2048           # 1024..65536; bytes (native API) or characters (OpenAI API)
@@ -169,12 +171,17 @@ struct AdminConfig {
   Secret token;                          // empty = no authentication (loopback only)
 };
 
+// What an unknown path may be answered with: not found, forbidden (hide what exists), gone,
+// misdirected (a front proxy should try elsewhere), not implemented.
+inline constexpr uint32_t kUnknownPathStatuses[] = {403, 404, 410, 421, 501};
+
 struct GatewayConfig {
   std::string listen = "127.0.0.1:8080";
   std::string listen_host;   // parsed from listen by validation
   uint16_t listen_port = 0;
   uint32_t io_threads = 0;
   bool decision_headers = true;
+  uint32_t unknown_path_status = 404;  // one of kUnknownPathStatuses
   RoutingOptions routing;                        // default pool
   std::map<std::string, RoutingOptions, std::less<>> pools;   // served name -> settings
   std::vector<InstanceConfig> instances;

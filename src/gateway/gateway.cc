@@ -4,6 +4,7 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "api/error.h"
 #include "api/native_request.h"
 #include "api/openai_request.h"
+#include "api/trace_context.h"
 #include "gateway/log.h"
 
 namespace prefix_router::gateway {
@@ -81,6 +83,53 @@ bool NamedByConnection(const bhttp::header<isRequest>& message, std::string_view
     }
   }
   return false;
+}
+
+// x-request-id and Trace Context (api/trace_context.h). The request is edited in place, so
+// that the instance receives the id the client is answered with and no invalid traceparent.
+void Correlate(http::Exchange& ex) {
+  http::Request& req = ex.request();
+  auto id = HeaderValue(req, api::kRequestIdHeader);
+  if (!id || req.count(api::kRequestIdHeader) != 1 || !api::IsValidRequestId(*id)) {
+    thread_local Rng rng(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32));
+    req.set(api::kRequestIdHeader, api::FormatRequestId(rng.Next(), rng.Next()));
+    id = HeaderValue(req, api::kRequestIdHeader);
+  }
+  ex.SetResponseHeader(api::kRequestIdHeader, std::string(*id));
+  if (const size_t n = req.count(api::kTraceparentHeader);
+      n > 1 || (n == 1 && !api::TraceIdOf(*HeaderValue(req, api::kTraceparentHeader)))) {
+    req.erase(api::kTraceparentHeader);
+    req.erase(api::kTracestateHeader);
+  }
+}
+
+std::string_view RequestIdOf(const http::Request& req) {
+  return HeaderValue(req, api::kRequestIdHeader).value_or("-");
+}
+
+std::string_view TraceIdOf(const http::Request& req) {
+  auto tp = HeaderValue(req, api::kTraceparentHeader);
+  return tp ? api::TraceIdOf(*tp).value_or("-") : "-";
+}
+
+// The routes of Handle; any other path is unknown (config unknown_path_status), a known one
+// with another method is 405.
+bool IsKnownPath(std::string_view path) {
+  static constexpr std::string_view kPaths[] = {
+      "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings", "/tokenize",
+      "/detokenize", "/invocations", "/health", "/v1/models", "/metrics"};
+  return std::find(std::begin(kPaths), std::end(kPaths), path) != std::end(kPaths);
+}
+
+// Requests without a prefix key in a prefix-aware pool: least-outstanding-requests, since
+// placement by key has nothing to place. Stateless, so one instance serves every pool.
+Policy& UnkeyedPolicy() {
+  static const std::unique_ptr<Policy> policy = [] {
+    RoutingOptions o;
+    o.strategy = Strategy::kLeastOutstanding;
+    return MakePolicy(o);
+  }();
+  return *policy;
 }
 
 bool IsSse(const bhttp::response_header<>& head) {
@@ -275,6 +324,7 @@ Status Gateway::Start() {
 void Gateway::Stop() { server_->Stop(Ms(config_.timeouts.drain)); }
 
 net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
+  Correlate(ex);
   const auto& req = ex.request();
   std::string_view target(req.target().data(), req.target().size());
   std::string_view path = target.substr(0, target.find('?'));
@@ -285,6 +335,14 @@ net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
     co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kChatCompletions), record);
   } else if (method == bhttp::verb::post && path == "/v1/completions") {
     co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kCompletions), record);
+  } else if (method == bhttp::verb::post && path == "/v1/responses") {
+    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kResponses), record);
+  } else if (method == bhttp::verb::post && path == "/v1/embeddings") {
+    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kEmbeddings), record);
+  } else if (method == bhttp::verb::post && path == "/tokenize") {
+    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kTokenize), record);
+  } else if (method == bhttp::verb::post && path == "/detokenize") {
+    co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kDetokenize), record);
   } else if (method == bhttp::verb::post && path == "/invocations") {
     co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kNative), record);
   } else if (method == bhttp::verb::get && path == "/health") {
@@ -293,14 +351,17 @@ net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
     co_await HandleModels(ex);
   } else if (method == bhttp::verb::get && path == "/metrics") {
     co_await HandleMetrics(ex);
-  } else if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/invocations" ||
-             path == "/health" || path == "/v1/models" || path == "/metrics") {
+  } else if (IsKnownPath(path)) {
     origin_status = 405;
     co_await ex.SendError(405, "method " + std::string(req.method_string()) + " is not allowed on " +
                                    std::string(path));
   } else {
-    origin_status = 404;
-    co_await ex.SendError(404, "no route for " + std::string(path), "not_found");
+    static constexpr std::pair<int, std::string_view> kCodes[] = {
+        {403, "forbidden"}, {404, "not_found"}, {410, "gone"}, {421, "misdirected_request"}, {501, "not_implemented"}};
+    origin_status = static_cast<int>(config_.unknown_path_status);
+    std::string_view code = "not_found";
+    for (const auto& [status, name] : kCodes) code = status == origin_status ? name : code;
+    co_await ex.SendError(origin_status, "no route for " + std::string(path), code);
   }
   if (origin_status) metrics_->responses.WithLabels({std::to_string(origin_status), "gateway"}).Inc();
   if (config_.log.access_log) LogAccess(ex, path, record);
@@ -350,7 +411,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     uint32_t max_len = rs->default_pool.options.prefix_length;
     for (const auto& [name, pool] : rs->pools) max_len = std::max(max_len, pool.options.prefix_length);
     parsed = ThreadParser().Parse(api_kind, body, max_len);
-    if (parsed.ok()) {
+    if (parsed.ok() && api::HasPrefixKey(api_kind)) {
       const Pool& pool = rs->PoolFor(parsed->served_name);
       const bool patterns = pool.normaliser && pool.normaliser->has_patterns();
       if (pool.options.prefix_length != max_len || patterns) {
@@ -378,6 +439,9 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     co_return;
   }
   const Pool& pool = rs->PoolFor(p.served_name);
+  Policy& policy = !api::HasPrefixKey(api_kind) && pool.options.strategy == Strategy::kPrefixAware
+                       ? UnkeyedPolicy()
+                       : *pool.policy;
   Attempt attempt;
   attempt.model = std::string(p.served_name);
   record.model = attempt.model;
@@ -411,7 +475,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   bool decided_once = false;
   for (uint32_t n = 0;; ++n) {
     RouteRequest rr{served_name, p.key, tried};
-    auto decision = pool.policy->Pick(rr, fleet, ThreadRng());
+    auto decision = policy.Pick(rr, fleet, ThreadRng());
     if (!decided_once) {
       metrics_->decision_seconds.WithLabels({}).Observe(SecondsSince(ex.received_at()));
       decided_once = true;
@@ -423,6 +487,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
       LogEvent(spdlog::level::warn, "request failed",
                {{"model", attempt.model}, {"status", status}, {"attempts", n}, {"error", msg}});
       metrics_->responses.WithLabels({std::to_string(status), "gateway"}).Inc();
+      spdlog::info("request {} (trace {}) for '{}': {}", RequestIdOf(req), TraceIdOf(req), served_name, msg);
       co_await ex.SendError(status, msg, n == 0 ? "no_instance_available" : "upstream_failed");
       co_return;
     }
@@ -438,13 +503,17 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
       metrics_->overflows.WithLabels({attempt.model}).Inc();
     }
     if (n > 0) metrics_->retries.WithLabels({attempt.model}).Inc();
+    if (spdlog::should_log(spdlog::level::debug)) {
+      spdlog::debug("request {} (trace {}) for '{}' -> {} ({}, rank {}, attempt {})", RequestIdOf(req),
+                    TraceIdOf(req), served_name, name, DecisionKindName(decision->kind), decision->rank, n + 1);
+    }
     const bool last = n >= config_.max_retries;
     int outcome = kDone;
     {
       InFlightGuard guard(fleet.shared_state(i));
-      pool.policy->OnDispatched(rr, *decision, fleet);
+      policy.OnDispatched(rr, *decision, fleet);
       outcome = co_await Forward(ex, *rs, i, *decision, last, attempt);
-      pool.policy->OnCompleted(*decision, fleet);
+      policy.OnCompleted(*decision, fleet);
     }
     if (outcome == kDone) co_return;
     tried.push_back(i);
@@ -453,6 +522,8 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
                {{"model", attempt.model}, {"status", attempt.error_status}, {"attempts", n + 1},
                 {"error", attempt.error}});
       metrics_->responses.WithLabels({std::to_string(attempt.error_status), "gateway"}).Inc();
+      spdlog::info("request {} (trace {}) for '{}' failed: {}", RequestIdOf(req), TraceIdOf(req), served_name,
+                   attempt.error);
       co_await ex.SendError(attempt.error_status,
                             (n == 0 ? "the instance failed: " : "all attempted instances failed; last error: ") +
                                 attempt.error,
@@ -636,7 +707,8 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
                       : "the response broke off: " + rec.message(),
               502);
         LogEvent(spdlog::level::warn, "stream broke after it started",
-                 {{"instance", name}, {"model", attempt.model}, {"error", attempt.error}});
+                 {{"instance", name}, {"model", attempt.model}, {"error", attempt.error},
+                  {"request_id", RequestIdOf(req)}});
         if (sse) {
           std::string event = "data: {\"error\":{\"message\":" + JsonString(attempt.error) +
                               ",\"type\":\"server_error\",\"code\":\"upstream_stream_broken\"}}\n\n";

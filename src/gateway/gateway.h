@@ -9,6 +9,14 @@
 // an upstream 500, 502 or 503 moves on to the next instance in the key's preference order
 // (max_retries); a first-byte timeout (504) does not, since the instance may still be working.
 //
+// Routes: chat and text completions, /v1/responses and the native /invocations carry a prefix
+// key; /v1/embeddings and vLLM's /tokenize and /detokenize are routed by model alone (the
+// pool's balancing; least-outstanding-requests in a prefix-aware pool, since there is no prefix
+// to keep together). Any other path gets unknown_path_status, a known one with another method
+// 405. Every request carries an x-request-id (the client's, or a generated UUIDv4) to the
+// instance and back on every response, and a valid W3C traceparent/tracestate passes through
+// (an invalid one is dropped); both are logged with failures, and the decision at debug level.
+//
 // Health: active checks (GET health.path) eject an instance after unhealthy_threshold failures
 // and readmit it after healthy_threshold successes; connect failures of real traffic eject it
 // at once (passive_failures). An ejected instance leaves the placement (its keys go to their

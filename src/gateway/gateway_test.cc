@@ -365,7 +365,7 @@ TEST(GatewayTest, UnknownPathIs404WrongMethodIs405) {
   auto gw = StartGateway(ConfigFor(fakes));
   ASSERT_NE(gw, nullptr);
   ExpectApiError(Get(gw->port(), "/v2/nothing"), 404);
-  ExpectApiError(Post(gw->port(), "/v1/embeddings", "{}"), 404);
+  ExpectApiError(Post(gw->port(), "/v1/audio/speech", "{}"), 404);
   ExpectApiError(Get(gw->port(), "/v1/chat/completions"), 405);
   ExpectApiError(Post(gw->port(), "/metrics", "{}"), 405);
   EXPECT_EQ(fakes[0]->requests(), 0);

@@ -314,6 +314,7 @@ std::vector<std::string> RestartRequired(const GatewayConfig& a, const GatewayCo
   check(a.listen != b.listen, "listen");
   check(a.io_threads != b.io_threads, "io_threads");
   check(a.decision_headers != b.decision_headers, "decision_headers");
+  check(a.unknown_path_status != b.unknown_path_status, "unknown_path_status");
   check(a.max_request_body_bytes != b.max_request_body_bytes, "limits.max_request_body_bytes");
   check(a.max_header_bytes != b.max_header_bytes, "limits.max_header_bytes");
   check(a.max_connections != b.max_connections, "limits.max_connections");

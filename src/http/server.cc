@@ -87,6 +87,7 @@ net::awaitable<bool> Exchange::Send(StringResponse response) {
   head_sent_at_ = std::chrono::steady_clock::now();
   response.version(request_.version());
   if (!response.count(bhttp::field::server)) response.set(bhttp::field::server, options_.server_name);
+  for (const auto& [name, value] : response_headers_) response.set(name, value);
   response.keep_alive(keep_alive_);
   response.prepare_payload();
   stream_.expires_after(options_.write_timeout);
@@ -108,6 +109,7 @@ net::awaitable<bool> Exchange::SendHead(bhttp::response_header<> head) {
   bhttp::response<bhttp::empty_body> res{std::move(head)};
   res.version(request_.version());
   if (!res.count(bhttp::field::server)) res.set(bhttp::field::server, options_.server_name);
+  for (const auto& [name, value] : response_headers_) res.set(name, value);
   if (!res.count(bhttp::field::content_length)) {
     if (request_.version() >= 11) {
       res.chunked(true);

@@ -42,6 +42,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -92,6 +93,13 @@ class Exchange {
   net::awaitable<bool> SendBody(net::const_buffer data);
   net::awaitable<bool> Finish();
 
+  // A header every response of this exchange carries, whichever call sends it (Send,
+  // SendError, SendHead); it replaces a header of that name already in the response. For
+  // correlation headers such as x-request-id.
+  void SetResponseHeader(std::string_view name, std::string value) {
+    response_headers_.emplace_back(std::string(name), std::move(value));
+  }
+
   bool head_sent() const { return head_sent_; }
   // The status code of the response whose head was sent (0 before), and when its head went out:
   // the time to first byte of the client's response, for the access log.
@@ -116,6 +124,7 @@ class Exchange {
   Request request_;
   const ServerOptions& options_;
   std::chrono::steady_clock::time_point received_at_;
+  std::vector<std::pair<std::string, std::string>> response_headers_;
   bool keep_alive_;
   bool head_sent_ = false;
   int status_ = 0;

@@ -199,6 +199,8 @@ std::string RenderBody(const Request& r, bool stream, std::string_view default_m
       if (!r.body.empty()) return r.body;
       return OpenAiBody(r, /*chat=*/!r.messages.empty(), stream, default_model,
                         /*with_group=*/false);
+    default:  // the workloads generate none of the other APIs
+      break;
   }
   return {};
 }
@@ -211,6 +213,8 @@ std::string_view PathFor(api::ApiKind api) {
       return "/v1/completions";
     case api::ApiKind::kNative:
       return "/invocations";
+    default:
+      break;
   }
   return "/v1/chat/completions";
 }
