@@ -231,8 +231,8 @@ TEST(SimulatorTest, ScaleEventsChangeTheFleet) {
   ASSERT_EQ(run->instance_names.size(), 5u);
   EXPECT_EQ(run->instance_names[4], "instance-5");
   for (const auto& r : run->records) {
-    if (r.instance == 1) EXPECT_LT(r.start_s, 20.0);
-    if (r.instance == 4) EXPECT_GE(r.start_s, 40.0);
+    if (r.instance == 1) { EXPECT_LT(r.start_s, 20.0); }
+    if (r.instance == 4) { EXPECT_GE(r.start_s, 40.0); }
   }
   size_t to_new = 0;
   for (const auto& r : run->records) to_new += r.instance == 4;
