@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "core/policy.h"
@@ -24,6 +25,16 @@ enum class ApiKind {
   kTokenize,         // POST /tokenize (vLLM); `model` optional
   kDetokenize,       // POST /detokenize (vLLM); `model` optional
 };
+
+// The prompt tokens a request is estimated to carry, from its body's size: about 4 bytes per
+// token for English text. JSON syntax and fields other than the prompt count too, so short
+// requests are overestimated by a few tokens; images sent as base64 count as their text size.
+// Cheap (no tokenizer on the request path), the same in the gateway and the simulator, and
+// only used to weigh load (RoutingOptions::load_measure) and to meter tenants.
+inline uint32_t EstimatePromptTokens(size_t body_bytes) {
+  const size_t tokens = (body_bytes + 3) / 4;
+  return tokens > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(tokens);
+}
 
 // True for the APIs whose requests carry a prefix key worth routing by.
 inline bool HasPrefixKey(ApiKind api) {

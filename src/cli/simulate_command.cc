@@ -159,7 +159,9 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--strategy", a->strategies,
                   "Strategies, comma-separated: random, least-outstanding-requests, round-robin, "
                   "prefix-aware (= prefix-aware-next-preferred), prefix-aware-least-loaded; a "
-                  "prefix-aware name may end in -bF to set its balance factor (-b0: off)")
+                  "prefix-aware name may end in -bF to set its balance factor (-b0: off); any name "
+                  "may end in +tokens to measure load in outstanding prompt tokens "
+                  "(routing.load_measure: prompt-tokens), e.g. least-outstanding-requests+tokens")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--prefix-length", a->prefix_lengths,

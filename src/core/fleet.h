@@ -44,6 +44,8 @@ struct InstanceState {
   // `available` so that passing health checks never undo a drain.
   std::atomic<bool> drained{false};
   std::atomic<uint64_t> dispatched{0};   // requests ever dispatched (for shares)
+  // Estimated prompt tokens of the requests in flight (LoadMeasure::kPromptTokens).
+  std::atomic<int64_t> outstanding_tokens{0};
 
   // May take new requests: healthy and not drained.
   bool routable() const {
@@ -110,20 +112,25 @@ class FleetState {
   std::atomic<std::shared_ptr<const FleetSnapshot>> current_;
 };
 
-// Counts one request in flight on an instance for as long as it lives (RAII). Moving transfers
-// the count; destruction or Release() gives it back exactly once, however the request ends.
+// Counts one request (and its estimated prompt tokens) in flight on an instance for as long as
+// it lives (RAII). Moving transfers the count; destruction or Release() gives it back exactly
+// once, however the request ends.
 class InFlightGuard {
  public:
   InFlightGuard() = default;
-  explicit InFlightGuard(std::shared_ptr<InstanceState> state) : state_(std::move(state)) {
+  explicit InFlightGuard(std::shared_ptr<InstanceState> state, uint32_t work_tokens = 0)
+      : state_(std::move(state)), work_tokens_(work_tokens) {
     state_->in_flight.fetch_add(1, std::memory_order_relaxed);
     state_->dispatched.fetch_add(1, std::memory_order_relaxed);
+    if (work_tokens_ != 0) state_->outstanding_tokens.fetch_add(work_tokens_, std::memory_order_relaxed);
   }
-  InFlightGuard(InFlightGuard&& other) noexcept : state_(std::move(other.state_)) {}
+  InFlightGuard(InFlightGuard&& other) noexcept
+      : state_(std::move(other.state_)), work_tokens_(other.work_tokens_) {}
   InFlightGuard& operator=(InFlightGuard&& other) noexcept {
     if (this != &other) {
       Release();
       state_ = std::move(other.state_);
+      work_tokens_ = other.work_tokens_;
     }
     return *this;
   }
@@ -134,6 +141,7 @@ class InFlightGuard {
   void Release() {
     if (state_) {
       state_->in_flight.fetch_sub(1, std::memory_order_relaxed);
+      if (work_tokens_ != 0) state_->outstanding_tokens.fetch_sub(work_tokens_, std::memory_order_relaxed);
       state_.reset();
     }
   }
@@ -141,6 +149,7 @@ class InFlightGuard {
 
  private:
   std::shared_ptr<InstanceState> state_;
+  uint32_t work_tokens_ = 0;
 };
 
 }  // namespace prefix_router

@@ -189,6 +189,26 @@ TEST(FleetTest, InFlightGuardCountsWhileAlive) {
   EXPECT_EQ(state->dispatched.load(), 2u);  // dispatched counts requests ever sent
 }
 
+// A guard with work counts its prompt tokens while it lives; moves carry them, once.
+TEST(FleetTest, InFlightGuardCountsPromptTokens) {
+  auto state = std::make_shared<InstanceState>();
+  {
+    InFlightGuard a(state, 32'000);
+    InFlightGuard b(state, 50);
+    EXPECT_EQ(state->outstanding_tokens.load(), 32'050);
+    InFlightGuard c(std::move(a));
+    EXPECT_EQ(state->outstanding_tokens.load(), 32'050);
+    c.Release();
+    EXPECT_EQ(state->outstanding_tokens.load(), 50);
+    InFlightGuard d(state, 7);
+    d = std::move(b);  // releases d's 7, takes b's 50
+    EXPECT_EQ(state->outstanding_tokens.load(), 50);
+    EXPECT_EQ(state->in_flight.load(), 1);
+  }
+  EXPECT_EQ(state->outstanding_tokens.load(), 0);
+  EXPECT_EQ(state->in_flight.load(), 0);
+}
+
 // A default guard holds nothing and releases nothing.
 TEST(FleetTest, InFlightGuardDefaultIsInactive) {
   InFlightGuard g;

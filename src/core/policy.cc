@@ -28,6 +28,14 @@ int32_t InFlight(const FleetSnapshot& f, uint32_t i) {
   return f.state(i).in_flight.load(std::memory_order_relaxed);
 }
 
+// The load compared where "least loaded" decides: in-flight requests, or their estimated prompt
+// tokens plus one per request (so that requests with empty prompts still count).
+int64_t Load(const FleetSnapshot& f, uint32_t i, LoadMeasure m) {
+  const int64_t requests = std::max<int32_t>(0, InFlight(f, i));
+  if (m == LoadMeasure::kRequests) return requests;
+  return requests + std::max<int64_t>(0, f.state(i).outstanding_tokens.load(std::memory_order_relaxed));
+}
+
 // Eligible, available candidates into a per-thread buffer (no allocation once warm).
 // Excluded instances are kept when `keep_excluded` (prefix-aware ranks count them).
 std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded) {
@@ -68,6 +76,7 @@ class RandomPolicy final : public Policy {
 
 class LeastOutstandingPolicy final : public Policy {
  public:
+  explicit LeastOutstandingPolicy(LoadMeasure measure) : measure_(measure) {}
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng& rng) const override {
     auto c = Candidates(r, f, false);
     if (c.empty()) return NoCandidate(r, f);
@@ -75,9 +84,9 @@ class LeastOutstandingPolicy final : public Policy {
     uint32_t ties = 1;
     for (size_t k = 1; k < c.size(); ++k) {
       const uint32_t i = c[k];
-      // Compare in_flight/weight without division.
-      const int64_t lhs = int64_t{InFlight(f, i)} * f.spec(best).weight;
-      const int64_t rhs = int64_t{InFlight(f, best)} * f.spec(i).weight;
+      // Compare load/weight without division (tokens < 2^40 and weights <= 10^4: no overflow).
+      const int64_t lhs = Load(f, i, measure_) * f.spec(best).weight;
+      const int64_t rhs = Load(f, best, measure_) * f.spec(i).weight;
       if (lhs < rhs) {
         best = i;
         ties = 1;
@@ -88,6 +97,9 @@ class LeastOutstandingPolicy final : public Policy {
     return Decision{best, DecisionKind::kLeastOutstanding, 0};
   }
   std::string_view name() const override { return "least-outstanding-requests"; }
+
+ private:
+  LoadMeasure measure_;
 };
 
 class RoundRobinPolicy final : public Policy {
@@ -188,7 +200,8 @@ class PrefixAwarePolicy final : public Policy {
   explicit PrefixAwarePolicy(const RoutingOptions& o)
       : threshold_(static_cast<int32_t>(o.concurrency_threshold)),
         spill_(o.spill),
-        balance_factor_(o.balance_factor) {}
+        balance_factor_(o.balance_factor),
+        measure_(o.load_measure) {}
 
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
     auto c = Candidates(r, f, true);
@@ -291,19 +304,26 @@ class PrefixAwarePolicy final : public Policy {
     if (spill_rank != UINT32_MAX) return Decision{c[spill_rank], DecisionKind::kOverflow, spill_rank};
     if (first_untried_rank == UINT32_MAX) return NoCandidate(r, f);
     // Least loaded untried instance; ties go to the better rank. Below its limit it is an
-    // overflow (least-loaded spill), otherwise every candidate is full: saturated.
+    // overflow (least-loaded spill), otherwise every candidate is full: saturated. With the
+    // prompt-tokens measure, instances below their limit come first (load ranks by work, the
+    // limit counts requests).
+    const bool by_work = measure_ == LoadMeasure::kPromptTokens;
     uint32_t best_rank = UINT32_MAX;
-    int32_t best_load = std::numeric_limits<int32_t>::max();
+    bool best_below = false;
+    int64_t best_load = std::numeric_limits<int64_t>::max();
     for (uint32_t rank = first_untried_rank; rank < c.size(); ++rank) {
       if (IsExcluded(r, c[rank])) continue;
-      const int32_t load = InFlight(f, c[rank]);
-      if (load < best_load) {
+      const bool below = by_work && InFlight(f, c[rank]) < limits.For(f, c[rank]);
+      const int64_t load = by_work ? Load(f, c[rank], measure_) : InFlight(f, c[rank]);
+      if ((below && !best_below) || (below == best_below && load < best_load)) {
         best_load = load;
         best_rank = rank;
+        best_below = below;
       }
     }
-    const DecisionKind kind =
-        best_load < limits.For(f, c[best_rank]) ? DecisionKind::kOverflow : DecisionKind::kSaturated;
+    const DecisionKind kind = InFlight(f, c[best_rank]) < limits.For(f, c[best_rank])
+                                  ? DecisionKind::kOverflow
+                                  : DecisionKind::kSaturated;
     return Decision{c[best_rank], kind, best_rank};
   }
 
@@ -366,6 +386,7 @@ class PrefixAwarePolicy final : public Policy {
   int32_t threshold_;
   SpillMode spill_;
   double balance_factor_;
+  LoadMeasure measure_;
   mutable KeyHomes homes_;  // Pick is const for callers; the table is internally locked
   mutable ShareMeter shares_;
 };
@@ -401,6 +422,17 @@ Result<SpillMode> ParseSpillMode(std::string_view name) {
   if (name == "least-loaded") return SpillMode::kLeastLoaded;
   return Status::InvalidArgument("spill_mode: '" + std::string(name) +
                                  "' is not one of next-preferred, least-loaded");
+}
+
+std::string_view LoadMeasureName(LoadMeasure m) {
+  return m == LoadMeasure::kRequests ? "requests" : "prompt-tokens";
+}
+
+Result<LoadMeasure> ParseLoadMeasure(std::string_view name) {
+  if (name == "requests") return LoadMeasure::kRequests;
+  if (name == "prompt-tokens") return LoadMeasure::kPromptTokens;
+  return Status::InvalidArgument("load_measure: '" + std::string(name) +
+                                 "' is not one of requests, prompt-tokens");
 }
 
 std::string_view DecisionKindName(DecisionKind k) {
@@ -445,7 +477,7 @@ Status RoutingOptions::Validate() const {
 std::unique_ptr<Policy> MakePolicy(const RoutingOptions& o) {
   switch (o.strategy) {
     case Strategy::kRandom: return std::make_unique<RandomPolicy>();
-    case Strategy::kLeastOutstanding: return std::make_unique<LeastOutstandingPolicy>();
+    case Strategy::kLeastOutstanding: return std::make_unique<LeastOutstandingPolicy>(o.load_measure);
     case Strategy::kRoundRobin: return std::make_unique<RoundRobinPolicy>();
     case Strategy::kPrefixAware: return std::make_unique<PrefixAwarePolicy>(o);
   }

@@ -41,6 +41,14 @@
 //                               to its first choice when a later spill finds room there.
 //                               A retry (an instance excluded after a failure) moves nothing.
 //
+// Load measure (per pool): where load decides (least-outstanding-requests, the least-loaded spill
+// and the saturated fallback of prefix-aware), `requests` compares in-flight requests per unit of
+// weight; `prompt-tokens` compares outstanding work: the estimated prompt tokens of the requests in
+// flight plus one per request (RouteRequest::work_tokens, counted by InFlightGuard), so that an
+// instance prefilling one 32k-token prompt counts as busier than one holding two 50-token ones.
+// The concurrency threshold and the bounded-load cap still count requests (the managed
+// service's ConcurrencyThreshold is a request count).
+//
 // Eligibility: only instances that serve the request's name (model or LoRA adapter) and are
 // available (not ejected or drained) are candidates. Instances listed in RouteRequest::exclude
 // (already tried by a retry) are skipped but keep their rank.
@@ -65,11 +73,14 @@ namespace prefix_router {
 
 enum class Strategy { kRandom, kLeastOutstanding, kRoundRobin, kPrefixAware };
 enum class SpillMode { kNextPreferred, kLeastLoaded };
+enum class LoadMeasure { kRequests, kPromptTokens };
 
 std::string_view StrategyName(Strategy s);
 Result<Strategy> ParseStrategy(std::string_view name);
 std::string_view SpillModeName(SpillMode m);
 Result<SpillMode> ParseSpillMode(std::string_view name);
+std::string_view LoadMeasureName(LoadMeasure m);          // "requests" | "prompt-tokens"
+Result<LoadMeasure> ParseLoadMeasure(std::string_view name);
 
 // Limits the managed service documents for PrefixLength and ConcurrencyThreshold.
 inline constexpr uint32_t kMinPrefixLength = 1024;
@@ -95,6 +106,8 @@ struct RoutingOptions {
   // Admission, not placement: the gateway answers 429 to a request of this pool while the pool
   // has this many requests in flight (0 = no ceiling). Policies ignore it.
   uint32_t max_in_flight = 0;
+  // What "least loaded" compares (see the file comment).
+  LoadMeasure load_measure = LoadMeasure::kRequests;
   // What the key is computed over (api/key_normalisation.h); policies ignore it, the parsers
   // apply it. Checked by api::CompileKeyNormalisation, not by Validate().
   KeyNormalisation key_normalisation;
@@ -109,6 +122,7 @@ struct RouteRequest {
   std::string_view served_name;        // model or adapter; "" = every instance
   PrefixKey key;                       // used by prefix-aware
   std::span<const uint32_t> exclude;   // instance indices already tried for this request
+  uint32_t work_tokens = 0;            // estimated prompt tokens (api::EstimatePromptTokens)
 };
 
 enum class DecisionKind { kAffinity, kOverflow, kSaturated, kRandom, kLeastOutstanding, kRoundRobin };

@@ -202,6 +202,22 @@ TEST(PolicyTest, ParseSpillModeAcceptsDocumentedNames) {
   }
 }
 
+TEST(PolicyTest, ParseLoadMeasureAcceptsDocumentedNames) {
+  ASSERT_TRUE(ParseLoadMeasure("requests").ok());
+  EXPECT_EQ(*ParseLoadMeasure("requests"), LoadMeasure::kRequests);
+  ASSERT_TRUE(ParseLoadMeasure("prompt-tokens").ok());
+  EXPECT_EQ(*ParseLoadMeasure("prompt-tokens"), LoadMeasure::kPromptTokens);
+  EXPECT_EQ(LoadMeasureName(LoadMeasure::kRequests), "requests");
+  EXPECT_EQ(LoadMeasureName(LoadMeasure::kPromptTokens), "prompt-tokens");
+  EXPECT_EQ(RoutingOptions{}.load_measure, LoadMeasure::kRequests);  // the default
+  for (std::string_view bad : {"", "tokens", "prompt_tokens", "Requests"}) {
+    Result<LoadMeasure> parsed = ParseLoadMeasure(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("load_measure"), std::string::npos);
+    EXPECT_NE(parsed.status().message().find("requests, prompt-tokens"), std::string::npos);
+  }
+}
+
 // Decision kinds have stable names (they appear in logs and metrics labels).
 TEST(PolicyTest, DecisionKindNames) {
   EXPECT_EQ(DecisionKindName(DecisionKind::kAffinity), "affinity");
@@ -1051,6 +1067,77 @@ TEST(PolicyTest, LeastOutstandingUsesInFlightPerWeight) {
   auto p = MakeStrategy(Strategy::kLeastOutstanding);
   Rng rng(6);
   for (int n = 0; n < 50; ++n) ASSERT_EQ(MustPick(*p, Request(KeyAt(n)), *f, rng).instance, 1u);
+}
+
+void SetWork(const FleetSnapshot& f, uint32_t i, int32_t in_flight, int64_t tokens) {
+  f.state(i).in_flight.store(in_flight);
+  f.state(i).outstanding_tokens.store(tokens);
+}
+
+std::unique_ptr<Policy> MakeLeastOutstanding(LoadMeasure measure) {
+  RoutingOptions o;
+  o.strategy = Strategy::kLeastOutstanding;
+  o.load_measure = measure;
+  return MakePolicy(o);
+}
+
+// Work-weighted load: one 32k-token prefill counts for more than two 50-token requests. With
+// the request count the instance with one request wins; with prompt tokens the one with two.
+TEST(PolicyTest, LeastOutstandingByPromptTokensWeighsWork) {
+  auto f = NamedFleet(2);
+  SetWork(*f, 0, 1, 32'000);
+  SetWork(*f, 1, 2, 100);
+  Rng rng(6);
+  auto by_requests = MakeLeastOutstanding(LoadMeasure::kRequests);
+  auto by_tokens = MakeLeastOutstanding(LoadMeasure::kPromptTokens);
+  for (int n = 0; n < 20; ++n) {
+    EXPECT_EQ(MustPick(*by_requests, Request(KeyAt(n)), *f, rng).instance, 0u);
+    EXPECT_EQ(MustPick(*by_tokens, Request(KeyAt(n)), *f, rng).instance, 1u);
+  }
+  // Per unit of weight: 32,001 on weight 1 vs 60,002 on weight 4 (15,000.5 per unit).
+  auto g = NamedFleet(2, {1, 4});
+  SetWork(*g, 0, 1, 32'000);
+  SetWork(*g, 1, 2, 60'000);
+  EXPECT_EQ(MustPick(*by_tokens, Request(KeyAt(1)), *g, rng).instance, 1u);
+  // Each request counts as one token on top of its prompt: empty prompts still spread.
+  auto h = NamedFleet(2);
+  SetWork(*h, 0, 3, 0);
+  SetWork(*h, 1, 1, 0);
+  EXPECT_EQ(MustPick(*by_tokens, Request(KeyAt(1)), *h, rng).instance, 1u);
+}
+
+// prefix-aware with least-loaded spill and the prompt-tokens measure spills to the instance
+// with the least outstanding work below its (request-counted) threshold.
+TEST(PolicyTest, PrefixAwareLeastLoadedSpillByPromptTokens) {
+  auto f = NamedFleet(4);
+  RoutingOptions o;
+  o.strategy = Strategy::kPrefixAware;
+  o.concurrency_threshold = 4;
+  o.spill = SpillMode::kLeastLoaded;
+  o.balance_factor = kThresholdOnly;
+  o.load_measure = LoadMeasure::kPromptTokens;
+  auto p = MakePolicy(o);
+  Rng rng(3);
+  const PrefixKey key = KeyAt(77);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  SetWork(*f, order[0], 4, 400);      // at the threshold: full
+  SetWork(*f, order[1], 1, 30'000);   // one long prefill
+  SetWork(*f, order[2], 3, 600);      // three short requests: least work below the threshold
+  SetWork(*f, order[3], 4, 10);       // least work, but at the threshold
+  Decision d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[2]);
+  EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+  // With the request measure the same loads spill to the fewest requests.
+  o.load_measure = LoadMeasure::kRequests;
+  d = MustPick(*MakePolicy(o), Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[1]);
+  // Every instance full: the least work takes it, saturated.
+  SetWork(*f, order[1], 4, 30'000);
+  SetWork(*f, order[2], 4, 600);
+  o.load_measure = LoadMeasure::kPromptTokens;
+  d = MustPick(*MakePolicy(o), Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[3]);
+  EXPECT_EQ(d.kind, DecisionKind::kSaturated);
 }
 
 // least-outstanding breaks ties at random: with equal loads every tied instance is chosen

@@ -175,6 +175,7 @@ struct RoutingPatch {
   std::optional<uint32_t> prefix_length;
   std::optional<uint32_t> concurrency_threshold;
   std::optional<SpillMode> spill;
+  std::optional<LoadMeasure> load_measure;
   std::optional<double> balance_factor;
   std::optional<uint32_t> max_in_flight;
   // key_normalisation, field by field: a pool's list replaces the `routing` list.
@@ -190,6 +191,7 @@ struct RoutingPatch {
     if (prefix_length) o.prefix_length = *prefix_length;
     if (concurrency_threshold) o.concurrency_threshold = *concurrency_threshold;
     if (spill) o.spill = *spill;
+    if (load_measure) o.load_measure = *load_measure;
     if (balance_factor) o.balance_factor = *balance_factor;
     if (max_in_flight) o.max_in_flight = *max_in_flight;
   }
@@ -232,7 +234,7 @@ Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& o
   return ForEachField(
       n, path,
       {"routing_strategy", "prefix_length", "concurrency_threshold", "spill_mode", "balance_factor",
-       "max_in_flight", "key_normalisation"},
+       "max_in_flight", "load_measure", "key_normalisation"},
       [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "key_normalisation") return ReadKeyNormalisation(v, p, out);
         if (key == "routing_strategy") {
@@ -249,6 +251,14 @@ Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& o
           Result<SpillMode> r = ParseSpillMode(name);
           if (!r.ok()) return WithPath(r.status(), p);
           out.spill = *r;
+          return Status::Ok();
+        }
+        if (key == "load_measure") {
+          std::string name;
+          if (Status s = ReadString(v, p, name); !s.ok()) return s;
+          Result<LoadMeasure> r = ParseLoadMeasure(name);
+          if (!r.ok()) return WithPath(r.status(), p);
+          out.load_measure = *r;
           return Status::Ok();
         }
         if (key == "balance_factor") {

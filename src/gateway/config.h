@@ -17,6 +17,10 @@
 //     prefix_length: 2048           # 1024..65536; bytes (native API) or characters (OpenAI API)
 //     concurrency_threshold: 64     # 1..1024 in-flight requests per instance
 //     spill_mode: next-preferred    # next-preferred | least-loaded
+//     load_measure: requests        # what "least loaded" compares (least-outstanding-requests,
+//                                   # least-loaded spill, saturated): requests in flight, or
+//                                   # prompt-tokens: their estimated prompt tokens (body bytes / 4)
+//                                   # plus one per request. Thresholds still count requests.
 //     balance_factor: 1.5           # prefix-aware bounded load: an instance is also full at
 //                                   # F x its weight share of the pool's in-flight requests (at
 //                                   # least 4) or, when the pool is busy, 5% over its share of

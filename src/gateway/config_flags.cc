@@ -113,6 +113,13 @@ SpillMode ConvertFlag<SpillMode>(const std::string& flag, const std::string& val
 }
 
 template <>
+LoadMeasure ConvertFlag<LoadMeasure>(const std::string& flag, const std::string& value) {
+  Result<LoadMeasure> r = ParseLoadMeasure(value);
+  if (!r.ok()) Reject(flag, AfterField(r.status()));
+  return *r;
+}
+
+template <>
 LogFormat ConvertFlag<LogFormat>(const std::string& flag, const std::string& value) {
   Result<LogFormat> r = ParseLogFormat(value);
   if (!r.ok()) Reject(flag, AfterField(r.status()));
@@ -145,7 +152,7 @@ std::string Help(const std::string& field, const std::string& what, const std::s
 // BuildConfig helpers.
 
 bool HasRoutingFlags(const ConfigFlags& f) {
-  return f.strategy || f.prefix_length || f.concurrency_threshold || f.spill_mode ||
+  return f.strategy || f.prefix_length || f.concurrency_threshold || f.spill_mode || f.load_measure ||
          f.balance_factor || f.max_in_flight || f.canonical_json || !f.exclude_fields.empty() ||
          !f.exclude_patterns.empty();
 }
@@ -155,6 +162,7 @@ void ApplyRoutingFlags(const ConfigFlags& f, RoutingOptions& o) {
   if (f.prefix_length) o.prefix_length = *f.prefix_length;
   if (f.concurrency_threshold) o.concurrency_threshold = *f.concurrency_threshold;
   if (f.spill_mode) o.spill = *f.spill_mode;
+  if (f.load_measure) o.load_measure = *f.load_measure;
   if (f.balance_factor) o.balance_factor = *f.balance_factor;
   if (f.max_in_flight) o.max_in_flight = *f.max_in_flight;
   if (f.canonical_json) o.key_normalisation.canonical_json = *f.canonical_json;
@@ -187,6 +195,7 @@ Status InheritRoutingFlags(const ConfigFlags& flags, GatewayConfig& config) {
         options.concurrency_threshold = *flags.concurrency_threshold;
       }
       if (flags.spill_mode && unset("spill_mode")) options.spill = *flags.spill_mode;
+      if (flags.load_measure && unset("load_measure")) options.load_measure = *flags.load_measure;
       if (flags.balance_factor && unset("balance_factor")) {
         options.balance_factor = *flags.balance_factor;
       }
@@ -233,6 +242,11 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
            Help("decision_headers",
                 "add x-prefix-router-instance/-decision/-rank headers to responses",
                 d.decision_headers ? "true" : "false", "true | false"));
+  AddValue(cmd, "--unknown-path-status", flags.unknown_path_status, "CODE",
+           Help("unknown_path_status",
+                "the status (with an OpenAI-style JSON error) of a request to a path the gateway "
+                "does not route",
+                std::to_string(d.unknown_path_status), "403 | 404 | 410 | 421 | 501"));
 
   AddValue(cmd, "--strategy", flags.strategy, "NAME",
            Help("routing.routing_strategy", "routing strategy of the default pool",
@@ -252,6 +266,12 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
   AddValue(cmd, "--spill-mode", flags.spill_mode, "MODE",
            Help("routing.spill_mode", "where prefix-aware sends a request when its first choice is full",
                 std::string(SpillModeName(d.routing.spill)), "next-preferred | least-loaded"));
+  AddValue(cmd, "--load-measure", flags.load_measure, "MEASURE",
+           Help("routing.load_measure",
+                "what \"least loaded\" compares (least-outstanding-requests, least-loaded spill): "
+                "in-flight requests, or their estimated prompt tokens (body bytes / 4) plus one per "
+                "request, so that a long prefill weighs more than a short one",
+                std::string(LoadMeasureName(d.routing.load_measure)), "requests | prompt-tokens"));
   cmd.add_option_function<std::string>(
          "--balance-factor",
          [&flags](const std::string& value) {
@@ -444,6 +464,7 @@ Result<GatewayConfig> BuildConfig(const ConfigFlags& flags) {
   Override(flags.listen, config.listen);
   Override(flags.io_threads, config.io_threads);
   Override(flags.decision_headers, config.decision_headers);
+  Override(flags.unknown_path_status, config.unknown_path_status);
   ApplyRoutingFlags(flags, config.routing);
   Override(flags.max_request_body_bytes, config.max_request_body_bytes);
   Override(flags.max_header_bytes, config.max_header_bytes);

@@ -39,11 +39,13 @@ struct ConfigFlags {
   std::optional<std::string> listen;       // --listen
   std::optional<uint32_t> io_threads;      // --io-threads
   std::optional<bool> decision_headers;    // --decision-headers
+  std::optional<uint32_t> unknown_path_status;  // --unknown-path-status
   // The default pool (`routing`).
   std::optional<Strategy> strategy;                 // --strategy
   std::optional<uint32_t> prefix_length;            // --prefix-length
   std::optional<uint32_t> concurrency_threshold;    // --concurrency-threshold
   std::optional<SpillMode> spill_mode;              // --spill-mode
+  std::optional<LoadMeasure> load_measure;          // --load-measure
   std::optional<double> balance_factor;             // --balance-factor
   std::optional<uint32_t> max_in_flight;            // --max-in-flight
   // routing.key_normalisation

@@ -94,10 +94,12 @@ TEST(BuildConfig, EveryScalarFlagSetsItsField) {
                            "--listen", "[::1]:0",
                            "--io-threads", "3",
                            "--decision-headers", "false",
+                           "--unknown-path-status", "403",
                            "--strategy", "least-outstanding-requests",
                            "--prefix-length", "4096",
                            "--concurrency-threshold", "100",
                            "--spill-mode", "least-loaded",
+                           "--load-measure", "prompt-tokens",
                            "--balance-factor", "2.5",
                            "--max-request-body-bytes", "2048",
                            "--max-header-bytes", "4096",
@@ -120,10 +122,12 @@ TEST(BuildConfig, EveryScalarFlagSetsItsField) {
   EXPECT_EQ(c.listen_port, 0);
   EXPECT_EQ(c.io_threads, 3u);
   EXPECT_FALSE(c.decision_headers);
+  EXPECT_EQ(c.unknown_path_status, 403u);
   EXPECT_EQ(c.routing.strategy, Strategy::kLeastOutstanding);
   EXPECT_EQ(c.routing.prefix_length, 4096u);
   EXPECT_EQ(c.routing.concurrency_threshold, 100u);
   EXPECT_EQ(c.routing.spill, SpillMode::kLeastLoaded);
+  EXPECT_EQ(c.routing.load_measure, LoadMeasure::kPromptTokens);
   EXPECT_EQ(c.routing.balance_factor, 2.5);
   EXPECT_EQ(c.max_request_body_bytes, 2048u);
   EXPECT_EQ(c.max_header_bytes, 4096u);
@@ -161,7 +165,8 @@ TEST(ParseFlags, AbsentFlagsStayUnset) {
   ConfigFlags f = ParseFlags({"--instance", "http://a:1"});
   EXPECT_TRUE(f.config_file.empty());
   EXPECT_FALSE(f.listen || f.io_threads || f.decision_headers || f.strategy || f.prefix_length ||
-               f.concurrency_threshold || f.spill_mode || f.balance_factor ||
+               f.concurrency_threshold || f.spill_mode || f.load_measure || f.balance_factor ||
+               f.unknown_path_status ||
                f.max_request_body_bytes ||
                f.max_header_bytes || f.connect_timeout || f.first_byte_timeout || f.idle_timeout ||
                f.total_timeout || f.client_read_timeout || f.client_write_timeout ||
@@ -342,6 +347,8 @@ TEST(ParseFlags, MalformedValuesNameTheFlag) {
   EXPECT_TRUE(Contains(ParseErrorOf({"--strategy", "fastest"}),
                        "--strategy: 'fastest' is not one of random"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--spill-mode", "anywhere"}), "--spill-mode: 'anywhere'"));
+  EXPECT_TRUE(Contains(ParseErrorOf({"--load-measure", "tokens"}),
+                       "--load-measure: 'tokens' is not one of requests, prompt-tokens"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--balance-factor", "high"}),
                        "--balance-factor: expected a number, got 'high'"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--balance-factor", "inf"}), "--balance-factor: expected"));
@@ -352,6 +359,16 @@ TEST(ParseFlags, DecisionHeadersTakesTrueOrFalse) {
   EXPECT_EQ(ParseFlags({"--decision-headers", "true"}).decision_headers, true);
   EXPECT_EQ(ParseFlags({"--decision-headers", "false"}).decision_headers, false);
   EXPECT_FALSE(ParseErrorOf({"--decision-headers"}).empty());
+}
+
+// --unknown-path-status is validated like the YAML field: one of the documented codes.
+TEST(BuildConfig, UnknownPathStatusFlagIsValidated) {
+  Result<GatewayConfig> c = BuildConfig(ParseFlags({"--instance", "http://a:1", "--unknown-path-status", "410"}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->unknown_path_status, 410u);
+  const Status bad = BuildErrorOf({"--instance", "http://a:1", "--unknown-path-status", "500"});
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(bad.message(), "unknown_path_status: 500")) << bad.message();
 }
 
 // A single-valued flag given twice is an error rather than a silent choice.
@@ -370,10 +387,12 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--listen", {"listen", "127.0.0.1:8080"}},
       {"--io-threads", {"io_threads", "0"}},
       {"--decision-headers", {"decision_headers", "true"}},
+      {"--unknown-path-status", {"unknown_path_status", "404"}},
       {"--strategy", {"routing.routing_strategy", "random"}},
       {"--prefix-length", {"routing.prefix_length", "2048"}},
       {"--concurrency-threshold", {"routing.concurrency_threshold", "64"}},
       {"--spill-mode", {"routing.spill_mode", "next-preferred"}},
+      {"--load-measure", {"routing.load_measure", "requests"}},
       {"--balance-factor", {"routing.balance_factor", "1.5"}},
       {"--canonical-json", {"routing.key_normalisation.canonical_json", "false"}},
       {"--exclude-field", {"routing.key_normalisation.exclude_fields", "none"}},

@@ -63,6 +63,7 @@ routing:
   concurrency_threshold: 16
   spill_mode: least-loaded
   balance_factor: 2.5
+  load_measure: prompt-tokens
 pools:
   llama-3-70b: {routing_strategy: least-outstanding-requests, prefix_length: 8192}
 instances:
@@ -105,8 +106,10 @@ TEST(ParseConfigYaml, FullExampleParsesToExpectedStruct) {
   EXPECT_EQ(c.routing.concurrency_threshold, 16u);
   EXPECT_EQ(c.routing.spill, SpillMode::kLeastLoaded);
   EXPECT_EQ(c.routing.balance_factor, 2.5);
+  EXPECT_EQ(c.routing.load_measure, LoadMeasure::kPromptTokens);
   ASSERT_EQ(c.pools.size(), 1u);
   const RoutingOptions& pool = c.pools.at("llama-3-70b");
+  EXPECT_EQ(pool.load_measure, LoadMeasure::kPromptTokens);  // inherited from routing
   EXPECT_EQ(pool.strategy, Strategy::kLeastOutstanding);
   EXPECT_EQ(pool.prefix_length, 8192u);
   EXPECT_EQ(pool.concurrency_threshold, 16u);  // inherited from routing
@@ -300,6 +303,8 @@ TEST(ParseConfigYaml, StrategyAndSpillErrorsCarryThePath) {
                     "least-outstanding-requests, round-robin, prefix-aware"});
   ExpectParseError("pools:\n  llama: {spill_mode: anywhere}\n",
                    {"pools.llama.spill_mode: 'anywhere' is not one of next-preferred, least-loaded"});
+  ExpectParseError("pools:\n  llama: {load_measure: tokens}\n",
+                   {"pools.llama.load_measure: 'tokens' is not one of requests, prompt-tokens"});
 }
 
 // `models` accepts a single string and treats an empty value as "serves every name".

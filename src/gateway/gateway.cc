@@ -122,14 +122,18 @@ bool IsKnownPath(std::string_view path) {
 }
 
 // Requests without a prefix key in a prefix-aware pool: least-outstanding-requests, since
-// placement by key has nothing to place. Stateless, so one instance serves every pool.
-Policy& UnkeyedPolicy() {
-  static const std::unique_ptr<Policy> policy = [] {
+// placement by key has nothing to place, with the pool's load measure. Stateless, so one
+// instance per measure serves every pool.
+Policy& UnkeyedPolicy(LoadMeasure measure) {
+  static const auto make = [](LoadMeasure m) {
     RoutingOptions o;
     o.strategy = Strategy::kLeastOutstanding;
+    o.load_measure = m;
     return MakePolicy(o);
-  }();
-  return *policy;
+  };
+  static const std::unique_ptr<Policy> by_requests = make(LoadMeasure::kRequests);
+  static const std::unique_ptr<Policy> by_tokens = make(LoadMeasure::kPromptTokens);
+  return measure == LoadMeasure::kRequests ? *by_requests : *by_tokens;
 }
 
 bool IsSse(const bhttp::response_header<>& head) {
@@ -440,7 +444,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   }
   const Pool& pool = rs->PoolFor(p.served_name);
   Policy& policy = !api::HasPrefixKey(api_kind) && pool.options.strategy == Strategy::kPrefixAware
-                       ? UnkeyedPolicy()
+                       ? UnkeyedPolicy(pool.options.load_measure)
                        : *pool.policy;
   Attempt attempt;
   attempt.model = std::string(p.served_name);
@@ -469,12 +473,13 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   // `p` views into this thread's parser, which other requests reuse while this one awaits its
   // instance: retries must route by a copy of the name.
   const std::string served_name(p.served_name);
+  const uint32_t work_tokens = api::EstimatePromptTokens(body.size());
 
   // 2. Pick, forward, and on a retryable failure move down the preference order.
   std::vector<uint32_t> tried;
   bool decided_once = false;
   for (uint32_t n = 0;; ++n) {
-    RouteRequest rr{served_name, p.key, tried};
+    RouteRequest rr{served_name, p.key, tried, work_tokens};
     auto decision = policy.Pick(rr, fleet, ThreadRng());
     if (!decided_once) {
       metrics_->decision_seconds.WithLabels({}).Observe(SecondsSince(ex.received_at()));
@@ -510,7 +515,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     const bool last = n >= config_.max_retries;
     int outcome = kDone;
     {
-      InFlightGuard guard(fleet.shared_state(i));
+      InFlightGuard guard(fleet.shared_state(i), work_tokens);
       policy.OnDispatched(rr, *decision, fleet);
       outcome = co_await Forward(ex, *rs, i, *decision, last, attempt);
       policy.OnCompleted(*decision, fleet);

@@ -518,6 +518,41 @@ TEST(GatewayTest, RetryKeepsItsModelWhileOtherRequestsAreParsed) {
   EXPECT_EQ(fakes[2]->requests(), c_before + 1);
 }
 
+// load_measure: prompt-tokens. With a 32k-token prompt in flight on one instance, three short
+// requests all go to the other (by request count the third would go back to the first), and the
+// outstanding tokens are counted while the requests last and given back when they end.
+TEST(GatewayTest, PromptTokenLoadMeasureWeighsLongPrefills) {
+  Fakes fakes = StartFakes({"a", "b"});
+  Behavior slow;
+  slow.head_delay = 4000ms;  // keeps every request in flight while the next ones are routed
+  for (auto& f : fakes) f->SetBehavior(slow);
+  GatewayConfig config = ConfigFor(fakes);
+  config.routing.strategy = Strategy::kLeastOutstanding;
+  config.routing.load_measure = LoadMeasure::kPromptTokens;
+  auto gw = StartGateway(config);
+  ASSERT_NE(gw, nullptr);
+  const uint16_t port = gw->port();
+  const auto fleet = gw->routing()->fleet;
+
+  std::vector<ClientResponse> responses(4);
+  std::vector<std::thread> clients;
+  clients.emplace_back([&] { responses[0] = Post(port, kChat, ChatBody("m", std::string(128'000, 'x'))); });
+  ASSERT_TRUE(Eventually([&] { return TotalInFlight(*gw) == 1; }));
+  const uint32_t long_on = fleet->state(0).in_flight.load() == 1 ? 0 : 1;
+  EXPECT_GE(fleet->state(long_on).outstanding_tokens.load(), 32'000);
+  for (int n = 1; n <= 3; ++n) {
+    clients.emplace_back([&, n] { responses[n] = Post(port, kChat, ChatBody("m", "short " + std::to_string(n))); });
+    ASSERT_TRUE(Eventually([&] { return TotalInFlight(*gw) == n + 1; }));
+  }
+  EXPECT_EQ(fleet->state(long_on).in_flight.load(), 1);
+  EXPECT_EQ(fleet->state(1 - long_on).in_flight.load(), 3);
+  for (auto& c : clients) c.join();
+  for (const auto& r : responses) EXPECT_EQ(r.status(), 200) << r.body();
+  for (int n = 1; n <= 3; ++n) EXPECT_EQ(responses[n].Header(kInstance), fakes[1 - long_on]->name());
+  EXPECT_EQ(fleet->state(0).outstanding_tokens.load(), 0);
+  EXPECT_EQ(fleet->state(1).outstanding_tokens.load(), 0);
+}
+
 // ------------------------------------------------------------------------------------ streaming
 
 Behavior Streaming(bool sse, int chunks, std::chrono::milliseconds delay) {

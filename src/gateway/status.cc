@@ -61,6 +61,7 @@ json::object PoolJson(std::string_view name, const Pool& pool, size_t instances)
     out["prefix_length"] = o.prefix_length;
     out["concurrency_threshold"] = o.concurrency_threshold;
     out["spill_mode"] = SpillModeName(o.spill);
+    out["load_measure"] = LoadMeasureName(o.load_measure);
     out["balance_factor"] = o.balance_factor;
   }
   return out;

@@ -215,6 +215,7 @@ class Simulation {
     double sent = 0;
     uint64_t output_seed = 0;
     uint32_t max_tokens = 0;
+    uint32_t work_tokens = 0;  // the gateway's estimate, counted in the instance's load
     Decision decision;
     std::optional<engine_model::EngineRequest> submit;  // until submitted
   };
@@ -375,6 +376,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   }
   RouteRequest route = api::RouteRequestFor(*parsed);
   route.served_name = "";  // every simulated instance serves every model
+  route.work_tokens = api::EstimatePromptTokens(body.size());  // as the gateway estimates it
   Result<Decision> d = policy_->Pick(route, *fleet_, rng_);
   if (!d.ok()) {
     rec.error = true;
@@ -386,6 +388,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   const uint32_t engine_id = fleet_engine_[d->instance];
   Engine& engine = engines_[engine_id];
   engine.state->in_flight.fetch_add(1, std::memory_order_relaxed);
+  engine.state->outstanding_tokens.fetch_add(route.work_tokens, std::memory_order_relaxed);
   engine.state->dispatched.fetch_add(1, std::memory_order_relaxed);
   policy_->OnDispatched(route, *d, *fleet_);
   rec.instance = static_cast<int32_t>(engine.share_index);
@@ -401,6 +404,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   live.engine = engine_id;
   live.sent = t;
   live.max_tokens = std::max<uint32_t>(1, r->max_tokens);
+  live.work_tokens = route.work_tokens;
   live.output_seed = engine_model::OutputSeed(prompt);
   live.decision = *d;
   if (bounds_) {
@@ -483,6 +487,7 @@ void Simulation::Finish(double t, uint64_t request_id, bool error) {
   live_.erase(it);
   Engine& engine = engines_[live.engine];
   engine.state->in_flight.fetch_sub(1, std::memory_order_relaxed);
+  engine.state->outstanding_tokens.fetch_sub(live.work_tokens, std::memory_order_relaxed);
   report::RequestRecord& rec = records_[request_id];
   std::string reply;
   if (error) {
@@ -707,6 +712,12 @@ std::vector<std::string_view> StrategyNames() {
 
 Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions base) {
   constexpr std::string_view kPrefixAware = "prefix-aware";
+  // An optional "+tokens" suffix: load measured in outstanding prompt tokens.
+  constexpr std::string_view kTokens = "+tokens";
+  if (name.ends_with(kTokens)) {
+    base.load_measure = LoadMeasure::kPromptTokens;
+    name.remove_suffix(kTokens.size());
+  }
   if (name.starts_with(kPrefixAware)) {
     // An optional "-bF" suffix: the balance factor.
     if (size_t b = name.rfind("-b"); b != std::string_view::npos && b >= kPrefixAware.size() &&

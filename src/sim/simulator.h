@@ -58,8 +58,9 @@ struct ScaleEvent {
 Result<ScaleEvent> ParseScaleEvent(std::string_view text);
 
 // A strategy as named on the command line: random, least-outstanding-requests, round-robin,
-// prefix-aware (spill next-preferred), prefix-aware-next-preferred, prefix-aware-least-loaded.
-// Fills strategy and spill of `base`.
+// prefix-aware (spill next-preferred), prefix-aware-next-preferred, prefix-aware-least-loaded;
+// a prefix-aware name may end in -bF (balance factor F), any name in +tokens (load measured in
+// outstanding prompt tokens). Fills strategy, spill, balance_factor and load_measure of `base`.
 Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions base);
 std::vector<std::string_view> StrategyNames();
 

@@ -287,6 +287,17 @@ TEST(SimulatorTest, ParsesNames) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->strategy, Strategy::kPrefixAware);
   EXPECT_EQ(s->spill, SpillMode::kLeastLoaded);
+  EXPECT_EQ(s->load_measure, LoadMeasure::kRequests);
+  s = ParseStrategyName("least-outstanding-requests+tokens", RoutingOptions{});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->strategy, Strategy::kLeastOutstanding);
+  EXPECT_EQ(s->load_measure, LoadMeasure::kPromptTokens);
+  s = ParseStrategyName("prefix-aware-least-loaded-b0+tokens", RoutingOptions{});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->spill, SpillMode::kLeastLoaded);
+  EXPECT_EQ(s->balance_factor, 0);
+  EXPECT_EQ(s->load_measure, LoadMeasure::kPromptTokens);
+  EXPECT_FALSE(ParseStrategyName("fastest+tokens", RoutingOptions{}).ok());
   EXPECT_FALSE(ParseStrategyName("prefix-aware-sideways", RoutingOptions{}).ok());
   EXPECT_FALSE(ParseStrategyName("fastest", RoutingOptions{}).ok());
 }
