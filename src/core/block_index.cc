@@ -1,0 +1,126 @@
+#include "core/block_index.h"
+
+#include <algorithm>
+
+namespace prefix_router {
+
+void BlockIndex::Instance::Unlink(uint32_t n) {
+  Node& node = nodes[n];
+  if (node.newer != kNone) nodes[node.newer].older = node.older; else newest = node.older;
+  if (node.older != kNone) nodes[node.older].newer = node.newer; else oldest = node.newer;
+}
+
+void BlockIndex::Instance::LinkNewest(uint32_t n) {
+  nodes[n].newer = kNone;
+  nodes[n].older = newest;
+  if (newest != kNone) nodes[newest].newer = n;
+  newest = n;
+  if (oldest == kNone) oldest = n;
+}
+
+bool BlockIndex::Instance::Touch(uint64_t hash) {
+  auto [it, inserted] = where.try_emplace(hash, kNone);
+  if (!inserted) {
+    Unlink(it->second);
+    LinkNewest(it->second);
+    return false;
+  }
+  uint32_t n;
+  if (!free.empty()) {
+    n = free.back();
+    free.pop_back();
+    nodes[n].hash = hash;
+  } else {
+    n = static_cast<uint32_t>(nodes.size());
+    nodes.push_back(Node{hash, kNone, kNone});
+  }
+  it->second = n;
+  LinkNewest(n);
+  return true;
+}
+
+void BlockIndex::Instance::EvictOldest() {
+  const uint32_t n = oldest;
+  Unlink(n);
+  where.erase(nodes[n].hash);
+  free.push_back(n);
+  if (where.empty()) {  // give the memory back once an instance holds nothing
+    nodes.clear();
+    nodes.shrink_to_fit();
+    free.clear();
+    free.shrink_to_fit();
+  }
+}
+
+void BlockIndex::Match(std::span<const uint64_t> chain, std::span<const uint64_t> seeds,
+                       std::span<uint32_t> out) const {
+  std::lock_guard lock(mu_);
+  for (size_t k = 0; k < seeds.size(); ++k) {
+    auto it = instances_.find(seeds[k]);
+    if (it == instances_.end() || chain.empty() || !it->second.Holds(chain[0])) {
+      out[k] = 0;
+      continue;
+    }
+    // Held blocks form a prefix of the chain (see the file comment): binary-search its end.
+    size_t lo = 1, hi = chain.size();  // chain[lo - 1] is held; the answer lies in [lo, hi]
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo + 1) / 2;
+      if (it->second.Holds(chain[mid - 1])) lo = mid; else hi = mid - 1;
+    }
+    out[k] = static_cast<uint32_t>(lo);
+  }
+}
+
+void BlockIndex::Insert(std::span<const uint64_t> chain, uint64_t seed) {
+  if (chain.empty()) return;
+  std::lock_guard lock(mu_);
+  Instance& in = instances_[seed];
+  // Last block first, so that the first ends up most recently used.
+  for (size_t k = chain.size(); k-- > 0;) entries_ += in.Touch(chain[k]) ? 1 : 0;
+  EnforceBoundsLocked(in);
+}
+
+void BlockIndex::EnforceBoundsLocked(Instance& touched) {
+  const uint64_t capacity = CapacityOf(touched);
+  while (touched.where.size() > capacity) {
+    touched.EvictOldest();
+    --entries_;
+  }
+  const size_t max_entries = std::max<size_t>(1, options_.max_bytes / kBytesPerEntry);
+  while (entries_ > max_entries) {
+    Instance* largest = nullptr;
+    for (auto& [seed, in] : instances_) {
+      if (largest == nullptr || in.where.size() > largest->where.size()) largest = &in;
+    }
+    largest->EvictOldest();
+    --entries_;
+  }
+}
+
+void BlockIndex::SetCapacity(uint64_t seed, uint64_t blocks) {
+  std::lock_guard lock(mu_);
+  Instance& in = instances_[seed];
+  in.capacity = blocks;
+  EnforceBoundsLocked(in);
+}
+
+void BlockIndex::ForgetInstance(uint64_t seed) {
+  std::lock_guard lock(mu_);
+  auto it = instances_.find(seed);
+  if (it == instances_.end()) return;
+  entries_ -= it->second.where.size();
+  instances_.erase(it);
+}
+
+size_t BlockIndex::entries() const {
+  std::lock_guard lock(mu_);
+  return entries_;
+}
+
+size_t BlockIndex::entries(uint64_t seed) const {
+  std::lock_guard lock(mu_);
+  auto it = instances_.find(seed);
+  return it == instances_.end() ? 0 : it->second.where.size();
+}
+
+}  // namespace prefix_router

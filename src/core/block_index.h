@@ -1,0 +1,101 @@
+// BlockIndex: which blocks of routing text each instance was recently sent, for cache-aware
+// routing (the gateway's own view of the fleet's prefix caches, without engine cooperation).
+//
+// A request's routing text is cut into fixed-size blocks and each block is hashed together with
+// the hash of the block before it (BlockChain, core/block_chain.h), so one 64-bit value stands
+// for the whole text up to the end of its block: two requests share block k's hash only if they
+// share their first k+1 blocks. An instance's match for a request is the number of leading
+// blocks of its chain the instance holds.
+//
+// Bounded twice, least recently used first:
+// - per instance, `blocks_per_instance` (the instance's KV cache in blocks: what it can hold, so
+//   what it has evicted is forgotten here too), overridable per instance (SetCapacity);
+// - over all instances, `max_bytes` of bookkeeping (kBytesPerEntry each): beyond it, the
+//   instance holding the most blocks forgets its least recently used one.
+// Insert makes a chain's first block the most recently used of its blocks (blocks are touched
+// from the last to the first), so an instance forgets a chain from its end, as engines evict
+// (vLLM frees a sequence's blocks tail first): a held block implies its predecessors are held,
+// which lets Match binary-search the chain.
+//
+// Instances are named by their placement seed (FleetSnapshot::placement_seed), which survives
+// snapshot changes; ForgetInstance drops one that left.
+//
+// Thread-safety: every method takes one mutex; safe from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace prefix_router {
+
+class BlockIndex {
+ public:
+  // Bookkeeping per held block, an estimate: a hash-map node and bucket (about 40 bytes with
+  // libstdc++'s allocator rounding) and an LRU list node (16 bytes), rounded up.
+  static constexpr size_t kBytesPerEntry = 64;
+
+  struct Options {
+    uint64_t blocks_per_instance = 1u << 16;  // default capacity of every instance
+    uint64_t max_bytes = 64ull << 20;         // all instances together
+  };
+
+  explicit BlockIndex(Options options) : options_(options) {}
+  BlockIndex(const BlockIndex&) = delete;
+  BlockIndex& operator=(const BlockIndex&) = delete;
+
+  // For each instance of `seeds`, the number of leading blocks of `chain` it holds (into `out`,
+  // same order). Does not change recency: only Insert does (a match is a guess, a dispatch is
+  // what reaches the engine). REQUIRES: out.size() == seeds.size()
+  void Match(std::span<const uint64_t> chain, std::span<const uint64_t> seeds,
+             std::span<uint32_t> out) const;
+
+  // Records that instance `seed` was sent `chain`: its blocks become the instance's most recently
+  // used (the first block most recent of all), then the bounds are enforced.
+  void Insert(std::span<const uint64_t> chain, uint64_t seed);
+
+  // Capacity in blocks of one instance (0 = the default); shrinking evicts at once.
+  void SetCapacity(uint64_t seed, uint64_t blocks);
+  void ForgetInstance(uint64_t seed);
+
+  size_t entries() const;
+  size_t entries(uint64_t seed) const;
+  size_t bytes() const { return entries() * kBytesPerEntry; }
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct Node {
+    uint64_t hash;
+    uint32_t newer;  // towards the most recently used end
+    uint32_t older;
+  };
+  struct Instance {
+    std::unordered_map<uint64_t, uint32_t> where;  // block hash -> node
+    std::vector<Node> nodes;
+    std::vector<uint32_t> free;
+    uint32_t newest = kNone;
+    uint32_t oldest = kNone;
+    uint64_t capacity = 0;  // 0 = options_.blocks_per_instance
+
+    bool Holds(uint64_t hash) const { return where.contains(hash); }
+    bool Touch(uint64_t hash);  // inserts (true) or moves to the newest end (false)
+    void EvictOldest();
+    void Unlink(uint32_t n);
+    void LinkNewest(uint32_t n);
+  };
+
+  uint64_t CapacityOf(const Instance& in) const {
+    return in.capacity != 0 ? in.capacity : options_.blocks_per_instance;
+  }
+  void EnforceBoundsLocked(Instance& touched);
+
+  const Options options_;
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Instance> instances_;  // by placement seed
+  size_t entries_ = 0;
+};
+
+}  // namespace prefix_router
