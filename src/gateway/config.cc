@@ -955,10 +955,20 @@ Status ValidateClients(ClientsConfig& clients) {
 }
 
 Status ValidateTenantLimits(const TenantLimits& l, const std::string& path) {
-  if (Status s = CheckCount(Child(path, "requests_per_minute"), l.requests_per_minute, 0, kMaxRequestsPerMinute, " (0 = no limit)"); !s.ok()) return s;
-  if (Status s = CheckCount(Child(path, "request_burst"), l.request_burst, 0, kMaxRequestsPerMinute, " (0 = requests_per_minute)"); !s.ok()) return s;
-  if (Status s = CheckCount(Child(path, "tokens_per_minute"), l.tokens_per_minute, 0, kMaxTokensPerMinute, " (0 = no limit)"); !s.ok()) return s;
-  return CheckCount(Child(path, "token_burst"), l.token_burst, 0, kMaxTokensPerMinute, " (0 = tokens_per_minute)");
+  struct Bound {
+    const char* field;
+    uint64_t value;
+    uint64_t max;
+    const char* note;
+  };
+  for (const Bound& b :
+       {Bound{"requests_per_minute", l.requests_per_minute, kMaxRequestsPerMinute, " (0 = no limit)"},
+        Bound{"request_burst", l.request_burst, kMaxRequestsPerMinute, " (0 = requests_per_minute)"},
+        Bound{"tokens_per_minute", l.tokens_per_minute, kMaxTokensPerMinute, " (0 = no limit)"},
+        Bound{"token_burst", l.token_burst, kMaxTokensPerMinute, " (0 = tokens_per_minute)"}}) {
+    if (Status s = CheckCount(Child(path, b.field), b.value, 0, b.max, b.note); !s.ok()) return s;
+  }
+  return Status::Ok();
 }
 
 // With client keys on, a tenant is a key's: an override for any other name can never apply

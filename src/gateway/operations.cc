@@ -95,7 +95,9 @@ Status WithoutIndexOf(const Status& s, size_t index) {
 
 std::string DescribeKeys(const ClientsConfig& c) {
   if (!c.key_set) return "off";
-  return fmt::format("{} keys for {} tenants", c.key_set->size(), c.key_set->tenant_count());
+  const size_t keys = c.key_set->size();
+  const size_t tenants = c.key_set->tenant_count();
+  return fmt::format("{} key{} for {} tenant{}", keys, keys == 1 ? "" : "s", tenants, tenants == 1 ? "" : "s");
 }
 
 std::string DescribeLimits(const TenantLimits& l) {
