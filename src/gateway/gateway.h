@@ -26,13 +26,20 @@
 // exceed it, before any instance is picked; limits.max_connections makes the server refuse
 // connections beyond it with 503. Both are counted in /metrics.
 //
+// Clients and limits (docs/limits.md): with `clients` configured, the API routes and
+// /v1/models need a client key (Authorization: Bearer, or x-api-key) before anything else is
+// read, else 401; the key names the request's tenant and is not forwarded upstream. Per-tenant
+// rate limits (RateLimiter) admit a request after it is parsed (its tenant may be its routing
+// group, its prompt tokens are estimated from its body) and before its pool's ceiling and any
+// instance; a refusal is a 429 with Retry-After (413 for a request that can never fit).
+//
 // Run-time changes (gateway/operations.cc; the admin API and SIGHUP call them): adding,
 // removing, draining instances and reloading the configuration build a new RoutingState from
 // the current one and swap it in. Requests in flight finish on the state they started with;
 // per-instance state (in-flight counts, health, drain) carries over by name, and each pool's
 // Policy, with what it learned, carries over while the pool's routing options are unchanged.
 //
-// Thread-safety: the RoutingState is immutable and shared; per-instance live state is atomic;
+// Thread-safety: the RoutingState and the client key set are immutable and shared; per-instance live state is atomic;
 // connection pools are per I/O thread; run-time changes are serialised by ops_mu_.
 #pragma once
 
@@ -41,6 +48,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +58,7 @@
 #include "gateway/config.h"
 #include "gateway/metrics.h"
 #include "gateway/operations.h"
+#include "gateway/rate_limiter.h"
 #include "gateway/status.h"
 #include "gateway/upstream.h"
 #include "http/server.h"
@@ -92,8 +101,9 @@ struct RoutingState {
 
 class Gateway final : public http::Handler {
  public:
-  // REQUIRES: ValidateConfig(config).ok()
-  static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config);
+  // REQUIRES: ValidateConfig(config).ok(). `rate_limit_clock` (default: the steady clock)
+  // drives the rate limits' buckets; tests pass a ManualClock's.
+  static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config, RateLimiter::Now rate_limit_clock = {});
   ~Gateway() override;
 
   Status Start();
@@ -113,7 +123,7 @@ class Gateway final : public http::Handler {
   Result<int32_t> RemoveInstance(std::string_view name);
   // A drained instance takes no new requests; those in flight finish. Idempotent.
   Result<InstanceView> SetDrained(std::string_view name, bool drained);
-  // Applies `next`'s instances, routing and pools and reports every other field that differs
+  // Applies `next`'s instances, routing, pools, clients and rate limits and reports every other field that differs
   // from the running configuration as needing a restart. `trigger` names the cause in the log.
   // REQUIRES: ValidateConfig(next).ok()
   ReloadReport Reload(GatewayConfig next, std::string_view trigger);
@@ -122,6 +132,7 @@ class Gateway final : public http::Handler {
   // For tests and the status page.
   std::shared_ptr<const RoutingState> routing() const { return routing_.load(); }
   Registry& metrics() { return registry_; }
+  const RateLimiter& rate_limiter() const { return *limiter_; }
   const GatewayConfig& config() const { return config_; }
   StatusClock::time_point started_at() const { return started_at_; }
   const RequestSeries& request_series() const { return request_series_; }
@@ -130,12 +141,22 @@ class Gateway final : public http::Handler {
   void SampleRequests(StatusClock::time_point now);
 
  private:
-  explicit Gateway(GatewayConfig config);
+  Gateway(GatewayConfig config, RateLimiter::Now rate_limit_clock);
   struct Metrics;
   struct Attempt;
   struct RequestRecord;
 
   net::awaitable<void> HandleRouted(http::Exchange& ex, int api_kind, RequestRecord& record);
+  // Checks the client key of a request to a route that needs one; false once it answered 401.
+  net::awaitable<bool> Authenticate(http::Exchange& ex, const ClientKeySet& keys, RequestRecord& record);
+  // Takes the request from its tenant's buckets and sets the x-ratelimit-* headers; the 429
+  // (or 413) to answer when it is refused. Does not suspend (`tenant` may view the parser).
+  std::optional<http::StringResponse> AdmitTenant(http::Exchange& ex, std::string_view tenant,
+                                                  const std::string& model);
+  // Swaps in `next`'s client keys and rate limits; one line per difference from `previous`.
+  // REQUIRES: ops_mu_ held (or the gateway not started).
+  void ApplyClientsAndLimits(const GatewayConfig& next, const GatewayConfig* previous,
+                             std::vector<std::string>* changes);
   void LogAccess(const http::Exchange& ex, std::string_view path, const RequestRecord& record) const;
   net::awaitable<void> HandleHealth(http::Exchange& ex);
   net::awaitable<void> HandleModels(http::Exchange& ex);
@@ -163,6 +184,8 @@ class Gateway final : public http::Handler {
   Registry registry_;
   std::unique_ptr<Metrics> metrics_;
   std::atomic<std::shared_ptr<const RoutingState>> routing_;
+  std::atomic<std::shared_ptr<const ClientKeySet>> client_keys_;  // null: no key asked
+  std::unique_ptr<RateLimiter> limiter_;
   std::unique_ptr<http::Server> server_;
   mutable std::mutex ops_mu_;  // serialises run-time changes
   // The configuration in effect: config_ with the run-time changes to instances, routing and

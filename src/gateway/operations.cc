@@ -93,6 +93,27 @@ Status WithoutIndexOf(const Status& s, size_t index) {
   return s;
 }
 
+std::string DescribeKeys(const ClientsConfig& c) {
+  if (!c.key_set) return "off";
+  const size_t keys = c.key_set->size();
+  const size_t tenants = c.key_set->tenant_count();
+  return fmt::format("{} key{} for {} tenant{}", keys, keys == 1 ? "" : "s", tenants, tenants == 1 ? "" : "s");
+}
+
+std::string DescribeLimits(const TenantLimits& l) {
+  if (!l.any()) return "no limit";
+  std::vector<std::string> parts;
+  if (l.requests_per_minute > 0) {
+    parts.push_back(fmt::format("{} requests/min (burst {})", l.requests_per_minute,
+                                l.request_burst ? l.request_burst : l.requests_per_minute));
+  }
+  if (l.tokens_per_minute > 0) {
+    parts.push_back(fmt::format("{} tokens/min (burst {})", l.tokens_per_minute,
+                                l.token_burst ? l.token_burst : l.tokens_per_minute));
+  }
+  return Join(parts, ", ");
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------ building
@@ -165,9 +186,37 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
   return rs;
 }
 
+void Gateway::ApplyClientsAndLimits(const GatewayConfig& next, const GatewayConfig* previous,
+                                    std::vector<std::string>* changes) {
+  const ClientsConfig* was = previous ? &previous->clients : nullptr;
+  const bool keys_changed = !was || (was->key_set == nullptr) != (next.clients.key_set == nullptr) ||
+                            (was->key_set && !was->key_set->SameAs(*next.clients.key_set));
+  if (keys_changed) {
+    client_keys_.store(next.clients.key_set);
+    if (changes) {
+      changes->push_back(fmt::format("clients: {} (was {})", DescribeKeys(next.clients),
+                                     was ? DescribeKeys(*was) : "off"));
+    }
+  }
+  if (!previous || !(previous->rate_limits == next.rate_limits)) {
+    limiter_->Configure(next.rate_limits);
+    if (changes) {
+      changes->push_back(fmt::format("rate_limits: default {}, {} tenant overrides, max_tenants {}",
+                                     DescribeLimits(next.rate_limits.defaults), next.rate_limits.tenants.size(),
+                                     next.rate_limits.max_tenants));
+    }
+  }
+}
+
 Result<std::vector<std::string>> Gateway::ApplyLocked(GatewayConfig candidate) {
   candidate.admin = AdminConfig{};  // unchanged at run time; its token is not re-read
-  if (Status s = ValidateConfig(candidate); !s.ok()) {
+  // The client keys were read when `candidate` was validated (or at start); they are not read
+  // again here, where a file removed since would fail an unrelated change.
+  ClientsConfig clients = std::move(candidate.clients);
+  candidate.clients = ClientsConfig{};
+  Status validated = ValidateConfig(candidate);
+  candidate.clients = std::move(clients);
+  if (Status s = validated; !s.ok()) {
     // The fleet is what changed: a broken rule there is a conflict with the current state
     // (no instance left, a pool nobody serves); other messages are about the input.
     const bool conflict = s.message().starts_with("instances: at least one") ||
@@ -179,6 +228,7 @@ Result<std::vector<std::string>> Gateway::ApplyLocked(GatewayConfig candidate) {
   auto next = BuildRouting(candidate, previous.get(), &changes);
   if (!next.ok()) return next.status();
   routing_.store(*next);
+  ApplyClientsAndLimits(candidate, &running_, &changes);
   running_ = std::move(candidate);
   // A removed instance's state lives on in the previous snapshot, which requests in flight
   // still hold: drained, their retries cannot pick it. (Added back later, it gets new state.)
@@ -216,6 +266,7 @@ Result<InstanceView> Gateway::AddInstance(InstanceConfig instance) {
     // The default name (host:port) is only known after validation.
     GatewayConfig probe = candidate;
     probe.admin = AdminConfig{};
+    probe.clients = ClientsConfig{};  // read at load; see ApplyLocked
     if (Status s = ValidateConfig(probe); !s.ok()) {
       if (s.message().starts_with("instances[" + std::to_string(index) + "].name: '") &&
           s.message().find("is also the name of") != std::string::npos) {
@@ -276,6 +327,8 @@ ReloadReport Gateway::Reload(GatewayConfig next, std::string_view trigger) {
   candidate.instances = std::move(next.instances);
   candidate.routing = next.routing;
   candidate.pools = std::move(next.pools);
+  candidate.clients = std::move(next.clients);
+  candidate.rate_limits = std::move(next.rate_limits);
   auto changes = ApplyLocked(std::move(candidate));
   if (!changes.ok()) {
     // REQUIRES says `next` was valid, and the rest of `candidate` is the running config: a
@@ -286,7 +339,7 @@ ReloadReport Gateway::Reload(GatewayConfig next, std::string_view trigger) {
   }
   report.changes = std::move(*changes);
   spdlog::info("config reloaded ({}): {}{}", trigger,
-               report.changes.empty() ? std::string("no change to instances, routing or pools")
+               report.changes.empty() ? std::string("no change to instances, routing, pools, clients or rate_limits")
                                       : Join(report.changes, "; "),
                report.restart_required.empty()
                    ? std::string()
