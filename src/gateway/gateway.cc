@@ -467,7 +467,7 @@ net::awaitable<bool> Gateway::Authenticate(http::Exchange& ex, const ClientKeySe
 
 std::optional<http::StringResponse> Gateway::AdmitTenant(http::Exchange& ex, std::string_view tenant,
                                                          const std::string& model) {
-  const uint64_t tokens = EstimatePromptTokens(ex.request().body().size());
+  const uint64_t tokens = api::EstimatePromptTokens(ex.request().body().size());
   const RateLimiter::Decision d = limiter_->Admit(tenant, tokens);
   // OpenAI's headers, on every answer to a limited tenant (also the instance's, streamed or not).
   if (d.limit_requests > 0) {

@@ -98,12 +98,9 @@ class RateLimiter {
   std::atomic<std::shared_ptr<const RateLimitsConfig>> config_;
 };
 
-// The prompt tokens a request is charged before routing: its body's bytes / 4, rounded up. The
-// keyed text stops at prefix_length, so it cannot measure a long prompt; the body holds all of
-// it (with its JSON framing, which makes this an over-estimate of a few tokens), and needs no
-// parsing. Four bytes a token is the usual rule for English with GPT and Llama 3 tokenizers
-// (engine_model/tokenizer.h measures 3.9 characters a token on its test prose).
-inline uint64_t EstimatePromptTokens(size_t body_bytes) { return (uint64_t{body_bytes} + 3) / 4; }
+// The prompt tokens a request is charged: api::EstimatePromptTokens (api/request.h), body bytes
+// / 4 rounded up. The keyed text stops at prefix_length, so it cannot measure a long prompt; the
+// body holds all of it and needs no parsing.
 
 // A clock that moves only when told; safe to read from any thread.
 class ManualClock {

@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "api/request.h"
+
 namespace prefix_router::gateway {
 namespace {
 
@@ -247,10 +249,10 @@ TEST(RateLimiterTest, ConcurrentAdmissionsNeverOvershoot) {
 
 // The estimate: body bytes / 4, rounded up.
 TEST(RateLimiterTest, PromptTokenEstimate) {
-  EXPECT_EQ(EstimatePromptTokens(0), 0u);
-  EXPECT_EQ(EstimatePromptTokens(1), 1u);
-  EXPECT_EQ(EstimatePromptTokens(4), 1u);
-  EXPECT_EQ(EstimatePromptTokens(4001), 1001u);
+  EXPECT_EQ(api::EstimatePromptTokens(0), 0u);
+  EXPECT_EQ(api::EstimatePromptTokens(1), 1u);
+  EXPECT_EQ(api::EstimatePromptTokens(4), 1u);
+  EXPECT_EQ(api::EstimatePromptTokens(4001), 1001u);
 }
 
 }  // namespace
