@@ -208,7 +208,7 @@ inline constexpr size_t kMaxServedNameBytes = 1024;
 // A served name's rules (non-empty, at most kMaxServedNameBytes, valid UTF-8); the message
 // does not name the field.
 Status CheckServedName(std::string_view name);
-// "none" | "all"; the message names the allowed values, not the field.
+// "none" | "all"; the message ("resolve: '...' is not one of none, all") names the values.
 Result<ResolveMode> ParseResolveMode(std::string_view name);
 
 // "text" | "json"; an error names the allowed values.
