@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "gateway/admin.h"
 #include "gateway/gateway.h"
 #include "gateway/gateway_test_util.h"
 #include "testing/fake_upstream.h"
@@ -611,6 +613,81 @@ TEST(DnsDiscoveryTest, TemplateAddedByReloadIsResolved) {
   g->Reload(next, "test");
   EXPECT_TRUE(Eventually([&] { return g->Instances().size() == 2; }));
   EXPECT_EQ(InstanceNames(*g), (std::set<std::string>{Derived(*fakes[1]), "plain"}));
+}
+
+// The admin API takes the new fields: a `resolve: all` template (its instances follow its
+// resolution, at once) and an instance with discover_models; a bad value is 400 naming the
+// field; deleting a derived instance is 409.
+TEST(DnsDiscoveryTest, AdminApiTakesDiscoveryFields) {
+  QuietLogs();
+  namespace bhttp = http::bhttp;
+  Fakes fakes = StartFakes({"plain", "f1", "f2"});
+  fakes[2]->SetModels({"base", "lora-z<base"});
+  auto resolver = std::make_shared<FixedResolver>();
+  resolver->Set(kHost, Endpoints(fakes, {1}));
+  GatewayConfig c = TestConfig(fakes);
+  c.instances.resize(1);
+  auto g = StartResolved(c, resolver);
+  ASSERT_NE(g, nullptr);
+  AdminConfig ac;
+  ac.enabled = true;
+  ac.listen_host = "127.0.0.1";
+  ac.listen_port = 0;
+  AdminServer admin(ac, TimeoutsConfig{}, *g, {});
+  ASSERT_TRUE(admin.Start().ok());
+  auto call = [&](bhttp::verb method, const std::string& target, std::string body = "") {
+    return pt::Fetch(admin.port(), pt::MakeRequest(method, target, std::move(body),
+                                                   {{"Content-Type", "application/json"}}));
+  };
+
+  ClientResponse r = call(bhttp::verb::post, "/admin/instances",
+                          R"({"name":"vllm","url":"http://llm.test:8000","resolve":"all"})");
+  EXPECT_EQ(r.status(), 201) << r.body();
+  EXPECT_TRUE(Eventually([&] { return InstanceNames(*g) == std::set<std::string>{Derived(*fakes[1]), "plain"}; }));
+
+  r = call(bhttp::verb::post, "/admin/instances", R"({"url":"http://llm.test:8001","resolve":"some"})");
+  EXPECT_EQ(r.status(), 400);
+  EXPECT_NE(r.body().find("resolve: 'some' is not one of none, all"), std::string::npos) << r.body();
+  r = call(bhttp::verb::post, "/admin/instances", R"({"url":"http://llm.test:8001","discover_models":"yes"})");
+  EXPECT_EQ(r.status(), 400);
+  EXPECT_NE(r.body().find("discover_models: expected true or false"), std::string::npos) << r.body();
+
+  r = call(bhttp::verb::post, "/admin/instances",
+           R"({"name":"z","url":")" + fakes[2]->url() + R"(","discover_models":true})");
+  EXPECT_EQ(r.status(), 201) << r.body();
+  EXPECT_TRUE(Eventually([&] { return InstanceFor(g->port(), "lora-z") == "z"; }));
+
+  r = call(bhttp::verb::delete_, "/admin/instances/" + Derived(*fakes[1]));
+  EXPECT_EQ(r.status(), 409) << r.body();
+  EXPECT_EQ(InstanceNames(*g), (std::set<std::string>{Derived(*fakes[1]), "plain", "z"}));
+  admin.Stop();
+}
+
+// Stop() ends the discovery loop even while a poll waits on an instance that does not answer.
+TEST(ModelDiscoveryTest, StopEndsDiscoveryDuringAHangingPoll) {
+  QuietLogs();
+  Fakes fakes = StartFakes({"a"});
+  pt::Behavior hang;
+  hang.fault = pt::Behavior::Fault::kHang;
+  hang.hang_for = 30s;
+  fakes[0]->SetBehavior(hang);  // /v1/models is not set: the poll is an ordinary request
+  GatewayConfig c = TestConfig(fakes);
+  c.instances[0].discover_models = true;
+  c.health.timeout = 60;
+  auto g = StartGateway(c);
+  ASSERT_NE(g, nullptr);
+  ASSERT_TRUE(Eventually([&] { return fakes[0]->in_progress() == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    g->Stop();
+    g->Wait();
+    stopped = true;
+  });
+  // Bounded by the drain (1 s) and the server's own 2 s, far below the poll's 60 s timeout.
+  EXPECT_TRUE(Eventually([&] { return stopped.load(); }, 20s));
+  stopper.join();
+  g.reset();  // the abandoned poll's connection closes with the gateway
+  EXPECT_TRUE(Eventually([&] { return fakes[0]->in_progress() == 0; }));
 }
 
 // Both features at once: each derived instance is polled for its own names.
