@@ -299,11 +299,25 @@ Status ReadModels(const YAML::Node& n, const std::string& path, std::vector<std:
 Status ReadInstance(const YAML::Node& n, const std::string& path, InstanceConfig& out) {
   if (!n.IsMap()) return TypeError(path, "a map with url (and optionally name, weight, models)", n);
   return ForEachField(
-      n, path, {"name", "url", "weight", "models"},
+      n, path, {"name", "url", "weight", "models", "discover_models", "resolve"},
       [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "name") return ReadString(v, p, out.name);
         if (key == "url") return ReadString(v, p, out.url);
         if (key == "weight") return ReadUnsigned(v, p, out.weight);
+        if (key == "discover_models") {
+          bool b = false;
+          if (Status s = ReadBool(v, p, b); !s.ok()) return s;
+          out.discover_models = b;
+          return Status::Ok();
+        }
+        if (key == "resolve") {
+          std::string mode;
+          if (Status s = ReadString(v, p, mode); !s.ok()) return s;
+          Result<ResolveMode> r = ParseResolveMode(mode);
+          if (!r.ok()) return WithPath(r.status(), p);
+          out.resolve = *r;
+          return Status::Ok();
+        }
         return ReadModels(v, p, out.models);
       });
 }
@@ -474,7 +488,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
       root, "",
       {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
        "timeouts", "retries", "health", "log", "admin", "unknown_path_status", "clients",
-       "rate_limits"},
+       "rate_limits", "discovery"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "clients") return ReadClients(v, p, config.clients);
         if (key == "rate_limits") return ReadRateLimits(v, p, rate_limits);
@@ -523,6 +537,17 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
               });
         }
         if (key == "admin") return ReadAdmin(v, p, config.admin);
+        if (key == "discovery") {
+          DiscoveryConfig& d = config.discovery;
+          return ForEachField(
+              v, p, {"models", "models_interval", "resolve_interval", "hosts_file"},
+              [&d](const std::string& k, const YAML::Node& x, const std::string& xp) -> Status {
+                if (k == "models") return ReadBool(x, xp, d.models);
+                if (k == "models_interval") return ReadSeconds(x, xp, d.models_interval);
+                if (k == "resolve_interval") return ReadSeconds(x, xp, d.resolve_interval);
+                return ReadString(x, xp, d.hosts_file);
+              });
+        }
         if (key == "log") {
           LogConfig& l = config.log;
           return ForEachField(
@@ -602,6 +627,25 @@ Status CheckCount(const std::string& path, uint64_t v, uint64_t lo, uint64_t hi,
 Status CheckPositiveSeconds(const std::string& path, double v, double hi) {
   if (v > 0 && v <= hi) return Status::Ok();
   return OutOfRange(path, FormatNumber(v), "(0, " + FormatNumber(hi) + "]");
+}
+
+// [lo, hi] seconds; written so that NaN fails.
+Status CheckSecondsRange(const std::string& path, double v, double lo, double hi) {
+  if (v >= lo && v <= hi) return Status::Ok();
+  return OutOfRange(path, FormatNumber(v), "[" + FormatNumber(lo) + ", " + FormatNumber(hi) + "]");
+}
+
+// a.b.c.d with decimal parts: an address, not a name to resolve.
+bool IsIPv4Literal(std::string_view s) {
+  int dots = 0;
+  for (char c : s) {
+    if (c == '.') {
+      ++dots;
+    } else if (c < '0' || c > '9') {
+      return false;
+    }
+  }
+  return dots == 3;
 }
 
 // [0, hi] seconds, where 0 has a meaning of its own (`note`).
@@ -1060,13 +1104,48 @@ Status ValidateInstances(GatewayConfig& config) {
       return s;
     }
     for (size_t m = 0; m < instance.models.size(); ++m) {
-      if (instance.models[m].empty()) {
-        return Status::InvalidArgument(Index(path + ".models", m) + ": must not be empty");
-      }
-      if (!IsValidUtf8(instance.models[m])) {
-        return Status::InvalidArgument(Index(path + ".models", m) + ": must be valid UTF-8");
+      if (Status s = CheckServedName(instance.models[m]); !s.ok()) {
+        return Status(s.code(), Index(path + ".models", m) + ": " + s.message());
       }
     }
+    if (instance.models.size() > kMaxServedNames) {
+      return CheckCount(path + ".models", instance.models.size(), 0, kMaxServedNames, " names");
+    }
+    if (instance.resolve == ResolveMode::kAll) {
+      if (ipv6 || IsIPv4Literal(instance.host)) {
+        return Status::InvalidArgument(path + ".resolve: 'all' needs a DNS name in url, not the address '" +
+                                       instance.host + "'");
+      }
+    }
+  }
+  // Derived instances are named NAME@ADDRESS:PORT: beside them, a configured name with '@'
+  // could collide with one.
+  const bool derives = std::any_of(config.instances.begin(), config.instances.end(),
+                                   [](const InstanceConfig& in) { return in.resolve == ResolveMode::kAll; });
+  for (size_t i = 0; derives && i < config.instances.size(); ++i) {
+    if (config.instances[i].name.find('@') != std::string::npos) {
+      return Status::InvalidArgument(Index("instances", i) + ".name: '" + config.instances[i].name +
+                                     "' must not contain '@' when an instance has resolve: all "
+                                     "(its instances are named NAME@ADDRESS:PORT)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateDiscovery(const DiscoveryConfig& d) {
+  if (Status s = CheckSecondsRange("discovery.models_interval", d.models_interval, 1, 86400); !s.ok()) {
+    return s;
+  }
+  if (Status s = CheckSecondsRange("discovery.resolve_interval", d.resolve_interval, 1, 86400); !s.ok()) {
+    return s;
+  }
+  if (!d.hosts_file.empty()) {
+    std::FILE* f = std::fopen(d.hosts_file.c_str(), "rb");
+    if (f == nullptr) {
+      return Status::InvalidArgument("discovery.hosts_file: '" + d.hosts_file +
+                                     "' cannot be opened: " + std::strerror(errno));
+    }
+    std::fclose(f);
   }
   return Status::Ok();
 }
@@ -1216,6 +1295,21 @@ const TenantLimits& RateLimitsConfig::For(std::string_view tenant) const {
   return it == tenants.end() ? defaults : it->second;
 }
 
+Status CheckServedName(std::string_view name) {
+  if (name.empty()) return Status::InvalidArgument("must not be empty");
+  if (name.size() > kMaxServedNameBytes) {
+    return Status::InvalidArgument("longer than " + std::to_string(kMaxServedNameBytes) + " bytes");
+  }
+  if (!IsValidUtf8(name)) return Status::InvalidArgument("must be valid UTF-8");
+  return Status::Ok();
+}
+
+Result<ResolveMode> ParseResolveMode(std::string_view name) {
+  if (name == "none") return ResolveMode::kNone;
+  if (name == "all") return ResolveMode::kAll;
+  return Status::InvalidArgument("resolve: '" + std::string(name) + "' is not one of none, all");
+}
+
 Result<LogFormat> ParseLogFormat(std::string_view name) {
   if (name == "text") return LogFormat::kText;
   if (name == "json") return LogFormat::kJson;
@@ -1308,6 +1402,7 @@ Status ValidateConfig(GatewayConfig& config) {
   }
   if (Status s = ValidateTimeouts(config.timeouts); !s.ok()) return s;
   if (Status s = CheckCount("retries.max_retries", config.max_retries, 0, 10); !s.ok()) return s;
+  if (Status s = ValidateDiscovery(config.discovery); !s.ok()) return s;
   return ValidateHealth(config.health);
 }
 

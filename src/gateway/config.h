@@ -119,6 +119,30 @@
 // X-Amzn-SageMaker-Prefix-Aware-Id), else the shared tenant `anonymous`. Over a limit: 429
 // rate_limit_exceeded with Retry-After. `clients` (keys re-read) and `rate_limits` apply on reload.
 //
+// Discovery (docs/discovery.md): served names learned from each instance's /v1/models, and
+// instances given by a DNS name that resolves to several addresses.
+//
+//   discovery:
+//     models: false                 # default of instances[].discover_models
+//     models_interval: 30           # seconds between polls of one instance's GET /v1/models,
+//                                   # [1, 86400]; the poll's timeout is health.timeout
+//     resolve_interval: 30          # seconds between resolutions of a `resolve: all` name,
+//                                   # [1, 86400]
+//     hosts_file: ""                # resolve `resolve: all` names with this hosts(5) file
+//                                   # (re-read each time) instead of the system resolver
+//   instances:
+//     - url: http://vllm.internal:8000
+//       discover_models: true       # served names = the ids of GET /v1/models (base models and
+//                                   # LoRA adapters), at most 1,024; `models`, if set, is the
+//                                   # list until the first successful poll; with neither, the
+//                                   # instance serves no name until then. A failed poll keeps
+//                                   # the last list.
+//       resolve: all                # none | all. all: one instance per address of the url's
+//                                   # DNS name (IPv4 and IPv6), named NAME@ADDRESS:PORT, same
+//                                   # weight, models and Host header; re-resolved every
+//                                   # resolve_interval; a failed or empty answer keeps the set.
+//                                   # Needs a DNS name (not an address) in url.
+//
 // Run-time changes (admin API, `POST /admin/reload`, SIGHUP): `instances`, `routing`, `pools`,
 // `clients` and `rate_limits` take effect at once; every other field needs a restart and a
 // reload reports it by name.
@@ -138,15 +162,37 @@
 
 namespace prefix_router::gateway {
 
+// How an instance's url host becomes addresses (docs/discovery.md).
+enum class ResolveMode {
+  kNone,  // one instance; the host is resolved when a connection is made
+  kAll,   // one instance per address the name resolves to, re-resolved every resolve_interval
+};
+
 struct InstanceConfig {
   std::string name;                 // defaults to host:port of url
   std::string url;                  // http://host:port[/base-path]; https comes later
   uint32_t weight = 1;
   std::vector<std::string> models;  // served names; empty = every name
+  std::optional<bool> discover_models;   // poll GET /v1/models; absent = discovery.models
+  ResolveMode resolve = ResolveMode::kNone;
   // Parsed from url by validation:
   std::string host;
   uint16_t port = 80;
   std::string base_path;            // prefix added to proxied paths ("" or "/v2")
+  // Set by the gateway on the instances it derives (never read from YAML): the Host header
+  // (the template's host:port; empty = host:port), and `models` being the whole list of served
+  // names even when it is empty (discovered names).
+  std::string host_header;
+  bool models_only_listed = false;
+};
+
+// Discovery of served names and of instances by DNS (docs/discovery.md). Read at start: a
+// reload that changes this section needs a restart.
+struct DiscoveryConfig {
+  bool models = false;           // default of instances[].discover_models
+  double models_interval = 30;   // seconds between two polls of one instance's /v1/models
+  double resolve_interval = 30;  // seconds between two resolutions of a `resolve: all` name
+  std::string hosts_file;        // resolve names with this hosts(5) file, not the system's
 };
 
 struct TimeoutsConfig {
@@ -195,6 +241,15 @@ struct LogConfig {
   LogFormat format = LogFormat::kText;
   bool access_log = false;
 };
+
+// Served names (configured `models`, discovered ids) per instance, and the bytes of one name.
+inline constexpr size_t kMaxServedNames = 1024;
+inline constexpr size_t kMaxServedNameBytes = 1024;
+// A served name's rules (non-empty, at most kMaxServedNameBytes, valid UTF-8); the message
+// does not name the field.
+Status CheckServedName(std::string_view name);
+// "none" | "all"; the message ("resolve: '...' is not one of none, all") names the values.
+Result<ResolveMode> ParseResolveMode(std::string_view name);
 
 // "text" | "json"; an error names the allowed values.
 Result<LogFormat> ParseLogFormat(std::string_view name);
@@ -303,6 +358,7 @@ struct GatewayConfig {
   AdminConfig admin;
   ClientsConfig clients;
   RateLimitsConfig rate_limits;
+  DiscoveryConfig discovery;
 
   // The settings for a served name: its pool's, else the default.
   const RoutingOptions& RoutingFor(std::string_view served_name) const;

@@ -275,17 +275,29 @@ Gateway::~Gateway() {
   if (server_) server_->Stop(std::chrono::milliseconds(0));
 }
 
-Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, RateLimiter::Now rate_limit_clock) {
+Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shared_ptr<Resolver> resolver,
+                                                 RateLimiter::Now rate_limit_clock) {
   std::unique_ptr<Gateway> g(new Gateway(std::move(config), std::move(rate_limit_clock)));
   const GatewayConfig& c = g->config_;
   g->metrics_ = std::make_unique<Metrics>(g->registry_);
+  g->resolver_ = resolver                     ? std::move(resolver)
+                 : c.discovery.hosts_file.empty() ? MakeSystemResolver()
+                                                  : MakeHostsFileResolver(c.discovery.hosts_file);
+  g->running_ = c;
+  g->running_.admin = AdminConfig{};
+  // `resolve: all` names are resolved before the gateway starts, so that it starts with their
+  // instances (a name that does not resolve yet gets them at a later resolution).
+  if (std::any_of(c.instances.begin(), c.instances.end(),
+                  [](const InstanceConfig& ic) { return ic.resolve == ResolveMode::kAll; })) {
+    net::io_context ctx;
+    net::co_spawn(ctx, g->ResolveRound(/*apply=*/false), net::detached);
+    ctx.run();
+  }
 
-  auto rs = g->BuildRouting(c, nullptr, nullptr);
+  auto rs = g->BuildRouting(g->EffectiveLocked(g->running_), nullptr, nullptr);
   if (!rs.ok()) return rs.status();
   g->routing_.store(*rs);
   g->ApplyClientsAndLimits(c, nullptr, nullptr);
-  g->running_ = c;
-  g->running_.admin = AdminConfig{};
 
   // Live gauges are read from the fleet at scrape time.
   Gateway* self = g.get();
@@ -337,8 +349,8 @@ std::shared_ptr<InstanceRuntime> Gateway::NewRuntime(const InstanceConfig& ic) {
   rt->target.port = ic.port;
   rt->target.base_path = ic.base_path;
   const bool ipv6 = ic.host.find(':') != std::string::npos;
-  rt->target.host_header = (ipv6 ? "[" + ic.host + "]" : ic.host) + ":" + std::to_string(ic.port);
-  rt->target.key = rt->target.host_header;
+  rt->target.key = (ipv6 ? "[" + ic.host + "]" : ic.host) + ":" + std::to_string(ic.port);
+  rt->target.host_header = ic.host_header.empty() ? rt->target.key : ic.host_header;
   rt->first_byte = &metrics_->first_byte_seconds.WithLabels({ic.name});
   rt->duration = &metrics_->duration_seconds.WithLabels({ic.name});
   return rt;
@@ -355,13 +367,18 @@ Status Gateway::Start() {
   }
   SampleRequests(StatusClock::now());
   net::co_spawn(server_->context(0), SampleLoop(), net::detached);
+  net::co_spawn(server_->context(0), DiscoveryLoop(), net::detached);
   spdlog::info("prefix-router listening on {}:{} with {} instances, {} I/O threads",
-               config_.listen_host, server_->port(), config_.instances.size(),
+               config_.listen_host, server_->port(), routing_.load()->fleet->size(),
                server_->thread_count());
   return Status::Ok();
 }
 
-void Gateway::Stop() { server_->Stop(Ms(config_.timeouts.drain)); }
+void Gateway::Stop() {
+  discovery_stop_.store(true);
+  WakeDiscovery();  // the loop sees discovery_stop_ and ends
+  server_->Stop(Ms(config_.timeouts.drain));
+}
 
 net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
   Correlate(ex);

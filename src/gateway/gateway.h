@@ -39,6 +39,10 @@
 // per-instance state (in-flight counts, health, drain) carries over by name, and each pool's
 // Policy, with what it learned, carries over while the pool's routing options are unchanged.
 //
+// Discovery (gateway/discovery.h, docs/discovery.md): a loop on the first I/O thread polls the
+// /v1/models of instances with discover_models and resolves the names of `resolve: all`
+// instances, and applies what changed like any other run-time change.
+//
 // Thread-safety: the RoutingState and the client key set are immutable and shared; per-instance live state is atomic;
 // connection pools are per I/O thread; run-time changes are serialised by ops_mu_.
 #pragma once
@@ -56,6 +60,7 @@
 #include "api/key_normalisation.h"
 #include "core/policy.h"
 #include "gateway/config.h"
+#include "gateway/discovery.h"
 #include "gateway/metrics.h"
 #include "gateway/operations.h"
 #include "gateway/rate_limiter.h"
@@ -101,9 +106,16 @@ struct RoutingState {
 
 class Gateway final : public http::Handler {
  public:
-  // REQUIRES: ValidateConfig(config).ok(). `rate_limit_clock` (default: the steady clock)
-  // drives the rate limits' buckets; tests pass a ManualClock's.
-  static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config, RateLimiter::Now rate_limit_clock = {});
+  // REQUIRES: ValidateConfig(config).ok(). `resolver` resolves the names of `resolve: all`
+  // instances; null = discovery.hosts_file's when set, else the system's. Those names are
+  // resolved once here, before the gateway starts. `rate_limit_clock` (default: the steady
+  // clock) drives the rate limits' buckets; tests pass a ManualClock's.
+  static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config,
+                                                 std::shared_ptr<Resolver> resolver = nullptr,
+                                                 RateLimiter::Now rate_limit_clock = {});
+  static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config, RateLimiter::Now rate_limit_clock) {
+    return Create(std::move(config), nullptr, std::move(rate_limit_clock));
+  }
   ~Gateway() override;
 
   Status Start();
@@ -128,6 +140,12 @@ class Gateway final : public http::Handler {
   // REQUIRES: ValidateConfig(next).ok()
   ReloadReport Reload(GatewayConfig next, std::string_view trigger);
   std::vector<InstanceView> Instances() const;
+
+  // Asks the discovery loop for a full round (every resolution and every poll) now and returns
+  // its ticket: once discovery_rounds_done() >= the ticket, a round that started after this
+  // call has been applied. For tests and operators; the loop runs on its own otherwise.
+  uint64_t RequestDiscovery();
+  uint64_t discovery_rounds_done() const { return discovery_done_.load(); }
 
   // For tests and the status page.
   std::shared_ptr<const RoutingState> routing() const { return routing_.load(); }
@@ -177,6 +195,20 @@ class Gateway final : public http::Handler {
   // Validates `candidate` (the running configuration with a changed fleet), swaps in its
   // RoutingState and starts its health checks. REQUIRES: ops_mu_ held.
   Result<std::vector<std::string>> ApplyLocked(GatewayConfig candidate);
+  // The instances `running` stands for once discovery is applied: each `resolve: all` instance
+  // replaced by one per known address, and discovered served names in place of configured
+  // ones. REQUIRES: ops_mu_ held (or no other thread yet).
+  GatewayConfig EffectiveLocked(const GatewayConfig& running) const;
+  // Builds and swaps in the RoutingState of `effective` (an EffectiveLocked result) and starts
+  // its health checks. REQUIRES: ops_mu_ held.
+  Result<std::vector<std::string>> SwapLocked(const GatewayConfig& effective);
+  // Discovery (discovery_loop.cc).
+  net::awaitable<void> DiscoveryLoop();
+  // Resolves every template; applies what changed when `apply` (else only records it: Create).
+  net::awaitable<void> ResolveRound(bool apply);
+  net::awaitable<void> PollRound();
+  net::awaitable<Result<ModelList>> PollModels(UpstreamTarget target);
+  void WakeDiscovery();
 
   GatewayConfig config_;
   const StatusClock::time_point started_at_ = StatusClock::now();
@@ -190,7 +222,29 @@ class Gateway final : public http::Handler {
   mutable std::mutex ops_mu_;  // serialises run-time changes
   // The configuration in effect: config_ with the run-time changes to instances, routing and
   // pools (admin off: its token is not re-read when a change is validated). Guarded by ops_mu_.
+  // Its instances are the configured ones, templates of what discovery derives: the
+  // RoutingState holds EffectiveLocked(running_).
   GatewayConfig running_;
+
+  // What discovery learned; guarded by ops_mu_.
+  struct ResolvedName {
+    std::string host;                        // the template's host and port when resolved
+    uint16_t port = 0;
+    std::vector<ResolvedAddress> addresses;  // sorted, unique; the last non-empty answer
+    bool failing = false;                    // the last resolution failed or was empty
+  };
+  std::map<std::string, ResolvedName, std::less<>> resolved_;  // by template name
+  struct DiscoveredModels {
+    std::string url;                           // of the instance polled
+    std::optional<std::vector<std::string>> names;  // the last successful poll's
+    bool failing = false;                      // the last poll failed
+  };
+  std::map<std::string, DiscoveredModels, std::less<>> discovered_;  // by instance name
+  std::shared_ptr<Resolver> resolver_;
+  std::atomic<uint64_t> discovery_requested_{0};
+  std::atomic<uint64_t> discovery_done_{0};
+  std::atomic<bool> discovery_stop_{false};
+  net::steady_timer* discovery_timer_ = nullptr;  // the loop's; touched on context(0) only
 };
 
 }  // namespace prefix_router::gateway
