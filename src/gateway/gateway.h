@@ -152,10 +152,12 @@ class Gateway final : public http::Handler {
   // class comment says; `changes` (when not null) receives one line per difference.
   Result<std::shared_ptr<RoutingState>> BuildRouting(const GatewayConfig& config,
                                                      const RoutingState* previous,
-                                                     std::vector<std::string>* changes);
+                                                     std::vector<std::string>* changes,
+                                                     bool reread_files = false);
   // Validates `candidate` (the running configuration with a changed fleet), swaps in its
-  // RoutingState and starts its health checks. REQUIRES: ops_mu_ held.
-  Result<std::vector<std::string>> ApplyLocked(GatewayConfig candidate);
+  // RoutingState and starts its health checks. `reread_files` (a reload): https instances get
+  // new TLS contexts, so that a changed CA file is read again. REQUIRES: ops_mu_ held.
+  Result<std::vector<std::string>> ApplyLocked(GatewayConfig candidate, bool reread_files = false);
 
   GatewayConfig config_;
   const StatusClock::time_point started_at_ = StatusClock::now();
