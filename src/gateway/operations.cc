@@ -123,7 +123,10 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
     const auto& old_rt = previous->instances[*old];
     const UpstreamTarget& old_target = old_rt->target;
     const bool same_tls = !ic.https || (old_target.tls_config == ic.tls && !reread_files);
-    const bool same_credentials = old_target.authorization.SameAs(ic.authorization);
+    // (Secret::SameAs is false for two empty secrets: it never matches an empty credential.)
+    const bool same_credentials =
+        old_target.authorization.empty() ? ic.authorization.empty()
+                                         : old_target.authorization.SameAs(ic.authorization);
     if (was.url == ic.url && same_tls && same_credentials) {
       rs->instances.push_back(old_rt);  // keeps its health counters and connections' identity
     } else if (was.url == ic.url) {

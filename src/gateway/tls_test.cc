@@ -112,8 +112,9 @@ TEST(TlsListenerTest, ServesWholeAndStreamedResponsesOverOneConnection) {
   EXPECT_EQ(fakes[0]->requests(), 2);
 }
 
-// A client that does not speak TLS fails its handshake: it is counted and closed, and other
-// clients are served meanwhile; the server's own errors (431 here) still reach TLS clients.
+// A client that does not speak TLS fails its handshake, and one that never starts it is cut off
+// after client_read: each is counted and closed, and other clients are served meanwhile; the
+// server's own errors (431 here) still reach TLS clients.
 TEST(TlsListenerTest, FailedHandshakeIsCountedAndAffectsNoOne) {
   testing::QuietLogs();
   pt::TestPki pki("Listener CA");
@@ -123,18 +124,23 @@ TEST(TlsListenerTest, FailedHandshakeIsCountedAndAffectsNoOne) {
   GatewayConfig c = ConfigFor(fakes);
   c.tls = {true, cert->cert, cert->key};
   c.max_header_bytes = 1024;
+  c.timeouts.client_read = 0.3;
   auto g = StartGateway(std::move(c));
   ASSERT_NE(g, nullptr);
 
   pt::TlsClient kept(g->port(), pki.ca_file());
-  ASSERT_FALSE(kept.Connect());
+  ASSERT_EQ(kept.RoundTrip(pt::MakeRequest(bhttp::verb::get, "/health")).status(), 200);  // now idle
   const pt::ClientResponse plain = pt::Get(g->port(), "/health");  // HTTP to an HTTPS port
   EXPECT_TRUE(plain.error || plain.status() != 200);
   pt::TlsClient wrong_ca(g->port(), pt::TestPki("Other CA").ca_file());
   EXPECT_TRUE(wrong_ca.Connect());  // the client refuses the server: the server sees a failure
+  pt::HttpClient silent(g->port());
+  ASSERT_FALSE(silent.Connect());
+  EXPECT_TRUE(silent.Read().error);  // sends nothing: the server closes it after client_read
 
   const pt::ClientResponse ok = kept.RoundTrip(pt::MakeRequest(bhttp::verb::get, "/health"));
   EXPECT_EQ(ok.status(), 200) << ok.error.message();
+  EXPECT_EQ(kept.connects(), 1);  // the open connection lived through the others' failures
   pt::TlsClient big(g->port(), pki.ca_file());
   const pt::ClientResponse too_big = big.RoundTrip(
       pt::MakeRequest(bhttp::verb::get, "/health", "", {{"x-filler", std::string(4000, 'x')}}));
@@ -144,8 +150,36 @@ TEST(TlsListenerTest, FailedHandshakeIsCountedAndAffectsNoOne) {
   EXPECT_TRUE(pt::Eventually([&] {
     pt::TlsClient metrics(g->port(), pki.ca_file());
     last = metrics.RoundTrip(pt::MakeRequest(bhttp::verb::get, "/metrics")).body();
-    return Contains(last, "prefix_router_tls_handshake_failures_total 2");
+    return Contains(last, "prefix_router_tls_handshake_failures_total 3");
   })) << last;
+}
+
+// Over TLS too, a connection beyond limits.max_connections gets a 503 it can read (after a
+// handshake).
+TEST(TlsListenerTest, ConnectionLimitAnswers503OverTls) {
+  testing::QuietLogs();
+  pt::TestPki pki("Listener CA");
+  auto cert = pki.Issue("gateway.test", 13);
+  ASSERT_TRUE(cert.ok());
+  Fakes fakes = StartFakes({"a"});
+  GatewayConfig c = ConfigFor(fakes);
+  c.tls = {true, cert->cert, cert->key};
+  c.max_connections = 1;
+  auto g = StartGateway(std::move(c));
+  ASSERT_NE(g, nullptr);
+
+  pt::TlsClient first(g->port(), pki.ca_file());
+  ASSERT_EQ(first.RoundTrip(pt::MakeRequest(bhttp::verb::get, "/health")).status(), 200);
+  pt::TlsClient second(g->port(), pki.ca_file());
+  const pt::ClientResponse refused = second.RoundTrip(pt::MakeRequest(bhttp::verb::get, "/health"));
+  EXPECT_EQ(refused.status(), 503) << refused.error.message();
+  EXPECT_EQ(testing::ErrorCode(refused.body()), "too_many_connections");
+  first.Close();
+  // The refusal held nothing: once the first client left, a new one is served.
+  EXPECT_TRUE(pt::Eventually([&] {
+    pt::TlsClient next(g->port(), pki.ca_file());
+    return next.RoundTrip(pt::MakeRequest(bhttp::verb::get, "/health")).status() == 200;
+  }));
 }
 
 // A reload re-reads the certificate files: the next connection sees the new certificate, an
