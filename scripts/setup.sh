@@ -14,6 +14,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libzmq3-dev nlohmann-json3-dev
+  libssl-dev openssl
   valgrind python3 curl
   dpkg-dev systemd
   haproxy nginx wrk

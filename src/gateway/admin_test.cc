@@ -375,7 +375,7 @@ TEST(AdminTest, BadRequestsGetClearErrorsAndChangeNothing) {
   EXPECT_NE(m.find("'a' already exists"), std::string::npos) << m;
   m = ExpectError(Admin(port, verb::post, "/admin/instances", R"({"name":"c","url":"ftp://x"})"), 400,
                   "invalid_value");
-  EXPECT_NE(m.find("url: 'ftp://x' is not http://host[:port][/path]"), std::string::npos) << m;
+  EXPECT_NE(m.find("url: 'ftp://x' is not http(s)://host[:port][/path]"), std::string::npos) << m;
   m = ExpectError(Admin(port, verb::post, "/admin/instances", R"({"name":"c","url":"http://127.0.0.1:1","weight":0})"),
                   400, "invalid_value");
   EXPECT_NE(m.find("weight: 0 is outside the allowed range 1..10000"), std::string::npos) << m;

@@ -23,6 +23,7 @@
 #include "api/key_normalisation.h"
 #include "api/openai_request.h"
 #include "core/fleet.h"
+#include "http/tls.h"
 
 namespace prefix_router::gateway {
 namespace {
@@ -296,10 +297,29 @@ Status ReadModels(const YAML::Node& n, const std::string& path, std::vector<std:
   return Status::Ok();
 }
 
+// An instance's `upstream_tls`: each field present overrides the global one.
+Status ReadInstanceTls(const YAML::Node& n, const std::string& path, InstanceConfig& out) {
+  return ForEachField(n, path, {"ca_file", "verify"},
+                      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+                        if (key == "ca_file") {
+                          std::string file;
+                          if (Status s = ReadString(v, p, file); !s.ok()) return s;
+                          out.tls_ca_file = std::move(file);
+                          return Status::Ok();
+                        }
+                        bool verify = true;
+                        if (Status s = ReadBool(v, p, verify); !s.ok()) return s;
+                        out.tls_verify = verify;
+                        return Status::Ok();
+                      });
+}
+
 Status ReadInstance(const YAML::Node& n, const std::string& path, InstanceConfig& out) {
   if (!n.IsMap()) return TypeError(path, "a map with url (and optionally name, weight, models)", n);
   return ForEachField(
-      n, path, {"name", "url", "weight", "models", "discover_models", "resolve"},
+      n, path,
+      {"name", "url", "weight", "models", "discover_models", "resolve", "upstream_tls", "authorization_env",
+       "authorization_file"},
       [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "name") return ReadString(v, p, out.name);
         if (key == "url") return ReadString(v, p, out.url);
@@ -318,6 +338,9 @@ Status ReadInstance(const YAML::Node& n, const std::string& path, InstanceConfig
           out.resolve = *r;
           return Status::Ok();
         }
+        if (key == "upstream_tls") return ReadInstanceTls(v, p, out);
+        if (key == "authorization_env") return ReadString(v, p, out.authorization_env);
+        if (key == "authorization_file") return ReadString(v, p, out.authorization_file);
         return ReadModels(v, p, out.models);
       });
 }
@@ -488,7 +511,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
       root, "",
       {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
        "timeouts", "retries", "health", "log", "admin", "unknown_path_status", "clients",
-       "rate_limits", "discovery"},
+       "rate_limits", "discovery", "tls", "upstream_tls"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "clients") return ReadClients(v, p, config.clients);
         if (key == "rate_limits") return ReadRateLimits(v, p, rate_limits);
@@ -547,6 +570,21 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
                 if (k == "resolve_interval") return ReadSeconds(x, xp, d.resolve_interval);
                 return ReadString(x, xp, d.hosts_file);
               });
+        }
+        if (key == "tls") {
+          config.tls.enabled = true;  // even when empty: then the missing files are named
+          return ForEachField(v, p, {"cert_file", "key_file"},
+                              [&config](const std::string& k, const YAML::Node& x, const std::string& xp) {
+                                return ReadString(x, xp, k == "cert_file" ? config.tls.cert_file
+                                                                          : config.tls.key_file);
+                              });
+        }
+        if (key == "upstream_tls") {
+          UpstreamTlsConfig& u = config.upstream_tls;
+          return ForEachField(v, p, {"ca_file", "verify"},
+                              [&u](const std::string& k, const YAML::Node& x, const std::string& xp) {
+                                return k == "ca_file" ? ReadString(x, xp, u.ca_file) : ReadBool(x, xp, u.verify);
+                              });
         }
         if (key == "log") {
           LogConfig& l = config.log;
@@ -838,6 +876,64 @@ Status LoadAdminToken(AdminConfig& admin) {
   return Status::Ok();
 }
 
+// An instance's credential: the whole Authorization header value, from a file (trailing
+// whitespace trimmed) or an environment variable. Messages name the field, the file or the
+// variable, never the content.
+Status LoadInstanceAuthorization(InstanceConfig& instance, const std::string& path) {
+  if (!instance.authorization_file.empty() && !instance.authorization_env.empty()) {
+    return Status::InvalidArgument(path + ": set authorization_file or authorization_env, not both");
+  }
+  std::string value;
+  std::string field;
+  if (!instance.authorization_file.empty()) {
+    field = path + ".authorization_file";
+    const std::string where = field + ": '" + instance.authorization_file + "'";
+    std::FILE* f = std::fopen(instance.authorization_file.c_str(), "rb");
+    if (f == nullptr) return Status::InvalidArgument(where + ": cannot open: " + std::strerror(errno));
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && value.size() <= 8192) value.append(buf, n);
+    const bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) return Status::InvalidArgument(where + ": cannot read");
+    if (value.size() > 8192) return Status::InvalidArgument(where + ": longer than 8192 bytes");
+    while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.pop_back();
+    if (value.empty()) return Status::InvalidArgument(where + ": the file is empty");
+  } else if (!instance.authorization_env.empty()) {
+    field = path + ".authorization_env";
+    const char* env = std::getenv(instance.authorization_env.c_str());
+    if (env == nullptr || *env == '\0') {
+      return Status::InvalidArgument(field + ": the environment variable " + instance.authorization_env +
+                                     " is not set or empty");
+    }
+    value = env;
+    if (value.size() > 8192) return Status::InvalidArgument(field + ": longer than 8192 bytes");
+  } else {
+    instance.authorization = Secret();
+    return Status::Ok();
+  }
+  // A header value ("Bearer abc"): visible ASCII and inner spaces; no control characters, which
+  // could split the header.
+  for (char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u > 0x7e) {
+      return Status::InvalidArgument(field + ": the value must be printable ASCII (a header value)");
+    }
+  }
+  instance.authorization = Secret(std::move(value));
+  return Status::Ok();
+}
+
+Status ValidateListenerTls(const ListenerTlsConfig& tls) {
+  if (!tls.enabled) return Status::Ok();
+  if (tls.cert_file.empty()) return Status::InvalidArgument("tls.cert_file: is required (a PEM certificate chain)");
+  if (tls.key_file.empty()) return Status::InvalidArgument("tls.key_file: is required (a PEM private key)");
+  // Loaded now, so that a missing file or a key of another certificate stops the start (and
+  // --check-config), not the first client.
+  auto ctx = http::MakeServerTlsContext(tls.cert_file, tls.key_file, "tls");
+  return ctx.ok() ? Status::Ok() : ctx.status();
+}
+
 Status ValidateAdmin(AdminConfig& admin) {
   if (!admin.enabled) return Status::Ok();
   const std::optional<HostPort> hp = SplitHostPort(admin.listen);
@@ -1048,16 +1144,14 @@ Status ValidateRateLimits(const RateLimitsConfig& rl, const ClientsConfig& clien
   return Status::Ok();
 }
 
-// http://host[:port][/path] -> host, port, base_path.
+// http(s)://host[:port][/path] -> host, port, base_path, https.
 Status ParseInstanceUrl(InstanceConfig& instance, const std::string& path, bool& ipv6) {
-  const std::string form = "' is not http://host[:port][/path]";
+  const std::string form = "' is not http(s)://host[:port][/path]";
   const std::string& url = instance.url;
-  if (url.empty()) return Status::InvalidArgument(path + ": is required (http://host[:port][/path])");
-  if (StartsWithNoCase(url, "https://")) {
-    return Status::InvalidArgument(path + ": https is not supported yet (use http://)");
-  }
-  if (!StartsWithNoCase(url, "http://")) return Status::InvalidArgument(path + ": '" + url + form);
-  std::string_view rest = std::string_view(url).substr(7);
+  if (url.empty()) return Status::InvalidArgument(path + ": is required (http(s)://host[:port][/path])");
+  const bool https = StartsWithNoCase(url, "https://");
+  if (!https && !StartsWithNoCase(url, "http://")) return Status::InvalidArgument(path + ": '" + url + form);
+  std::string_view rest = std::string_view(url).substr(https ? 8 : 7);
   if (rest.find_first_of("?#") != std::string_view::npos ||
       !IsHeaderSafe(rest)) {
     return Status::InvalidArgument(path + ": '" + url + form +
@@ -1068,12 +1162,13 @@ Status ParseInstanceUrl(InstanceConfig& instance, const std::string& path, bool&
   std::string_view base = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
   const std::optional<HostPort> hp = SplitHostPort(authority);
   if (!hp) return Status::InvalidArgument(path + ": '" + url + form);
-  const uint64_t port = hp->port.value_or(80);
+  const uint64_t port = hp->port.value_or(https ? 443 : 80);
   if (port < 1 || port > 65535) return OutOfRange(path, "port " + std::to_string(port), "1..65535");
   while (!base.empty() && base.back() == '/') base.remove_suffix(1);
   instance.host = hp->host;
   instance.port = static_cast<uint16_t>(port);
   instance.base_path = std::string(base);
+  instance.https = https;
   ipv6 = hp->ipv6;
   return Status::Ok();
 }
@@ -1103,6 +1198,17 @@ Status ValidateInstances(GatewayConfig& config) {
     if (Status s = CheckCount(path + ".weight", instance.weight, 1, kMaxInstanceWeight); !s.ok()) {
       return s;
     }
+    instance.tls = config.upstream_tls;
+    if (instance.tls_ca_file) instance.tls.ca_file = *instance.tls_ca_file;
+    if (instance.tls_verify) instance.tls.verify = *instance.tls_verify;
+    if (instance.https && instance.tls_ca_file) {
+      // The global CA file is checked once (ValidateUpstreamTls); an instance's own here.
+      auto ctx = http::MakeClientTlsContext(instance.tls.ca_file, instance.tls.verify, path + ".upstream_tls");
+      if (!ctx.ok()) return ctx.status();
+    } else if (!instance.https && (instance.tls_ca_file || instance.tls_verify)) {
+      return Status::InvalidArgument(path + ".upstream_tls: applies to an https:// url only");
+    }
+    if (Status s = LoadInstanceAuthorization(instance, path); !s.ok()) return s;
     for (size_t m = 0; m < instance.models.size(); ++m) {
       if (Status s = CheckServedName(instance.models[m]); !s.ok()) {
         return Status(s.code(), Index(path + ".models", m) + ": " + s.message());
@@ -1377,6 +1483,11 @@ Status ValidateConfig(GatewayConfig& config) {
   if (Status s = ValidateAdmin(config.admin); !s.ok()) return s;
   if (Status s = ValidateClients(config.clients); !s.ok()) return s;
   if (Status s = ValidateRateLimits(config.rate_limits, config.clients); !s.ok()) return s;
+  if (Status s = ValidateListenerTls(config.tls); !s.ok()) return s;
+  if (!config.upstream_tls.ca_file.empty()) {
+    auto ctx = http::MakeClientTlsContext(config.upstream_tls.ca_file, config.upstream_tls.verify);
+    if (!ctx.ok()) return ctx.status();
+  }
   if (std::find(std::begin(kUnknownPathStatuses), std::end(kUnknownPathStatuses),
                 config.unknown_path_status) == std::end(kUnknownPathStatuses)) {
     return Status::InvalidArgument("unknown_path_status: " + std::to_string(config.unknown_path_status) +

@@ -83,6 +83,25 @@
 //                                   # whitespace trimmed), or:
 //     token_env: PREFIX_ROUTER_ADMIN_TOKEN   # the bearer token is this environment variable's
 //                                   # value; at most one of token_file and token_env
+//   tls:                            # HTTPS on the client listener (docs/tls.md); absent = plain
+//     cert_file: /etc/prefix-router/tls/cert.pem   # PEM chain, leaf first; TLS 1.2 at least
+//     key_file: /etc/prefix-router/tls/key.pem     # PEM private key matching cert_file
+//                                   # both read at validation (--check-config) and again by a
+//                                   # reload (SIGHUP, POST /admin/reload): new connections get the
+//                                   # new pair; a broken pair is rejected and the old one stays
+//   upstream_tls:                   # for instances with url https://... (docs/tls.md)
+//     ca_file: ""                   # PEM CA bundle the instances' chains must lead to; "" = the
+//                                   # system store
+//     verify: true                  # chain and host name (SANs) checked, SNI sent; false is
+//                                   # logged as a warning at start
+//   instances (further fields of each):
+//     - url: https://10.0.0.7:8443  # https: TLS to the instance (pooled keep-alive as for http)
+//       upstream_tls: {ca_file: /etc/ssl/fleet-ca.pem, verify: true}  # overrides, field by field
+//       authorization_env: FLEET_TOKEN          # the Authorization header value (e.g. "Bearer
+//       authorization_file: /run/secrets/fleet  # abc") sent to this instance on every request
+//                                   # and health check, replacing the client's; at most one of
+//                                   # the two; read at validation and re-read by a reload; held
+//                                   # in a Secret (never logged, echoed or shown)
 //
 // Admin is off unless the `admin` section is present: a listener that can remove every
 // instance should be asked for. With a token, every admin request must carry
@@ -143,9 +162,10 @@
 //                                   # resolve_interval; a failed or empty answer keeps the set.
 //                                   # Needs a DNS name (not an address) in url.
 //
-// Run-time changes (admin API, `POST /admin/reload`, SIGHUP): `instances`, `routing`, `pools`,
-// `clients` and `rate_limits` take effect at once; every other field needs a restart and a
-// reload reports it by name.
+// Run-time changes (admin API, `POST /admin/reload`, SIGHUP): `instances` (their credentials
+// and upstream_tls overrides included), `routing`, `pools`, `clients`, `rate_limits`,
+// `upstream_tls` and the files of `tls` take effect at once; every other field needs a restart
+// and a reload reports it by name.
 #pragma once
 
 #include <cstdint>
@@ -162,6 +182,39 @@
 
 namespace prefix_router::gateway {
 
+// A credential. It can be compared (in constant time) but never printed: there is no accessor
+// that returns it and no stream operator, so it cannot end up in a log line or an error.
+class Secret {
+ public:
+  Secret() = default;
+  explicit Secret(std::string value) : value_(std::move(value)) {}
+  bool empty() const { return value_.empty(); }
+  // True when `candidate` equals the secret; the time taken does not depend on where they
+  // differ (only on the candidate's length).
+  bool Matches(std::string_view candidate) const;
+  bool SameAs(const Secret& other) const { return Matches(other.value_); }
+  // The one way out: sets header `name` of an outgoing message (a Beast request) to the secret,
+  // for upstream credentials. Nothing else reads the value.
+  template <class Message>
+  void SetHeaderOn(Message& message, std::string_view name) const {
+    message.set(name, value_);
+  }
+  // A seeded 64-bit hash (XXH3) of the secret, to index secrets without holding them in the
+  // clear a second time. With a random seed it says nothing about the secret; with a fixed one
+  // (a fingerprint that names a key) a few bits of it say nothing usable about a long key.
+  uint64_t Hash(uint64_t seed) const;
+
+ private:
+  std::string value_;
+};
+
+// TLS to https instances: the global `upstream_tls`, or an instance's with its overrides.
+struct UpstreamTlsConfig {
+  std::string ca_file;  // PEM CA bundle; empty = the system store
+  bool verify = true;
+  bool operator==(const UpstreamTlsConfig&) const = default;
+};
+
 // How an instance's url host becomes addresses (docs/discovery.md).
 enum class ResolveMode {
   kNone,  // one instance; the host is resolved when a connection is made
@@ -170,20 +223,37 @@ enum class ResolveMode {
 
 struct InstanceConfig {
   std::string name;                 // defaults to host:port of url
-  std::string url;                  // http://host:port[/base-path]; https comes later
+  std::string url;                  // http(s)://host:port[/base-path]
   uint32_t weight = 1;
   std::vector<std::string> models;  // served names; empty = every name
   std::optional<bool> discover_models;   // poll GET /v1/models; absent = discovery.models
   ResolveMode resolve = ResolveMode::kNone;
+  std::optional<std::string> tls_ca_file;  // the instance's `upstream_tls` overrides
+  std::optional<bool> tls_verify;
+  std::string authorization_env;    // at most one of the two
+  std::string authorization_file;
   // Parsed from url by validation:
   std::string host;
   uint16_t port = 80;
   std::string base_path;            // prefix added to proxied paths ("" or "/v2")
+  bool https = false;
   // Set by the gateway on the instances it derives (never read from YAML): the Host header
   // (the template's host:port; empty = host:port), and `models` being the whole list of served
   // names even when it is empty (discovered names).
   std::string host_header;
+  std::string tls_name;  // https: the name verified and sent as SNI (the template's); empty = host
   bool models_only_listed = false;
+  // Filled by validation: the effective TLS settings (upstream_tls with the overrides) and the
+  // credential (empty = none; the client's Authorization header then passes through).
+  UpstreamTlsConfig tls;
+  Secret authorization;
+};
+
+// HTTPS on the client listener. Validation loads both files (and checks that they match).
+struct ListenerTlsConfig {
+  bool enabled = false;  // the YAML has a `tls` section
+  std::string cert_file;
+  std::string key_file;
 };
 
 // Discovery of served names and of instances by DNS (docs/discovery.md). Read at start: a
@@ -213,26 +283,6 @@ struct HealthConfig {
   uint32_t unhealthy_threshold = 3;
   uint32_t healthy_threshold = 2;
   uint32_t passive_failures = 1;
-};
-
-// A credential. It can be compared (in constant time) but never printed: there is no accessor
-// that returns it and no stream operator, so it cannot end up in a log line or an error.
-class Secret {
- public:
-  Secret() = default;
-  explicit Secret(std::string value) : value_(std::move(value)) {}
-  bool empty() const { return value_.empty(); }
-  // True when `candidate` equals the secret; the time taken does not depend on where they
-  // differ (only on the candidate's length).
-  bool Matches(std::string_view candidate) const;
-  bool SameAs(const Secret& other) const { return Matches(other.value_); }
-  // A seeded 64-bit hash (XXH3) of the secret, to index secrets without holding them in the
-  // clear a second time. With a random seed it says nothing about the secret; with a fixed one
-  // (a fingerprint that names a key) a few bits of it say nothing usable about a long key.
-  uint64_t Hash(uint64_t seed) const;
-
- private:
-  std::string value_;
 };
 
 enum class LogFormat { kText, kJson };
@@ -359,6 +409,8 @@ struct GatewayConfig {
   ClientsConfig clients;
   RateLimitsConfig rate_limits;
   DiscoveryConfig discovery;
+  ListenerTlsConfig tls;
+  UpstreamTlsConfig upstream_tls;
 
   // The settings for a served name: its pool's, else the default.
   const RoutingOptions& RoutingFor(std::string_view served_name) const;

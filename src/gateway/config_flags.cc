@@ -314,7 +314,7 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
 
   cmd.add_option("--instance", flags.instances,
                  "Sets instances (repeatable; replaces the file's instances): URL, NAME=URL or "
-                 "NAME=URL;weight=N;models=a,b with URL http://host[:port][/path]. Default: none "
+                 "NAME=URL;weight=N;models=a,b with URL http(s)://host[:port][/path]. Default: none "
                  "(at least one instance, here or in the file); name host:port, weight 1, no "
                  "models = serves every name. Range: weight 1.." +
                      std::to_string(kMaxInstanceWeight) + ".")

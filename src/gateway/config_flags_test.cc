@@ -278,8 +278,8 @@ TEST(BuildConfig, FlagRangesAreCheckedByValidateConfig) {
   s = BuildErrorOf({"--instance", "http://a:1", "--balance-factor", "101"});
   EXPECT_TRUE(Contains(s.message(), "routing.balance_factor: 101 is outside the allowed range"))
       << s.message();
-  s = BuildErrorOf({"--instance", "https://a:1"});
-  EXPECT_TRUE(Contains(s.message(), "instances[0].url: https is not supported yet")) << s.message();
+  s = BuildErrorOf({"--instance", "ftp://a:1"});
+  EXPECT_TRUE(Contains(s.message(), "is not http(s)://host[:port][/path]")) << s.message();
 }
 
 // --instance accepts URL, NAME=URL and NAME=URL;weight=N;models=a,b.

@@ -563,18 +563,18 @@ TEST(ValidateConfig, DefaultInstanceNames) {
   EXPECT_EQ(c.instances[3].name, "nine");
 }
 
-// Instance URLs must be http://host[:port][/path]; https is refused with its own message.
+// Instance URLs must be http(s)://host[:port][/path] (https: tls_test.cc, tls_config_test.cc).
 TEST(ValidateConfig, RejectsBadInstanceUrls) {
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = ""; }),
                 {"instances[0].url: is required"});
-  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "https://a:443"; }),
-                {"instances[0].url: https is not supported yet"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "ftp://a:21"; }),
+                {"instances[0].url: 'ftp://a:21' is not http(s)://host[:port][/path]"});
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "127.0.0.1:8001"; }),
-                {"instances[0].url: '127.0.0.1:8001' is not http://host[:port][/path]"});
+                {"instances[0].url: '127.0.0.1:8001' is not http(s)://host[:port][/path]"});
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "http://a:1/x?y=1"; }),
                 {"instances[0].url:", "no query"});
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "http://user@a:1"; }),
-                {"instances[0].url:", "is not http://host[:port][/path]"});
+                {"instances[0].url:", "is not http(s)://host[:port][/path]"});
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "http://:8000"; }),
                 {"instances[0].url:"});
 }

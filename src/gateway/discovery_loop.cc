@@ -178,14 +178,16 @@ net::awaitable<Result<ModelList>> Gateway::PollModels(UpstreamTarget target) {
   req.set(bhttp::field::host, target.host_header);
   req.set(bhttp::field::user_agent, "prefix-router-discovery");
   req.set(bhttp::field::accept, "application/json");
+  if (!target.authorization.empty()) target.authorization.SetHeaderOn(req, "Authorization");
   req.keep_alive(false);
-  lease.stream->expires_after(timeout);
-  auto [wec, wn] = co_await bhttp::async_write(*lease.stream, req, http::kTuple);
+  UpstreamStream& stream = *lease.stream;
+  stream.tcp().expires_after(timeout);
+  auto [wec, wn] = co_await stream.On([&](auto& s) { return bhttp::async_write(s, req, http::kTuple); });
   if (wec) co_return Status::Unavailable("sending GET /v1/models failed: " + wec.message());
   beast::flat_buffer buffer;
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(kMaxModelListBytes);
-  auto [rec, rn] = co_await bhttp::async_read(*lease.stream, buffer, parser, http::kTuple);
+  auto [rec, rn] = co_await stream.On([&](auto& s) { return bhttp::async_read(s, buffer, parser, http::kTuple); });
   if (rec == bhttp::error::body_limit) {
     co_return Status::ResourceExhausted("the /v1/models answer is larger than 4 MiB");
   }

@@ -3,6 +3,8 @@
 // fake upstreams and instances from a test resolver whose answers change. Discovery rounds are
 // asked for (RequestDiscovery) and waited on, so no test depends on an interval.
 #include "gateway/discovery.h"
+#include "http/tls.h"
+#include "testing/test_pki.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -294,6 +297,24 @@ TEST(ModelDiscoveryTest, AdapterLoadedThenUnloaded) {
   EXPECT_EQ(seen, (std::set<std::string>{"a", "b"}));
 }
 
+// The poll carries the instance's upstream credential, as its traffic and health checks do.
+TEST(ModelDiscoveryTest, PollCarriesTheInstanceCredential) {
+  QuietLogs();
+  Fakes fakes = StartFakes({"a"});
+  fakes[0]->SetModels({"base"});
+  ::setenv("PR_DISCOVERY_TEST_AUTH", "Bearer poll-secret-1", 1);
+  GatewayConfig c = TestConfig(fakes);
+  c.instances[0].discover_models = true;
+  c.instances[0].authorization_env = "PR_DISCOVERY_TEST_AUTH";
+  auto g = StartGateway(c);
+  ASSERT_NE(g, nullptr);
+  ASSERT_TRUE(Discover(*g));
+  EXPECT_GE(fakes[0]->models_requests(), 1);
+  EXPECT_EQ(fakes[0]->models_authorization(), "Bearer poll-secret-1");
+  EXPECT_EQ(InstanceFor(g->port(), "base"), "a");
+  ::unsetenv("PR_DISCOVERY_TEST_AUTH");
+}
+
 // A failed poll (error status, then a body that is not the list) keeps the last list, and is
 // logged once, not at every poll; recovery is logged once too.
 TEST(ModelDiscoveryTest, FailedPollKeepsTheLastList) {
@@ -434,6 +455,31 @@ std::map<std::string, std::string> Placement(uint16_t port, int keys) {
     out[key] = InstanceFor(port, "m", key);
   }
   return out;
+}
+
+// An https template: each address is verified against the name in the url (the certificate
+// names the service, not its addresses), and is sent that name as SNI.
+TEST(DnsDiscoveryTest, HttpsAddressesAreVerifiedAgainstTheName) {
+  QuietLogs();
+  pt::TestPki pki("discovery-ca");
+  ASSERT_TRUE(pki.ok());
+  auto cert = pki.Issue(kHost, 7, std::string("DNS:") + kHost);  // no IP address in it
+  ASSERT_TRUE(cert.ok()) << cert.status().ToString();
+  auto tls = http::MakeServerTlsContext(cert->cert, cert->key, "test");
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  auto upstream = std::make_unique<pt::FakeUpstream>("f0");
+  ASSERT_TRUE(upstream->Start(0, *tls).ok());
+  Fakes fakes;
+  fakes.push_back(std::move(upstream));
+  auto resolver = std::make_shared<FixedResolver>();
+  resolver->Set(kHost, Endpoints(fakes, {0}));
+  GatewayConfig c = ResolvedConfig(fakes);
+  c.instances[0].url = std::string("https://") + kHost + ":8000";
+  c.upstream_tls.ca_file = pki.ca_file();
+  auto g = StartResolved(c, resolver);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(InstanceNames(*g), (std::set<std::string>{Derived(*fakes[0])}));
+  EXPECT_EQ(InstanceFor(g->port(), "m"), Derived(*fakes[0]));
 }
 
 // 2 then 3 then 2 addresses: instances are added and removed, keys of unchanged addresses keep

@@ -14,6 +14,7 @@
 #include "api/openai_request.h"
 #include "api/trace_context.h"
 #include "gateway/log.h"
+#include "http/tls.h"
 
 namespace prefix_router::gateway {
 namespace {
@@ -202,6 +203,9 @@ struct Gateway::Metrics {
         rejected_connections(r.AddCounter("prefix_router_rejected_connections_total",
                                           "Client connections refused with 503 because "
                                           "limits.max_connections were open")),
+        tls_handshake_failures(r.AddCounter("prefix_router_tls_handshake_failures_total",
+                                            "Client connections closed because their TLS "
+                                            "handshake failed or timed out (tls enabled)")),
         client_connections(r.AddGauge("prefix_router_client_connections",
                                       "Client connections currently open")),
         retries(r.AddCounter("prefix_router_retries_total",
@@ -234,6 +238,7 @@ struct Gateway::Metrics {
   Family<Counter>& rejected_requests;
   Family<Counter>& unauthorized;
   Family<Counter>& rejected_connections;
+  Family<Counter>& tls_handshake_failures;
   Family<Gauge>& client_connections;
   Family<Counter>& retries;
   Family<Counter>& responses;
@@ -285,6 +290,8 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
                                                   : MakeHostsFileResolver(c.discovery.hosts_file);
   g->running_ = c;
   g->running_.admin = AdminConfig{};
+  g->running_.tls = ListenerTlsConfig{};
+
   // `resolve: all` names are resolved before the gateway starts, so that it starts with their
   // instances (a name that does not resolve yet gets them at a later resolution).
   if (std::any_of(c.instances.begin(), c.instances.end(),
@@ -326,6 +333,9 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
       Counter& rejected = self->metrics_->rejected_connections.WithLabels({});
       const auto now = static_cast<uint64_t>(self->server_->rejected_connections());
       if (now > rejected.Value()) rejected.Inc(now - rejected.Value());
+      Counter& handshakes = self->metrics_->tls_handshake_failures.WithLabels({});
+      const auto failed = static_cast<uint64_t>(self->server_->tls_handshake_failures());
+      if (failed > handshakes.Value()) handshakes.Inc(failed - handshakes.Value());
     }
   });
 
@@ -339,6 +349,11 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
   so.read_timeout = Ms(c.timeouts.client_read);
   so.write_timeout = Ms(c.timeouts.client_write);
   so.idle_timeout = Ms(c.timeouts.client_idle);
+  if (c.tls.enabled) {
+    auto tls = http::MakeServerTlsContext(c.tls.cert_file, c.tls.key_file, "tls");
+    if (!tls.ok()) return tls.status();
+    so.tls = *tls;
+  }
   g->server_ = std::make_unique<http::Server>(so, *g);
   return g;
 }
@@ -349,8 +364,26 @@ std::shared_ptr<InstanceRuntime> Gateway::NewRuntime(const InstanceConfig& ic) {
   rt->target.port = ic.port;
   rt->target.base_path = ic.base_path;
   const bool ipv6 = ic.host.find(':') != std::string::npos;
-  rt->target.key = (ipv6 ? "[" + ic.host + "]" : ic.host) + ":" + std::to_string(ic.port);
-  rt->target.host_header = ic.host_header.empty() ? rt->target.key : ic.host_header;
+  const std::string address = (ipv6 ? "[" + ic.host + "]" : ic.host) + ":" + std::to_string(ic.port);
+  rt->target.host_header = ic.host_header.empty() ? address : ic.host_header;
+  rt->target.https = ic.https;
+  rt->target.tls_name = ic.tls_name;
+  rt->target.key = (ic.https ? "https://" : "http://") + address;
+  if (ic.https) {
+    rt->target.tls_config = ic.tls;
+    auto tls = http::MakeClientTlsContext(ic.tls.ca_file, ic.tls.verify, "instances." + ic.name + ".upstream_tls");
+    if (tls.ok()) {
+      rt->target.tls = *tls;
+      // Connections made under another context (another CA file, or the same file re-read by
+      // a reload) are never lent for this one.
+      rt->target.key += fmt::format("#{}", fmt::ptr(rt->target.tls.get()));
+    } else {
+      // Validated at load; a file that went away since makes every connect fail with this.
+      LogEvent(spdlog::level::err, "upstream TLS unavailable",
+               {{"instance", ic.name}, {"error", tls.status().message()}});
+    }
+  }
+  rt->target.authorization = ic.authorization;
   rt->first_byte = &metrics_->first_byte_seconds.WithLabels({ic.name});
   rt->duration = &metrics_->duration_seconds.WithLabels({ic.name});
   return rt;
@@ -363,6 +396,12 @@ Status Gateway::Start() {
     for (uint32_t i = 0; i < rs->fleet->size(); ++i) {
       auto& ctx = server_->context(i % server_->thread_count());
       net::co_spawn(ctx, HealthLoop(rs, i), net::detached);
+    }
+  }
+  for (const auto& ic : config_.instances) {
+    if (ic.https && !ic.tls.verify) {
+      LogEvent(spdlog::level::warn, "upstream TLS verification is off: the instance's certificate is not checked",
+               {{"instance", ic.name}, {"url", ic.url}});
     }
   }
   SampleRequests(StatusClock::now());
@@ -717,28 +756,37 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     auto [cec, lease] = co_await pool.Acquire(
         rt.target, std::chrono::duration_cast<std::chrono::milliseconds>(limit(t.connect)), fresh > 0);
     if (cec) {
-      error("connect", "connect to " + rt.target.host_header + " failed: " + cec.message(), 502);
+      error("connect", "connect to " + rt.target.host_header + " failed: " +
+                           (lease.error.empty() ? cec.message() : lease.error), 502);
+      if (!lease.error.empty()) {  // TLS: say why here, even when a retry then succeeds
+        LogEvent(spdlog::level::warn, "upstream TLS connect failed",
+                 {{"instance", name}, {"error", lease.error}, {"request_id", RequestIdOf(req)}});
+      }
       ReportConnectFailure(rs, index);
       co_return kRetry;
     }
     auto& stream = *lease.stream;
 
-    // The request goes upstream unchanged but for hop-by-hop headers.
+    // The request goes upstream unchanged but for hop-by-hop headers (and the instance's own
+    // credentials, when it has some, in place of the client's Authorization).
+    const bool own_credentials = !rt.target.authorization.empty();
     bhttp::request<bhttp::span_body<const char>> up{req.method(), rt.target.base_path + std::string(req.target()), 11};
     for (const auto& f : req) {
       if (http::IsHopByHopHeader(f.name_string()) || NamedByConnection(req, f.name_string()) ||
           f.name() == bhttp::field::host ||
-          f.name() == bhttp::field::content_length || f.name() == bhttp::field::expect) {
+          f.name() == bhttp::field::content_length || f.name() == bhttp::field::expect ||
+          (own_credentials && f.name() == bhttp::field::authorization)) {
         continue;
       }
       up.insert(f.name_string(), f.value());
     }
     up.set(bhttp::field::host, rt.target.host_header);
+    if (own_credentials) rt.target.authorization.SetHeaderOn(up, "Authorization");
     up.body() = boost::span<const char>(req.body().data(), req.body().size());
     up.keep_alive(true);
     up.prepare_payload();
-    stream.expires_after(limit(t.first_byte));
-    auto [wec, wn] = co_await bhttp::async_write(stream, up, http::kTuple);
+    stream.tcp().expires_after(limit(t.first_byte));
+    auto [wec, wn] = co_await stream.On([&](auto& s) { return bhttp::async_write(s, up, http::kTuple); });
     if (wec) {
       if (lease.reused) continue;  // the instance closed an idle connection: try a fresh one
       error("reset", "sending the request failed: " + wec.message(), 502);
@@ -749,8 +797,9 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     parser.body_limit(boost::none);
     // Wait for the response head, or for the client to go away (then abandoning the lease
     // closes the upstream connection, which aborts the request on the instance).
-    auto head_or_gone = co_await (bhttp::async_read_header(stream, buffer, parser, http::kTuple) ||
-                                  ex.WaitClientGone());
+    auto head_or_gone =
+        co_await (stream.On([&](auto& s) { return bhttp::async_read_header(s, buffer, parser, http::kTuple); }) ||
+                  ex.WaitClientGone());
     if (head_or_gone.index() == 1) {
       metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
       co_return kDone;
@@ -762,7 +811,7 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
         co_return kFail;
       }
       if (lease.reused && (hec == bhttp::error::end_of_stream || hec == net::error::connection_reset ||
-                           hec == net::error::eof)) {
+                           hec == net::error::eof || hec == net::ssl::error::stream_truncated)) {
         continue;
       }
       error("reset", "the connection failed before a response: " + hec.message(), 502);
@@ -819,9 +868,10 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     while (!parser.is_done()) {
       parser.get().body().data = buf.data();
       parser.get().body().size = buf.size();
-      stream.expires_after(limit(first ? t.first_byte : t.idle));
-      auto piece_or_gone = co_await (bhttp::async_read_some(stream, buffer, parser, http::kTuple) ||
-                                     ex.WaitClientGone());
+      stream.tcp().expires_after(limit(first ? t.first_byte : t.idle));
+      auto piece_or_gone =
+          co_await (stream.On([&](auto& s) { return bhttp::async_read_some(s, buffer, parser, http::kTuple); }) ||
+                    ex.WaitClientGone());
       if (piece_or_gone.index() == 1) {  // client gone: drop the upstream
         metrics_->client_disconnects.WithLabels({head_sent ? "streaming" : "waiting"}).Inc();
         co_return kDone;
@@ -916,14 +966,16 @@ net::awaitable<bool> Gateway::CheckOnce(const UpstreamTarget& target) {
   bhttp::request<bhttp::empty_body> req{bhttp::verb::get, target.base_path + config_.health.path, 11};
   req.set(bhttp::field::host, target.host_header);
   req.set(bhttp::field::user_agent, "prefix-router-health");
+  if (!target.authorization.empty()) target.authorization.SetHeaderOn(req, "Authorization");
   req.keep_alive(false);
-  lease.stream->expires_after(Ms(config_.health.timeout));
-  auto [wec, wn] = co_await bhttp::async_write(*lease.stream, req, http::kTuple);
+  UpstreamStream& stream = *lease.stream;
+  stream.tcp().expires_after(Ms(config_.health.timeout));
+  auto [wec, wn] = co_await stream.On([&](auto& s) { return bhttp::async_write(s, req, http::kTuple); });
   if (wec) co_return false;
   beast::flat_buffer buffer;
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(64 * 1024);
-  auto [rec, rn] = co_await bhttp::async_read(*lease.stream, buffer, parser, http::kTuple);
+  auto [rec, rn] = co_await stream.On([&](auto& s) { return bhttp::async_read(s, buffer, parser, http::kTuple); });
   if (rec) co_return false;
   const int status = parser.get().result_int();
   co_return status >= 200 && status < 300;

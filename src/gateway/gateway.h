@@ -191,17 +191,19 @@ class Gateway final : public http::Handler {
   // class comment says; `changes` (when not null) receives one line per difference.
   Result<std::shared_ptr<RoutingState>> BuildRouting(const GatewayConfig& config,
                                                      const RoutingState* previous,
-                                                     std::vector<std::string>* changes);
+                                                     std::vector<std::string>* changes,
+                                                     bool reread_files = false);
   // Validates `candidate` (the running configuration with a changed fleet), swaps in its
-  // RoutingState and starts its health checks. REQUIRES: ops_mu_ held.
-  Result<std::vector<std::string>> ApplyLocked(GatewayConfig candidate);
+  // RoutingState and starts its health checks. `reread_files` (a reload): https instances get
+  // new TLS contexts, so that a changed CA file is read again. REQUIRES: ops_mu_ held.
+  Result<std::vector<std::string>> ApplyLocked(GatewayConfig candidate, bool reread_files = false);
   // The instances `running` stands for once discovery is applied: each `resolve: all` instance
   // replaced by one per known address, and discovered served names in place of configured
   // ones. REQUIRES: ops_mu_ held (or no other thread yet).
   GatewayConfig EffectiveLocked(const GatewayConfig& running) const;
   // Builds and swaps in the RoutingState of `effective` (an EffectiveLocked result) and starts
-  // its health checks. REQUIRES: ops_mu_ held.
-  Result<std::vector<std::string>> SwapLocked(const GatewayConfig& effective);
+  // its health checks; `reread_files` as for ApplyLocked. REQUIRES: ops_mu_ held.
+  Result<std::vector<std::string>> SwapLocked(const GatewayConfig& effective, bool reread_files = false);
   // Discovery (discovery_loop.cc).
   net::awaitable<void> DiscoveryLoop();
   // Resolves every template; applies what changed when `apply` (else only records it: Create).

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "gateway/gateway.h"
+#include "http/tls.h"
 
 namespace prefix_router::gateway {
 namespace {
@@ -132,7 +133,8 @@ std::string DescribeLimits(const TenantLimits& l) {
 
 Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig& c,
                                                             const RoutingState* previous,
-                                                            std::vector<std::string>* changes) {
+                                                            std::vector<std::string>* changes,
+                                                            bool reread_files) {
   std::vector<InstanceSpec> specs;
   for (const auto& ic : c.instances) {
     specs.push_back({ic.name, ic.url, ic.weight, ic.models, ic.models_only_listed});
@@ -154,8 +156,27 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
     }
     const InstanceSpec& was = previous->fleet->spec(*old);
     const auto& old_rt = previous->instances[*old];
-    if (was.url == ic.url) {
+    const UpstreamTarget& old_target = old_rt->target;
+    const bool same_tls = !ic.https || (old_target.tls_config == ic.tls && !reread_files);
+    // (Secret::SameAs is false for two empty secrets: it never matches an empty credential.)
+    const bool same_credentials =
+        old_target.authorization.empty() ? ic.authorization.empty()
+                                         : old_target.authorization.SameAs(ic.authorization);
+    if (was.url == ic.url && same_tls && same_credentials) {
       rs->instances.push_back(old_rt);  // keeps its health counters and connections' identity
+    } else if (was.url == ic.url) {
+      // Same server, new TLS context (settings changed, or a reload re-reads the CA file) or
+      // new credentials: a new runtime (the old one stays with requests in flight), with its
+      // place in rotation and its counts.
+      rs->instances.push_back(NewRuntime(ic));
+      rs->instances.back()->stats = old_rt->stats;
+      if (changes && !same_credentials) {
+        changes->push_back(fmt::format("instance {}: authorization changed", ic.name));
+      }
+      if (changes && ic.https && !(old_target.tls_config == ic.tls)) {
+        changes->push_back(fmt::format("instance {}: upstream_tls ca_file '{}', verify {}", ic.name,
+                                       ic.tls.ca_file, ic.tls.verify));
+      }
     } else {
       // A new address is a new server as far as health goes: it starts in rotation, and the
       // checks (or live traffic) judge it afresh. In-flight counts and drain carry over.
@@ -222,8 +243,9 @@ void Gateway::ApplyClientsAndLimits(const GatewayConfig& next, const GatewayConf
   }
 }
 
-Result<std::vector<std::string>> Gateway::ApplyLocked(GatewayConfig candidate) {
+Result<std::vector<std::string>> Gateway::ApplyLocked(GatewayConfig candidate, bool reread_files) {
   candidate.admin = AdminConfig{};  // unchanged at run time; its token is not re-read
+  candidate.tls = ListenerTlsConfig{};  // the listener's files are re-read by Reload alone
   // The client keys were read when `candidate` was validated (or at start); they are not read
   // again here, where a file removed since would fail an unrelated change.
   ClientsConfig clients = std::move(candidate.clients);
@@ -237,7 +259,7 @@ Result<std::vector<std::string>> Gateway::ApplyLocked(GatewayConfig candidate) {
                           s.message().starts_with("pools.");
     return conflict ? Status::FailedPrecondition(s.message()) : s;
   }
-  auto changes = SwapLocked(EffectiveLocked(candidate));
+  auto changes = SwapLocked(EffectiveLocked(candidate), reread_files);
   if (!changes.ok()) return changes.status();
   ApplyClientsAndLimits(candidate, &running_, &*changes);
   running_ = std::move(candidate);
@@ -268,13 +290,14 @@ GatewayConfig Gateway::EffectiveLocked(const GatewayConfig& running) const {
           const std::string address = FormatAddress(a);
           d.resolve = ResolveMode::kNone;
           d.name = t.name + "@" + address;
-          d.url = "http://" + address + t.base_path;
+          d.url = (t.https ? "https://" : "http://") + address + t.base_path;
           d.host = a.address;
           d.port = a.port;
           // The name the operator wrote, as virtual hosts and proxies in front of the model
           // servers expect it.
           const bool ipv6 = t.host.find(':') != std::string::npos;
           d.host_header = (ipv6 ? "[" + t.host + "]" : t.host) + ":" + std::to_string(t.port);
+          d.tls_name = t.host;  // https: the certificate names the service, not the address
           derived.push_back(std::move(d));
         }
       }
@@ -294,10 +317,10 @@ GatewayConfig Gateway::EffectiveLocked(const GatewayConfig& running) const {
   return out;
 }
 
-Result<std::vector<std::string>> Gateway::SwapLocked(const GatewayConfig& effective) {
+Result<std::vector<std::string>> Gateway::SwapLocked(const GatewayConfig& effective, bool reread_files) {
   auto previous = routing_.load();
   std::vector<std::string> changes;
-  auto next = BuildRouting(effective, previous.get(), &changes);
+  auto next = BuildRouting(effective, previous.get(), &changes, reread_files);
   if (!next.ok()) return next.status();
   routing_.store(*next);
   // What discovery learned about instances that are gone is forgotten (bounded memory).
@@ -432,7 +455,22 @@ ReloadReport Gateway::Reload(GatewayConfig next, std::string_view trigger) {
   candidate.pools = std::move(next.pools);
   candidate.clients = std::move(next.clients);
   candidate.rate_limits = std::move(next.rate_limits);
-  auto changes = ApplyLocked(std::move(candidate));
+  candidate.upstream_tls = next.upstream_tls;
+  // The listener's certificate: `next` was validated, so its files loaded a moment ago; built
+  // again here for the server (a file replaced in between is caught, and the old pair stays).
+  std::string tls_change;
+  if (config_.tls.enabled && next.tls.enabled) {
+    auto tls = http::MakeServerTlsContext(next.tls.cert_file, next.tls.key_file, "tls");
+    if (tls.ok()) {
+      server_->SetTlsContext(*tls);
+      tls_change = "tls: certificate and key re-read from " + next.tls.cert_file + " and " +
+                   next.tls.key_file + " (new connections use them)";
+    } else {
+      report.restart_required.push_back("(tls not reloaded, the previous certificate stays: " +
+                                        tls.status().message() + ")");
+    }
+  }
+  auto changes = ApplyLocked(std::move(candidate), /*reread_files=*/true);
   if (!changes.ok()) {
     // REQUIRES says `next` was valid, and the rest of `candidate` is the running config: a
     // failure here is a bug. Nothing was swapped.
@@ -441,6 +479,7 @@ ReloadReport Gateway::Reload(GatewayConfig next, std::string_view trigger) {
     return report;
   }
   report.changes = std::move(*changes);
+  if (!tls_change.empty()) report.changes.push_back(std::move(tls_change));
   spdlog::info("config reloaded ({}): {}{}", trigger,
                report.changes.empty() ? std::string("no change to instances, routing, pools, clients or rate_limits")
                                       : Join(report.changes, "; "),
@@ -468,6 +507,7 @@ std::vector<std::string> RestartRequired(const GatewayConfig& a, const GatewayCo
     if (differs) out.push_back(std::move(field));
   };
   check(a.listen != b.listen, "listen");
+  check(a.tls.enabled != b.tls.enabled, "tls");
   check(a.io_threads != b.io_threads, "io_threads");
   check(a.decision_headers != b.decision_headers, "decision_headers");
   check(a.unknown_path_status != b.unknown_path_status, "unknown_path_status");

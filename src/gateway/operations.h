@@ -3,7 +3,9 @@
 // operations themselves are Gateway methods (gateway.h), implemented in operations.cc.
 //
 // What a reload changes: `instances`, `routing` and `pools` take effect at once, without
-// dropping a request in flight. Every other setting is read once at start (listeners, threads,
+// dropping a request in flight; so do `upstream_tls`, and the files a reload reads again (the
+// listener's certificate and key for new connections, https instances' CA files, instances'
+// credentials). Every other setting is read once at start (listeners, threads,
 // timeouts, limits, retries, health checks, the admin listener and its token); a reload that
 // changes one applies the rest and names it in `restart_required`.
 //

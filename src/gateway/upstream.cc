@@ -1,5 +1,7 @@
 #include "gateway/upstream.h"
 
+#include "http/tls.h"
+
 namespace prefix_router::gateway {
 
 ConnectionPool& ConnectionPool::ForThisThread() {
@@ -19,7 +21,7 @@ net::awaitable<std::pair<beast::error_code, Lease>> ConnectionPool::Acquire(
         auto stream = std::move(it->second.back());
         it->second.pop_back();
         // Only a connection on this thread's executor can be used here.
-        if (stream->socket().is_open() && stream->get_executor() == executor) {
+        if (stream->tcp().socket().is_open() && stream->tcp().get_executor() == executor) {
           lease.stream = std::move(stream);
           lease.reused = true;
           co_return std::make_pair(beast::error_code{}, std::move(lease));
@@ -27,29 +29,53 @@ net::awaitable<std::pair<beast::error_code, Lease>> ConnectionPool::Acquire(
       }
     }
   }
-  lease.stream = std::make_unique<beast::tcp_stream>(executor);
+  if (target.https && !target.tls) {
+    lease.error = "no TLS context for this instance (see the error logged when it was configured)";
+    co_return std::make_pair(beast::error_code(boost::system::errc::protocol_not_supported,
+                                               boost::system::generic_category()),
+                             std::move(lease));
+  }
+  lease.stream = target.https ? std::make_unique<UpstreamStream>(executor, target.tls)
+                              : std::make_unique<UpstreamStream>(executor);
+  beast::tcp_stream& base = lease.stream->tcp();
   beast::error_code ec;
   auto address = net::ip::make_address(target.host, ec);
-  lease.stream->expires_after(connect_timeout);
+  // One deadline for the TCP connect and the TLS handshake.
+  base.expires_after(connect_timeout);
   if (!ec) {
-    std::tie(ec) = co_await lease.stream->async_connect(tcp::endpoint(address, target.port), http::kTuple);
+    std::tie(ec) = co_await base.async_connect(tcp::endpoint(address, target.port), http::kTuple);
   } else {
     tcp::resolver resolver(executor);
     auto [rec, results] =
         co_await resolver.async_resolve(target.host, std::to_string(target.port), http::kTuple);
     if (rec) co_return std::make_pair(rec, std::move(lease));
-    auto [cec, endpoint] = co_await lease.stream->async_connect(results, http::kTuple);
+    auto [cec, endpoint] = co_await base.async_connect(results, http::kTuple);
     ec = cec;
   }
-  if (!ec) lease.stream->socket().set_option(tcp::no_delay(true), ec);
+  if (!ec) base.socket().set_option(tcp::no_delay(true), ec);
+  if (!ec && target.https) {
+    SSL* ssl = lease.stream->tls()->native_handle();
+    if (!http::PrepareClientConnection(ssl, target.tls_name.empty() ? target.host : target.tls_name, target.tls_config.verify)) {
+      lease.error = "TLS setup failed: " + http::TakeOpenSslError();
+      co_return std::make_pair(beast::error_code(boost::system::errc::invalid_argument,
+                                                 boost::system::generic_category()),
+                               std::move(lease));
+    }
+    auto [hec] = co_await lease.stream->tls()->async_handshake(net::ssl::stream_base::client, http::kTuple);
+    if (hec) {
+      const std::string why = http::VerifyFailure(ssl);
+      lease.error = "TLS handshake failed: " + hec.message() + (why.empty() ? "" : " (" + why + ")");
+      ec = hec;
+    }
+  }
   co_return std::make_pair(ec, std::move(lease));
 }
 
 void ConnectionPool::Release(Lease lease) {
-  if (!lease.stream || !lease.stream->socket().is_open()) return;
+  if (!lease.stream || !lease.stream->tcp().socket().is_open()) return;
   auto& list = idle_[lease.key];
   if (list.size() >= max_idle_) return;  // closes it
-  lease.stream->expires_never();
+  lease.stream->tcp().expires_never();
   list.push_back(std::move(lease.stream));
 }
 

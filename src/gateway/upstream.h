@@ -1,9 +1,16 @@
-// Upstream connections: keep-alive TCP connections to model-server instances, pooled per I/O
-// thread so that a connection is only ever touched by the thread that owns it (no locks).
+// Upstream connections: keep-alive TCP connections to model-server instances, with TLS over them
+// for https instances, pooled per I/O thread so that a connection is only ever touched by the
+// thread that owns it (no locks).
 //
 // A pooled connection may have been closed by the instance while idle; the caller detects that
 // on its first write or read (Lease::reused tells it the connection was not fresh) and retries
 // on a new connection without counting a retry.
+//
+// https: the TLS handshake is part of connecting (same deadline), so a certificate that fails
+// verification is a connect failure like a refused connection, and Lease::error says why in
+// OpenSSL's words ("certificate verify failed: hostname mismatch"). The pool key carries the
+// scheme and the TLS context, so a connection verified under one set of settings is never lent
+// under another.
 #pragma once
 
 #include <chrono>
@@ -12,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gateway/config.h"
 #include "http/server.h"
 
 namespace prefix_router::gateway {
@@ -25,13 +33,45 @@ struct UpstreamTarget {
   uint16_t port = 80;
   std::string base_path;    // prepended to proxied request targets
   std::string host_header;  // "host:port" as sent in Host
-  std::string key;          // identity in the pool: "host:port"
+  std::string key;          // identity in the pool: scheme, host:port and TLS context
+  bool https = false;
+  std::string tls_name;                       // https: name verified and sent as SNI; "" = host
+  UpstreamTlsConfig tls_config;               // https: the settings tls was made with
+  std::shared_ptr<net::ssl::context> tls;     // https: null when it could not be made
+  Secret authorization;                       // sent as Authorization when not empty
+};
+
+// One connection to an instance: a TCP stream, and for https the TLS stream over it.
+class UpstreamStream {
+ public:
+  explicit UpstreamStream(net::any_io_executor executor)
+      : tcp_(std::make_unique<beast::tcp_stream>(executor)) {}
+  UpstreamStream(net::any_io_executor executor, std::shared_ptr<net::ssl::context> context)
+      : context_(std::move(context)), tls_(std::make_unique<http::TlsStream>(executor, *context_)) {}
+  UpstreamStream(const UpstreamStream&) = delete;
+  UpstreamStream& operator=(const UpstreamStream&) = delete;
+
+  // Deadlines, the socket and the executor are the TCP stream's.
+  beast::tcp_stream& tcp() { return tls_ ? tls_->next_layer() : *tcp_; }
+  http::TlsStream* tls() { return tls_.get(); }
+  // Starts `op(stream)` on the stream the bytes go through; both branches give the same
+  // awaitable type (as_tuple(use_awaitable) erases the stream's).
+  template <class Op>
+  auto On(Op&& op) {
+    return tls_ ? op(*tls_) : op(*tcp_);
+  }
+
+ private:
+  std::shared_ptr<net::ssl::context> context_;  // outlives tls_
+  std::unique_ptr<beast::tcp_stream> tcp_;      // plain
+  std::unique_ptr<http::TlsStream> tls_;        // https
 };
 
 struct Lease {
-  std::unique_ptr<beast::tcp_stream> stream;
+  std::unique_ptr<UpstreamStream> stream;
   bool reused = false;
   std::string key;
+  std::string error;  // with a failed Acquire: what failed, for the log and the 502's message
 };
 
 class ConnectionPool {
@@ -53,7 +93,7 @@ class ConnectionPool {
 
  private:
   size_t max_idle_;
-  std::unordered_map<std::string, std::vector<std::unique_ptr<beast::tcp_stream>>> idle_;
+  std::unordered_map<std::string, std::vector<std::unique_ptr<UpstreamStream>>> idle_;
 };
 
 }  // namespace prefix_router::gateway

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <type_traits>
 #include <unordered_set>
 
 #include "api/error.h"
@@ -39,16 +40,20 @@ constexpr size_t kLingerBytes = 1u << 20;
 // unread request bytes (the rest of an oversized body, say) would send a reset, which can
 // destroy the response before the client reads it. So: half-close, then read and discard until
 // the client closes, for at most kLinger and `drain_budget` bytes.
-net::awaitable<void> RefuseAndClose(beast::tcp_stream& stream, StringResponse res,
+template <class Stream>
+net::awaitable<void> RefuseAndClose(Stream& stream, StringResponse res,
                                     std::chrono::milliseconds write_timeout, size_t drain_budget) {
-  stream.expires_after(write_timeout);
+  beast::tcp_stream& base = beast::get_lowest_layer(stream);
+  base.expires_after(write_timeout);
   auto [wec, wn] = co_await bhttp::async_write(stream, res, kTuple);
   if (wec) co_return;
   beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  // Over TLS too: the response is complete (Content-Length, Connection: close), so the TCP
+  // half-close is enough for the client; the discarding reads below still decrypt.
+  base.socket().shutdown(tcp::socket::shutdown_send, ignored);
   std::array<char, 4096> sink;
   size_t drained = 0;
-  stream.expires_after(kLinger);
+  base.expires_after(kLinger);
   while (drained < drain_budget) {
     auto [rec, rn] = co_await stream.async_read_some(net::buffer(sink), kTuple);
     if (rec) break;
@@ -72,8 +77,9 @@ bool IsHopByHopHeader(std::string_view name) {
 
 // ---------------------------------------------------------------------------------- Exchange
 
-Exchange::Exchange(beast::tcp_stream& stream, Request request, const ServerOptions& options)
+Exchange::Exchange(beast::tcp_stream& stream, TlsStream* tls, Request request, const ServerOptions& options)
     : stream_(stream),
+      tls_(tls),
       request_(std::move(request)),
       options_(options),
       received_at_(std::chrono::steady_clock::now()),
@@ -91,7 +97,7 @@ net::awaitable<bool> Exchange::Send(StringResponse response) {
   response.keep_alive(keep_alive_);
   response.prepare_payload();
   stream_.expires_after(options_.write_timeout);
-  auto [ec, n] = co_await bhttp::async_write(stream_, response, kTuple);
+  auto [ec, n] = co_await OnStream([&](auto& s) { return bhttp::async_write(s, response, kTuple); });
   if (ec) client_failed_ = true;
   co_return !ec;
 }
@@ -121,7 +127,7 @@ net::awaitable<bool> Exchange::SendHead(bhttp::response_header<> head) {
   res.keep_alive(keep_alive_);
   bhttp::response_serializer<bhttp::empty_body> sr{res};
   stream_.expires_after(options_.write_timeout);
-  auto [ec, n] = co_await bhttp::async_write_header(stream_, sr, kTuple);
+  auto [ec, n] = co_await OnStream([&](auto& s) { return bhttp::async_write_header(s, sr, kTuple); });
   if (ec) client_failed_ = true;
   co_return !ec;
 }
@@ -132,9 +138,10 @@ net::awaitable<bool> Exchange::SendBody(net::const_buffer data) {
   stream_.expires_after(options_.write_timeout);
   beast::error_code ec;
   if (chunked_) {
-    std::tie(ec, std::ignore) = co_await net::async_write(stream_, bhttp::make_chunk(data), kTuple);
+    std::tie(ec, std::ignore) =
+        co_await OnStream([&](auto& s) { return net::async_write(s, bhttp::make_chunk(data), kTuple); });
   } else {
-    std::tie(ec, std::ignore) = co_await net::async_write(stream_, data, kTuple);
+    std::tie(ec, std::ignore) = co_await OnStream([&](auto& s) { return net::async_write(s, data, kTuple); });
   }
   if (ec) client_failed_ = true;
   co_return !ec;
@@ -146,11 +153,15 @@ net::awaitable<bool> Exchange::Finish() {
   finished_ = true;
   if (!chunked_) co_return true;
   stream_.expires_after(options_.write_timeout);
-  auto [ec, n] = co_await net::async_write(stream_, bhttp::make_chunk_last(), kTuple);
+  auto [ec, n] = co_await OnStream([&](auto& s) { return net::async_write(s, bhttp::make_chunk_last(), kTuple); });
   if (ec) client_failed_ = true;
   co_return !ec;
 }
 
+// Over TLS the socket is watched the same way: a reset or a bare FIN is seen; a close_notify
+// alert is data on the socket (and under TLS 1.3 indistinguishable from application data without
+// decrypting it), so a client that sends one before closing is seen only when the next write to
+// it fails.
 net::awaitable<void> Exchange::WaitClientGone() {
   auto& socket = stream_.socket();
   for (;;) {
@@ -191,6 +202,7 @@ struct Server::ThreadState {
 };
 
 Server::Server(ServerOptions options, Handler& handler) : options_(std::move(options)), handler_(handler) {
+  tls_context_.store(options_.tls);
   if (options_.io_threads == 0) options_.io_threads = std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -264,34 +276,78 @@ net::awaitable<void> Server::AcceptLoop() {
       continue;
     }
     ++open_connections_;
+    accepted_connections_.fetch_add(1, std::memory_order_relaxed);
     net::co_spawn(ctx, Session(std::move(socket), ts),
                   [](std::exception_ptr e) { LogCoroutineFailure(e, "connection"); });
   }
 }
 
+void Server::SetTlsContext(std::shared_ptr<net::ssl::context> context) {
+  tls_context_.store(std::move(context));
+}
+
 net::awaitable<void> Server::Reject(tcp::socket socket) {
-  beast::tcp_stream stream(std::move(socket));
   StringResponse res = ErrorResponse(503, "the server has too many open connections; retry later",
                                      "too_many_connections", 11, false, options_.server_name);
   res.set(bhttp::field::retry_after, "1");
-  // The send buffer of a new connection is empty: the write completes without waiting.
-  co_await RefuseAndClose(stream, std::move(res), kLinger, 64u << 10);
-  stream.close();
+  if (auto tls = tls_context_.load()) {
+    // An HTTPS client can only read the 503 after a handshake; it gets kLinger for it.
+    TlsStream stream(std::move(socket), *tls);
+    beast::get_lowest_layer(stream).expires_after(kLinger);
+    auto [hec] = co_await stream.async_handshake(net::ssl::stream_base::server, kTuple);
+    if (!hec) co_await RefuseAndClose(stream, std::move(res), kLinger, 64u << 10);
+    beast::get_lowest_layer(stream).close();
+  } else {
+    beast::tcp_stream stream(std::move(socket));
+    // The send buffer of a new connection is empty: the write completes without waiting.
+    co_await RefuseAndClose(stream, std::move(res), kLinger, 64u << 10);
+    stream.close();
+  }
   --lingering_rejections_;
 }
 
 net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
-  beast::tcp_stream stream(std::move(socket));
-  ThreadState::Session entry{&stream, true};
+  // The context is taken at accept: a certificate reload applies to the next connection.
+  if (auto tls = tls_context_.load()) {
+    TlsStream stream(std::move(socket), *tls);
+    co_await Serve(stream, ts);
+  } else {
+    beast::tcp_stream stream(std::move(socket));
+    co_await Serve(stream, ts);
+  }
+  --open_connections_;
+}
+
+template <class Stream>
+net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
+  constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+  beast::tcp_stream& base = beast::get_lowest_layer(stream);
+  TlsStream* tls_stream = nullptr;
+  if constexpr (kTls) tls_stream = &stream;
+  ThreadState::Session entry{&base, true};
   ts.sessions.insert(&entry);
+  bool serving = true;
+  if constexpr (kTls) {
+    // The handshake is part of reading the first request: the same deadline, and idle for Stop.
+    base.expires_after(options_.read_timeout);
+    auto [hec] = co_await stream.async_handshake(net::ssl::stream_base::server, kTuple);
+    if (hec) {
+      ++tls_handshake_failures_;
+      beast::error_code ignored;
+      const auto peer = base.socket().remote_endpoint(ignored);
+      spdlog::debug("TLS handshake with {}:{} failed: {}", peer.address().to_string(), peer.port(),
+                    hec.message());
+      serving = false;
+    }
+  }
   beast::flat_buffer buffer;
   bool first = true;
-  while (!stopping_.load()) {
+  while (serving && !stopping_.load()) {
     bhttp::request_parser<bhttp::string_body> parser;
     parser.body_limit(options_.max_body_bytes);
     parser.header_limit(options_.max_header_bytes);
     entry.idle = true;
-    stream.expires_after(first ? options_.read_timeout : options_.idle_timeout);
+    base.expires_after(first ? options_.read_timeout : options_.idle_timeout);
     first = false;
     auto [ec, n] = co_await bhttp::async_read_header(stream, buffer, parser, kTuple);
     entry.idle = false;
@@ -310,7 +366,8 @@ net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
             options_.write_timeout, kLingerBytes);
       } else if (ec != bhttp::error::end_of_stream && ec != net::error::operation_aborted &&
                  ec != beast::error::timeout && ec != net::error::eof &&
-                 ec != net::error::connection_reset && buffer.size() > 0) {
+                 ec != net::error::connection_reset && ec != net::ssl::error::stream_truncated &&
+                 ec.category() != net::error::get_ssl_category() && buffer.size() > 0) {
         co_await RefuseAndClose(
             stream, ErrorResponse(400, "malformed HTTP request: " + ec.message(), "", 11, false, options_.server_name),
             options_.write_timeout, kLingerBytes);
@@ -320,12 +377,12 @@ net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
     const auto& head = parser.get();
     if (beast::iequals(head[bhttp::field::expect], "100-continue")) {
       bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, head.version()};
-      stream.expires_after(options_.write_timeout);
+      base.expires_after(options_.write_timeout);
       auto [wec, wn] = co_await bhttp::async_write(stream, cont, kTuple);
       if (wec) break;
     }
     if (!parser.is_done()) {
-      stream.expires_after(options_.read_timeout);
+      base.expires_after(options_.read_timeout);
       auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, kTuple);
       if (bec) {
         if (bec == bhttp::error::body_limit) {
@@ -337,7 +394,8 @@ net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
               options_.write_timeout, kLingerBytes);
         } else if (bec != beast::error::timeout && bec != net::error::eof &&
                    bec != bhttp::error::partial_message && bec != net::error::connection_reset &&
-                   bec != net::error::operation_aborted) {
+                   bec != net::error::operation_aborted && bec != net::ssl::error::stream_truncated &&
+                   bec.category() != net::error::get_ssl_category()) {
           co_await RefuseAndClose(
               stream, ErrorResponse(400, "malformed HTTP request body: " + bec.message(), "", head.version(), false,
                                     options_.server_name),
@@ -347,17 +405,24 @@ net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
       }
     }
     ++active_exchanges_;
-    Exchange exchange(stream, parser.release(), options_);
+    Exchange exchange(base, tls_stream, parser.release(), options_);
     if (stopping_.load()) exchange.CloseAfter();
     co_await handler_.Handle(exchange);
     --active_exchanges_;
     if (!exchange.keep_alive()) break;
   }
+  if constexpr (kTls) {
+    // close_notify, so that the client can tell the end from a truncation; bounded, since the
+    // client need not answer. Still registered: Stop cancels it.
+    if (serving && base.socket().is_open()) {
+      base.expires_after(kTlsShutdown);
+      co_await stream.async_shutdown(kTuple);
+    }
+  }
   ts.sessions.erase(&entry);
   beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  stream.close();
-  --open_connections_;
+  base.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  base.close();
 }
 
 void Server::Stop(std::chrono::milliseconds drain) {

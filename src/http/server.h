@@ -24,6 +24,12 @@
 // than a reset), and at most kMaxLingeringRejections of those at a time, beyond which the
 // connection is closed at once.
 //
+// TLS: with ServerOptions::tls set, every connection is HTTPS (TLS 1.2 at least): the handshake
+// has read_timeout to complete, and one that fails is counted (tls_handshake_failures), logged at
+// debug and closed without touching other connections. Everything above works the same over
+// TLS; a session ends with a close_notify (bounded by kTlsShutdown). SetTlsContext replaces the
+// context for connections accepted after it (certificate reload); open ones keep theirs.
+//
 // Shutdown (Stop): the listener closes at once; idle keep-alive connections close; exchanges in
 // progress get up to the drain deadline to finish, then everything is cancelled.
 //
@@ -33,6 +39,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -55,6 +62,7 @@ namespace bhttp = boost::beast::http;
 using tcp = net::ip::tcp;
 using Request = bhttp::request<bhttp::string_body>;
 using StringResponse = bhttp::response<bhttp::string_body>;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 inline constexpr auto kTuple = net::as_tuple(net::use_awaitable);
 
@@ -69,12 +77,20 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60'000};   // keep-alive wait for the next request
   std::string server_name = "prefix-router";
   uint32_t max_connections = 0;                     // open client connections; 0 = no limit
+  std::shared_ptr<net::ssl::context> tls;           // null = plain HTTP; see SetTlsContext
 };
 
 // One request and its response on one connection. Lives for one Handler::Handle call.
+//
+// Plain or TLS: the Exchange holds the TCP stream (deadlines, the socket) and, on a TLS
+// connection, the TLS stream the bytes go through; each write picks one with a branch (OnStream).
+// Templating Exchange on the stream type instead would template the Handler interface and so
+// every handler (the gateway, the engine emulator, the test upstream) for one predictable branch
+// per write; the connection loop itself is templated (Server::Serve), where the reads are.
 class Exchange {
  public:
-  Exchange(beast::tcp_stream& stream, Request request, const ServerOptions& options);
+  // `tls` is null on a plain connection, else the TLS stream over `stream`.
+  Exchange(beast::tcp_stream& stream, TlsStream* tls, Request request, const ServerOptions& options);
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
 
@@ -120,7 +136,15 @@ class Exchange {
   void Abort();
 
  private:
+  // Starts an asynchronous operation `op(stream)` on the stream the bytes go through; both
+  // branches give the same awaitable type (as_tuple(use_awaitable) erases the stream's).
+  template <class Op>
+  auto OnStream(Op&& op) {
+    return tls_ ? op(*tls_) : op(stream_);
+  }
+
   beast::tcp_stream& stream_;
+  TlsStream* tls_;
   Request request_;
   const ServerOptions& options_;
   std::chrono::steady_clock::time_point received_at_;
@@ -163,17 +187,31 @@ class Server {
   // Connections currently open and exchanges currently being handled, over all threads.
   int64_t open_connections() const { return open_connections_.load(); }
   int64_t active_exchanges() const { return active_exchanges_.load(); }
+  // Connections accepted (and not refused), since Start.
+  int64_t accepted_connections() const { return accepted_connections_.load(); }
   // Connections refused because max_connections were open, since Start.
   int64_t rejected_connections() const { return rejected_connections_.load(); }
 
+  // TLS handshakes that failed or timed out, since Start.
+  int64_t tls_handshake_failures() const { return tls_handshake_failures_.load(); }
+  bool tls() const { return tls_context_.load() != nullptr; }
+  // The context for connections accepted from now on (certificate reload).
+  // REQUIRES: the server was made with ServerOptions::tls (a plain server stays plain).
+  void SetTlsContext(std::shared_ptr<net::ssl::context> context);
+
   // Rejected connections lingering (to let their 503 reach the client) at one time.
   static constexpr int64_t kMaxLingeringRejections = 64;
+  // How long a TLS session's close_notify exchange may take when the connection ends.
+  static constexpr std::chrono::milliseconds kTlsShutdown{500};
   bool stopping() const { return stopping_.load(); }
 
  private:
   struct ThreadState;
   net::awaitable<void> AcceptLoop();
   net::awaitable<void> Session(tcp::socket socket, ThreadState& thread);
+  // The request loop of one connection; Stream is beast::tcp_stream or TlsStream.
+  template <class Stream>
+  net::awaitable<void> Serve(Stream& stream, ThreadState& thread);
   net::awaitable<void> Reject(tcp::socket socket);
 
   ServerOptions options_;
@@ -190,6 +228,9 @@ class Server {
   std::atomic<int64_t> active_exchanges_{0};
   std::atomic<int64_t> rejected_connections_{0};
   std::atomic<int64_t> lingering_rejections_{0};
+  std::atomic<int64_t> tls_handshake_failures_{0};
+  std::atomic<int64_t> accepted_connections_{0};
+  std::atomic<std::shared_ptr<net::ssl::context>> tls_context_;
 };
 
 // Headers that belong to one connection and are never forwarded (RFC 9110 section 7.6.1).

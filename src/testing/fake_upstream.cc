@@ -18,13 +18,15 @@ std::string RecordedRequest::Header(std::string_view name) const {
 FakeUpstream::FakeUpstream(std::string name) : name_(std::move(name)) {}
 FakeUpstream::~FakeUpstream() { Stop(); }
 
-Status FakeUpstream::Start(uint16_t port) {
+Status FakeUpstream::Start(uint16_t port, std::shared_ptr<http::net::ssl::context> tls) {
   stopping_ = false;
+  tls_ = tls != nullptr;
   http::ServerOptions o;
   o.host = "127.0.0.1";
   o.port = port;
   o.io_threads = 1;
   o.server_name = "fake-upstream";
+  o.tls = std::move(tls);
   server_ = std::make_unique<http::Server>(o, *this);
   Status s = server_->Start();
   if (s.ok()) port_ = server_->port();
@@ -88,6 +90,8 @@ net::awaitable<void> FakeUpstream::Handle(http::Exchange& ex) {
       http::StringResponse res{static_cast<bhttp::status>(models_status_), 11};
       res.set(bhttp::field::content_type, "application/json");
       res.body() = models_body_;
+      auto auth = ex.request().find(bhttp::field::authorization);
+      models_authorization_ = auth == ex.request().end() ? std::string() : std::string(auth->value());
       lock.unlock();
       ++models_requests_;
       co_await ex.Send(std::move(res));

@@ -45,11 +45,12 @@ class FakeUpstream final : public http::Handler {
   ~FakeUpstream() override;
 
   // Starts on 127.0.0.1 with an ephemeral port (or `port` when not 0, to come back on the
-  // same address after Stop).
-  Status Start(uint16_t port = 0);
+  // same address after Stop). With `tls` (a server context: see http/tls.h) it speaks HTTPS
+  // and url() says https.
+  Status Start(uint16_t port = 0, std::shared_ptr<http::net::ssl::context> tls = nullptr);
   void Stop();
   uint16_t port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return (tls_ ? "https" : "http") + std::string("://127.0.0.1:") + std::to_string(port_); }
   const std::string& name() const { return name_; }
 
   void SetBehavior(Behavior b);
@@ -60,10 +61,17 @@ class FakeUpstream final : public http::Handler {
   // ... answers `status` with `body` instead (a broken or failing instance).
   void SetModelsAnswer(int status, std::string body);
   int models_requests() const { return models_requests_.load(); }
+  // The Authorization header of the latest GET /v1/models ("" = none).
+  std::string models_authorization() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return models_authorization_;
+  }
   int requests() const { return requests_.load(); }
   // Exchanges whose client (the gateway) went away before the response ended.
   int aborted() const { return aborted_.load(); }
   int in_progress() const { return in_progress_.load(); }
+  // Connections accepted since Start (keep-alive reuse keeps it low).
+  int64_t connections() const { return server_ ? server_->accepted_connections() : 0; }
   std::vector<RecordedRequest> received() const;
 
   http::net::awaitable<void> Handle(http::Exchange& ex) override;
@@ -71,6 +79,7 @@ class FakeUpstream final : public http::Handler {
  private:
   std::string name_;
   uint16_t port_ = 0;
+  bool tls_ = false;
   std::unique_ptr<http::Server> server_;
   mutable std::mutex mu_;
   Behavior behavior_;
@@ -79,6 +88,7 @@ class FakeUpstream final : public http::Handler {
   int models_status_ = 200;
   std::string models_body_;
   std::atomic<int> models_requests_{0};
+  std::string models_authorization_;  // guarded by mu_
   std::atomic<int> requests_{0};
   std::atomic<int> aborted_{0};
   std::atomic<int> in_progress_{0};
