@@ -43,7 +43,7 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(
     snap->states_.push_back(state ? std::move(state) : std::make_shared<InstanceState>());
     snap->all_.push_back(i);
     if (s.weight != snap->specs_[0].weight) snap->uniform_weights_ = false;
-    if (s.serves.empty()) snap->wildcard_.push_back(i);
+    if (s.serves.empty() && !s.serves_only_listed) snap->wildcard_.push_back(i);
   }
   // Build served name -> instances, with wildcard instances merged into every list.
   std::set<std::string, std::less<>> names;
@@ -52,7 +52,7 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(
     std::vector<uint32_t> list;
     for (uint32_t i = 0; i < n; ++i) {
       const auto& serves = snap->specs_[i].serves;
-      if (serves.empty() || std::find(serves.begin(), serves.end(), name) != serves.end()) {
+      if ((serves.empty() && !snap->specs_[i].serves_only_listed) || std::find(serves.begin(), serves.end(), name) != serves.end()) {
         list.push_back(i);
       }
     }

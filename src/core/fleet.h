@@ -34,6 +34,9 @@ struct InstanceSpec {
   std::string url;                  // where the gateway sends requests (unused by the core)
   uint32_t weight = 1;              // relative share of keys and random picks, 1..10000
   std::vector<std::string> serves;  // model and adapter names; empty = serves every name
+  // `serves` is the whole list even when it is empty: an instance whose names are discovered
+  // (gateway/discovery.h) and not known yet, or that lists none, serves no name at all.
+  bool serves_only_listed = false;
 };
 
 // Live state of one instance, shared by every snapshot that contains it.
@@ -72,7 +75,8 @@ class FleetSnapshot {
   bool uniform_weights() const { return uniform_weights_; }
 
   // Indices of the instances that serve `name` (in index order). The empty name selects every
-  // instance (the default pool). Instances with an empty `serves` list serve every name.
+  // instance (the default pool). Instances with an empty `serves` list serve every name
+  // (unless serves_only_listed).
   // Returns an empty span when no instance serves `name`.
   std::span<const uint32_t> Eligible(std::string_view name) const;
   std::optional<uint32_t> Find(std::string_view name) const;

@@ -117,6 +117,19 @@ TEST(FleetTest, EligibleUnknownNameIsWildcardsOnly) {
   EXPECT_EQ(ToVector(without->Eligible("")), (std::vector<uint32_t>{0, 1}));
 }
 
+// An empty list marked serves_only_listed serves no name (a discovered instance not polled
+// yet), while an unmarked empty list still serves every name; both stay in the default pool.
+TEST(FleetTest, EmptyListOnlyListedServesNothing) {
+  InstanceSpec none = Spec("b");
+  none.serves_only_listed = true;
+  InstanceSpec listed = Spec("c", {"m1"});
+  listed.serves_only_listed = true;
+  auto f = MakeFleet({Spec("a", {"m1"}), none, listed, Spec("d")});
+  EXPECT_EQ(ToVector(f->Eligible("m1")), (std::vector<uint32_t>{0, 2, 3}));
+  EXPECT_EQ(ToVector(f->Eligible("other")), (std::vector<uint32_t>{3}));
+  EXPECT_EQ(ToVector(f->Eligible("")), (std::vector<uint32_t>{0, 1, 2, 3}));
+}
+
 // ServedNames lists every declared name once, sorted.
 TEST(FleetTest, ServedNamesAreSortedAndUnique) {
   auto f = MakeFleet({Spec("a", {"zeta", "alpha"}), Spec("b"), Spec("c", {"alpha", "mid"})});

@@ -171,7 +171,8 @@ bool PresentsToken(std::string_view value, const Secret& token) {
   return false;
 }
 
-// {"name","url","weight","models"} -> InstanceConfig; errors name the field.
+// {"name","url","weight","models","discover_models","resolve"} -> InstanceConfig; errors name
+// the field.
 Result<InstanceConfig> ParseInstanceBody(const std::string& body) {
   boost::system::error_code ec;
   json::value doc = json::parse(body, ec);
@@ -202,9 +203,18 @@ Result<InstanceConfig> ParseInstanceBody(const std::string& body) {
         if (!m.is_string()) return Status::InvalidArgument("models: expected a list of names");
         out.models.push_back(text(m));
       }
+    } else if (key == "discover_models") {
+      if (!value.is_bool()) return Status::InvalidArgument("discover_models: expected true or false");
+      out.discover_models = value.as_bool();
+    } else if (key == "resolve") {
+      if (!value.is_string()) return Status::InvalidArgument("resolve: expected \"none\" or \"all\"");
+      Result<ResolveMode> mode = ParseResolveMode(text(value));
+      if (!mode.ok()) return mode.status();
+      out.resolve = *mode;
     } else {
       return Status::InvalidArgument("'" + std::string(key) +
-                                     "': unknown field; expected one of name, url, weight, models");
+                                     "': unknown field; expected one of name, url, weight, models, "
+                                     "discover_models, resolve");
     }
   }
   if (!has_url) return Status::InvalidArgument("url: is required (http://host[:port][/path])");

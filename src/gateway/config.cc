@@ -14,10 +14,14 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <random>
 #include <system_error>
 #include <utility>
 
+#include <xxhash.h>
+
 #include "api/key_normalisation.h"
+#include "api/openai_request.h"
 #include "core/fleet.h"
 
 namespace prefix_router::gateway {
@@ -295,11 +299,25 @@ Status ReadModels(const YAML::Node& n, const std::string& path, std::vector<std:
 Status ReadInstance(const YAML::Node& n, const std::string& path, InstanceConfig& out) {
   if (!n.IsMap()) return TypeError(path, "a map with url (and optionally name, weight, models)", n);
   return ForEachField(
-      n, path, {"name", "url", "weight", "models"},
+      n, path, {"name", "url", "weight", "models", "discover_models", "resolve"},
       [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "name") return ReadString(v, p, out.name);
         if (key == "url") return ReadString(v, p, out.url);
         if (key == "weight") return ReadUnsigned(v, p, out.weight);
+        if (key == "discover_models") {
+          bool b = false;
+          if (Status s = ReadBool(v, p, b); !s.ok()) return s;
+          out.discover_models = b;
+          return Status::Ok();
+        }
+        if (key == "resolve") {
+          std::string mode;
+          if (Status s = ReadString(v, p, mode); !s.ok()) return s;
+          Result<ResolveMode> r = ParseResolveMode(mode);
+          if (!r.ok()) return WithPath(r.status(), p);
+          out.resolve = *r;
+          return Status::Ok();
+        }
         return ReadModels(v, p, out.models);
       });
 }
@@ -353,6 +371,110 @@ Status ReadAdmin(const YAML::Node& n, const std::string& path, AdminConfig& out)
                       });
 }
 
+// `clients: {keys_file, keys: [{tenant, key_env | key_file}]}`; present = keys required.
+Status ReadClients(const YAML::Node& n, const std::string& path, ClientsConfig& out) {
+  out.enabled = true;
+  return ForEachField(
+      n, path, {"keys_file", "keys"},
+      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "keys_file") return ReadString(v, p, out.keys_file);
+        out.keys.clear();
+        if (v.IsNull()) return Status::Ok();
+        if (!v.IsSequence()) return TypeError(p, "a list of {tenant, key_env | key_file}", v);
+        for (size_t i = 0; i < v.size(); ++i) {
+          const std::string item = Index(p, i);
+          if (!v[i].IsMap()) return TypeError(item, "a map with tenant and key_env or key_file", v[i]);
+          ClientKeySource source;
+          Status s = ForEachField(v[i], item, {"tenant", "key_env", "key_file"},
+                                  [&source](const std::string& k, const YAML::Node& x, const std::string& xp) {
+                                    if (k == "tenant") return ReadString(x, xp, source.tenant);
+                                    if (k == "key_env") return ReadString(x, xp, source.key_env);
+                                    return ReadString(x, xp, source.key_file);
+                                  });
+          if (!s.ok()) return s;
+          out.keys.push_back(std::move(source));
+        }
+        return Status::Ok();
+      });
+}
+
+// The fields a `rate_limits` section or one of its `tenants` sets; tenants apply theirs over the
+// final defaults, like pools over `routing`.
+struct TenantLimitsPatch {
+  std::optional<uint64_t> requests_per_minute;
+  std::optional<uint64_t> request_burst;
+  std::optional<uint64_t> tokens_per_minute;
+  std::optional<uint64_t> token_burst;
+
+  void ApplyTo(TenantLimits& l) const {
+    if (requests_per_minute) l.requests_per_minute = *requests_per_minute;
+    if (request_burst) l.request_burst = *request_burst;
+    if (tokens_per_minute) l.tokens_per_minute = *tokens_per_minute;
+    if (token_burst) l.token_burst = *token_burst;
+  }
+};
+
+Status ReadLimitField(const std::string& key, const YAML::Node& v, const std::string& p,
+                      TenantLimitsPatch& out) {
+  uint64_t value = 0;
+  if (Status s = ReadUnsigned(v, p, value); !s.ok()) return s;
+  (key == "requests_per_minute" ? out.requests_per_minute
+   : key == "request_burst"     ? out.request_burst
+   : key == "tokens_per_minute" ? out.tokens_per_minute
+                                : out.token_burst) = value;
+  return Status::Ok();
+}
+
+struct RateLimitsPatch {
+  TenantLimitsPatch defaults;
+  std::optional<uint32_t> max_tenants;
+  bool tenants_set = false;
+  std::vector<std::pair<std::string, TenantLimitsPatch>> tenants;
+};
+
+Status ReadRateLimits(const YAML::Node& n, const std::string& path, RateLimitsPatch& out) {
+  return ForEachField(
+      n, path,
+      {"requests_per_minute", "request_burst", "tokens_per_minute", "token_burst", "max_tenants", "tenants"},
+      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "max_tenants") {
+          uint32_t value = 0;
+          if (Status s = ReadUnsigned(v, p, value); !s.ok()) return s;
+          out.max_tenants = value;
+          return Status::Ok();
+        }
+        if (key != "tenants") return ReadLimitField(key, v, p, out.defaults);
+        out.tenants_set = true;
+        out.tenants.clear();
+        if (v.IsNull()) return Status::Ok();
+        if (!v.IsMap()) return TypeError(p, "a map of tenant name to limits", v);
+        for (auto it = v.begin(); it != v.end(); ++it) {
+          if (!it->first.IsScalar() || it->first.Scalar().empty()) {
+            return Status::InvalidArgument(p + ": tenant names must be non-empty strings, got " +
+                                           Describe(it->first));
+          }
+          const std::string& name = it->first.Scalar();
+          const std::string tenant_path = Child(p, name);
+          for (const auto& [existing, patch] : out.tenants) {
+            if (existing == name) return Status::InvalidArgument(tenant_path + ": set more than once");
+          }
+          if (!it->second.IsMap() && !it->second.IsNull()) {
+            return TypeError(tenant_path, "a map of limits", it->second);
+          }
+          TenantLimitsPatch patch;
+          Status s = ForEachField(
+              it->second, tenant_path,
+              {"requests_per_minute", "request_burst", "tokens_per_minute", "token_burst"},
+              [&patch](const std::string& k, const YAML::Node& x, const std::string& xp) {
+                return ReadLimitField(k, x, xp, patch);
+              });
+          if (!s.ok()) return s;
+          out.tenants.emplace_back(name, patch);
+        }
+        return Status::Ok();
+      });
+}
+
 Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
   if (!root.IsMap() && !root.IsNull()) {
     return Status::InvalidArgument("config: the top level must be a map of fields, got " +
@@ -361,11 +483,15 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
   RoutingPatch routing;
   bool pools_set = false;
   std::vector<std::pair<std::string, RoutingPatch>> pools;
+  RateLimitsPatch rate_limits;
   Status s = ForEachField(
       root, "",
       {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
-       "timeouts", "retries", "health", "log", "admin", "unknown_path_status"},
+       "timeouts", "retries", "health", "log", "admin", "unknown_path_status", "clients",
+       "rate_limits", "discovery"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "clients") return ReadClients(v, p, config.clients);
+        if (key == "rate_limits") return ReadRateLimits(v, p, rate_limits);
         if (key == "listen") return ReadString(v, p, config.listen);
         if (key == "io_threads") return ReadUnsigned(v, p, config.io_threads);
         if (key == "decision_headers") return ReadBool(v, p, config.decision_headers);
@@ -411,6 +537,17 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
               });
         }
         if (key == "admin") return ReadAdmin(v, p, config.admin);
+        if (key == "discovery") {
+          DiscoveryConfig& d = config.discovery;
+          return ForEachField(
+              v, p, {"models", "models_interval", "resolve_interval", "hosts_file"},
+              [&d](const std::string& k, const YAML::Node& x, const std::string& xp) -> Status {
+                if (k == "models") return ReadBool(x, xp, d.models);
+                if (k == "models_interval") return ReadSeconds(x, xp, d.models_interval);
+                if (k == "resolve_interval") return ReadSeconds(x, xp, d.resolve_interval);
+                return ReadString(x, xp, d.hosts_file);
+              });
+        }
         if (key == "log") {
           LogConfig& l = config.log;
           return ForEachField(
@@ -450,6 +587,19 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
       config.pools[name] = options;
     }
   }
+  // Overrides inherit from the defaults as patched here (like pools from `routing`); a `tenants`
+  // section replaces the base's overrides.
+  RateLimitsConfig& rl = config.rate_limits;
+  rate_limits.defaults.ApplyTo(rl.defaults);
+  if (rate_limits.max_tenants) rl.max_tenants = *rate_limits.max_tenants;
+  if (rate_limits.tenants_set) {
+    rl.tenants.clear();
+    for (const auto& [name, patch] : rate_limits.tenants) {
+      TenantLimits limits = rl.defaults;
+      patch.ApplyTo(limits);
+      rl.tenants[name] = limits;
+    }
+  }
   return Status::Ok();
 }
 
@@ -477,6 +627,25 @@ Status CheckCount(const std::string& path, uint64_t v, uint64_t lo, uint64_t hi,
 Status CheckPositiveSeconds(const std::string& path, double v, double hi) {
   if (v > 0 && v <= hi) return Status::Ok();
   return OutOfRange(path, FormatNumber(v), "(0, " + FormatNumber(hi) + "]");
+}
+
+// [lo, hi] seconds; written so that NaN fails.
+Status CheckSecondsRange(const std::string& path, double v, double lo, double hi) {
+  if (v >= lo && v <= hi) return Status::Ok();
+  return OutOfRange(path, FormatNumber(v), "[" + FormatNumber(lo) + ", " + FormatNumber(hi) + "]");
+}
+
+// a.b.c.d with decimal parts: an address, not a name to resolve.
+bool IsIPv4Literal(std::string_view s) {
+  int dots = 0;
+  for (char c : s) {
+    if (c == '.') {
+      ++dots;
+    } else if (c < '0' || c > '9') {
+      return false;
+    }
+  }
+  return dots == 3;
 }
 
 // [0, hi] seconds, where 0 has a meaning of its own (`note`).
@@ -694,6 +863,191 @@ Status ValidateAdmin(AdminConfig& admin) {
   return Status::Ok();
 }
 
+// ----------------------------------------------------------------------------- client keys
+
+constexpr size_t kMinClientKeyBytes = 8;
+constexpr size_t kMaxClientKeyBytes = 4096;
+constexpr size_t kMaxClientKeys = 100'000;
+constexpr size_t kMaxKeysFileBytes = 16u << 20;
+constexpr size_t kMaxTenantNameBytes = 128;
+
+// Tenant names appear in logs, error messages and rate_limits.tenants: a short, plain alphabet.
+bool IsTenantName(std::string_view s) {
+  return !s.empty() && s.size() <= kMaxTenantNameBytes && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-' || c == ':' || c == '@';
+  });
+}
+
+Status CheckTenantName(const std::string& field, const std::string& name) {
+  if (IsTenantName(name)) return Status::Ok();
+  return Status::InvalidArgument(field + ": '" + name + "' is not a tenant name (1..128 of A-Z a-z 0-9 . _ - : @)");
+}
+
+// Messages say where the key came from and what is wrong with it, never what it is.
+Status CheckClientKey(const std::string& where, std::string_view key) {
+  if (key.size() < kMinClientKeyBytes || key.size() > kMaxClientKeyBytes) {
+    return Status::InvalidArgument(where + ": a key must be " + std::to_string(kMinClientKeyBytes) + ".." +
+                                   std::to_string(kMaxClientKeyBytes) + " bytes long (got " +
+                                   std::to_string(key.size()) + ")");
+  }
+  if (!IsHeaderSafe(key)) {
+    return Status::InvalidArgument(where + ": a key must be visible ASCII without spaces");
+  }
+  return Status::Ok();
+}
+
+// A whole small file (at most `max_bytes`); `field` names it in messages.
+Status ReadWholeFile(const std::string& field, const std::string& file, size_t max_bytes, std::string& out) {
+  out.clear();
+  std::FILE* f = std::fopen(file.c_str(), "rb");
+  if (f == nullptr) return Status::InvalidArgument(field + ": '" + file + "': cannot open: " + std::strerror(errno));
+  char buf[8192];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && out.size() <= max_bytes) out.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return Status::InvalidArgument(field + ": '" + file + "': cannot read");
+  if (out.size() > max_bytes) {
+    return Status::InvalidArgument(field + ": '" + file + "': longer than " + std::to_string(max_bytes) + " bytes");
+  }
+  return Status::Ok();
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// A key given alone is named by a fingerprint, stable across restarts and file edits.
+std::string FingerprintTenant(const Secret& key) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", static_cast<unsigned>(key.Hash(0) >> 32));
+  return std::string("key-") + buf;
+}
+
+// keys_file: one key a line, "TENANT KEY" or "KEY"; blank lines and # comments skipped.
+Status LoadKeysFile(const std::string& file, ClientKeySet& set) {
+  std::string text;
+  if (Status s = ReadWholeFile("clients.keys_file", file, kMaxKeysFileBytes, text); !s.ok()) return s;
+  std::string_view rest = text;
+  for (size_t line_no = 1; !rest.empty(); ++line_no) {
+    const size_t eol = rest.find('\n');
+    const std::string_view line = Trim(rest.substr(0, eol));
+    rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 1);
+    if (line.empty() || line.front() == '#') continue;
+    const std::string where = "clients.keys_file: '" + file + "' line " + std::to_string(line_no);
+    std::vector<std::string_view> words;
+    for (size_t i = 0; i < line.size();) {
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+      const size_t start = i;
+      while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+      if (i > start) words.push_back(line.substr(start, i - start));
+    }
+    if (words.size() > 2) return Status::InvalidArgument(where + ": expected 'TENANT KEY' or 'KEY'");
+    const std::string_view key = words.back();
+    if (Status s = CheckClientKey(where, key); !s.ok()) return s;
+    Secret secret{std::string(key)};
+    std::string tenant = words.size() == 2 ? std::string(words[0]) : FingerprintTenant(secret);
+    if (Status s = CheckTenantName(where, tenant); !s.ok()) return s;
+    if (Status s = set.Add(std::move(tenant), std::move(secret), where); !s.ok()) return s;
+    if (set.size() > kMaxClientKeys) {
+      return Status::InvalidArgument("clients: more than " + std::to_string(kMaxClientKeys) + " keys");
+    }
+  }
+  return Status::Ok();
+}
+
+Status LoadKeySource(const ClientKeySource& source, const std::string& path, ClientKeySet& set) {
+  if (Status s = CheckTenantName(path + ".tenant", source.tenant); !s.ok()) {
+    return source.tenant.empty() ? Status::InvalidArgument(path + ".tenant: is required") : s;
+  }
+  if (source.key_env.empty() == source.key_file.empty()) {
+    return Status::InvalidArgument(path + ": set exactly one of key_env and key_file");
+  }
+  std::string value;
+  std::string where;
+  if (!source.key_env.empty()) {
+    where = path + ".key_env: " + source.key_env;
+    const char* env = std::getenv(source.key_env.c_str());
+    if (env == nullptr || *env == '\0') {
+      return Status::InvalidArgument(path + ".key_env: the environment variable " + source.key_env +
+                                     " is not set or empty");
+    }
+    value = env;
+  } else {
+    where = path + ".key_file: '" + source.key_file + "'";
+    if (Status s = ReadWholeFile(path + ".key_file", source.key_file, kMaxClientKeyBytes + 64, value); !s.ok()) {
+      return s;
+    }
+    value = std::string(Trim(value));
+  }
+  if (Status s = CheckClientKey(where, value); !s.ok()) return s;
+  return set.Add(source.tenant, Secret(std::move(value)), where);
+}
+
+Status ValidateClients(ClientsConfig& clients) {
+  clients.key_set = nullptr;
+  if (!clients.enabled) return Status::Ok();
+  auto set = std::make_shared<ClientKeySet>();
+  if (!clients.keys_file.empty()) {
+    if (Status s = LoadKeysFile(clients.keys_file, *set); !s.ok()) return s;
+  }
+  for (size_t i = 0; i < clients.keys.size(); ++i) {
+    if (Status s = LoadKeySource(clients.keys[i], Index("clients.keys", i), *set); !s.ok()) return s;
+  }
+  if (set->size() == 0) {
+    return Status::InvalidArgument(
+        "clients: no keys (set keys_file and/or keys; remove the section to serve without keys)");
+  }
+  if (set->size() > kMaxClientKeys) {
+    return Status::InvalidArgument("clients: more than " + std::to_string(kMaxClientKeys) + " keys");
+  }
+  clients.key_set = std::move(set);
+  return Status::Ok();
+}
+
+Status ValidateTenantLimits(const TenantLimits& l, const std::string& path) {
+  struct Bound {
+    const char* field;
+    uint64_t value;
+    uint64_t max;
+    const char* note;
+  };
+  for (const Bound& b :
+       {Bound{"requests_per_minute", l.requests_per_minute, kMaxRequestsPerMinute, " (0 = no limit)"},
+        Bound{"request_burst", l.request_burst, kMaxRequestsPerMinute, " (0 = requests_per_minute)"},
+        Bound{"tokens_per_minute", l.tokens_per_minute, kMaxTokensPerMinute, " (0 = no limit)"},
+        Bound{"token_burst", l.token_burst, kMaxTokensPerMinute, " (0 = tokens_per_minute)"}}) {
+    if (Status s = CheckCount(Child(path, b.field), b.value, 0, b.max, b.note); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+// With client keys on, a tenant is a key's: an override for any other name can never apply
+// (a typo, or a key that was removed).
+Status ValidateRateLimits(const RateLimitsConfig& rl, const ClientsConfig& clients) {
+  if (Status s = ValidateTenantLimits(rl.defaults, "rate_limits"); !s.ok()) return s;
+  if (Status s = CheckCount("rate_limits.max_tenants", rl.max_tenants, kMinTenants, kMaxTenants); !s.ok()) return s;
+  for (const auto& [name, limits] : rl.tenants) {
+    const std::string path = Child("rate_limits.tenants", name);
+    if (clients.key_set) {
+      if (Status s = CheckTenantName("rate_limits.tenants", name); !s.ok()) return s;
+      if (!clients.key_set->HasTenant(name)) {
+        return Status::InvalidArgument(path + ": no client key has tenant '" + name +
+                                       "' (with clients on, tenants are the keys' tenants)");
+      }
+    } else if (name.size() > api::kMaxPromptCacheKeyBytes) {
+      return Status::InvalidArgument("rate_limits.tenants: a tenant name is longer than " +
+                                     std::to_string(api::kMaxPromptCacheKeyBytes) +
+                                     " bytes (routing groups are at most that long)");
+    }
+    if (Status s = ValidateTenantLimits(limits, path); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
 // http://host[:port][/path] -> host, port, base_path.
 Status ParseInstanceUrl(InstanceConfig& instance, const std::string& path, bool& ipv6) {
   const std::string form = "' is not http://host[:port][/path]";
@@ -750,13 +1104,48 @@ Status ValidateInstances(GatewayConfig& config) {
       return s;
     }
     for (size_t m = 0; m < instance.models.size(); ++m) {
-      if (instance.models[m].empty()) {
-        return Status::InvalidArgument(Index(path + ".models", m) + ": must not be empty");
-      }
-      if (!IsValidUtf8(instance.models[m])) {
-        return Status::InvalidArgument(Index(path + ".models", m) + ": must be valid UTF-8");
+      if (Status s = CheckServedName(instance.models[m]); !s.ok()) {
+        return Status(s.code(), Index(path + ".models", m) + ": " + s.message());
       }
     }
+    if (instance.models.size() > kMaxServedNames) {
+      return CheckCount(path + ".models", instance.models.size(), 0, kMaxServedNames, " names");
+    }
+    if (instance.resolve == ResolveMode::kAll) {
+      if (ipv6 || IsIPv4Literal(instance.host)) {
+        return Status::InvalidArgument(path + ".resolve: 'all' needs a DNS name in url, not the address '" +
+                                       instance.host + "'");
+      }
+    }
+  }
+  // Derived instances are named NAME@ADDRESS:PORT: beside them, a configured name with '@'
+  // could collide with one.
+  const bool derives = std::any_of(config.instances.begin(), config.instances.end(),
+                                   [](const InstanceConfig& in) { return in.resolve == ResolveMode::kAll; });
+  for (size_t i = 0; derives && i < config.instances.size(); ++i) {
+    if (config.instances[i].name.find('@') != std::string::npos) {
+      return Status::InvalidArgument(Index("instances", i) + ".name: '" + config.instances[i].name +
+                                     "' must not contain '@' when an instance has resolve: all "
+                                     "(its instances are named NAME@ADDRESS:PORT)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateDiscovery(const DiscoveryConfig& d) {
+  if (Status s = CheckSecondsRange("discovery.models_interval", d.models_interval, 1, 86400); !s.ok()) {
+    return s;
+  }
+  if (Status s = CheckSecondsRange("discovery.resolve_interval", d.resolve_interval, 1, 86400); !s.ok()) {
+    return s;
+  }
+  if (!d.hosts_file.empty()) {
+    std::FILE* f = std::fopen(d.hosts_file.c_str(), "rb");
+    if (f == nullptr) {
+      return Status::InvalidArgument("discovery.hosts_file: '" + d.hosts_file +
+                                     "' cannot be opened: " + std::strerror(errno));
+    }
+    std::fclose(f);
   }
   return Status::Ok();
 }
@@ -849,6 +1238,78 @@ bool Secret::Matches(std::string_view candidate) const {
   return diff == 0;
 }
 
+uint64_t Secret::Hash(uint64_t seed) const { return XXH3_64bits_withSeed(value_.data(), value_.size(), seed); }
+
+ClientKeySet::ClientKeySet() : seed_((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) {}
+
+Status ClientKeySet::Add(std::string tenant, Secret key, std::string origin) {
+  const uint64_t h = key.Hash(seed_);
+  auto [begin, end] = index_.equal_range(h);
+  for (auto it = begin; it != end; ++it) {
+    if (entries_[it->second].key.SameAs(key)) {
+      return Status::InvalidArgument(origin + ": the same key as " + entries_[it->second].origin +
+                                     "; every key must be unique");
+    }
+  }
+  index_.emplace(h, entries_.size());
+  entries_.push_back(Entry{std::move(tenant), std::move(key), std::move(origin)});
+  return Status::Ok();
+}
+
+const std::string* ClientKeySet::Find(std::string_view candidate) const {
+  auto [begin, end] = index_.equal_range(XXH3_64bits_withSeed(candidate.data(), candidate.size(), seed_));
+  for (auto it = begin; it != end; ++it) {
+    if (entries_[it->second].key.Matches(candidate)) return &entries_[it->second].tenant;
+  }
+  return nullptr;
+}
+
+size_t ClientKeySet::tenant_count() const {
+  std::vector<std::string_view> names;
+  for (const auto& e : entries_) names.push_back(e.tenant);
+  std::sort(names.begin(), names.end());
+  return static_cast<size_t>(std::unique(names.begin(), names.end()) - names.begin());
+}
+
+bool ClientKeySet::HasTenant(std::string_view tenant) const {
+  return std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.tenant == tenant; });
+}
+
+bool ClientKeySet::SameAs(const ClientKeySet& other) const {
+  if (entries_.size() != other.entries_.size()) return false;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].tenant != other.entries_[i].tenant || !entries_[i].key.SameAs(other.entries_[i].key)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool RateLimitsConfig::enabled() const {
+  return defaults.any() ||
+         std::any_of(tenants.begin(), tenants.end(), [](const auto& t) { return t.second.any(); });
+}
+
+const TenantLimits& RateLimitsConfig::For(std::string_view tenant) const {
+  auto it = tenants.find(tenant);
+  return it == tenants.end() ? defaults : it->second;
+}
+
+Status CheckServedName(std::string_view name) {
+  if (name.empty()) return Status::InvalidArgument("must not be empty");
+  if (name.size() > kMaxServedNameBytes) {
+    return Status::InvalidArgument("longer than " + std::to_string(kMaxServedNameBytes) + " bytes");
+  }
+  if (!IsValidUtf8(name)) return Status::InvalidArgument("must be valid UTF-8");
+  return Status::Ok();
+}
+
+Result<ResolveMode> ParseResolveMode(std::string_view name) {
+  if (name == "none") return ResolveMode::kNone;
+  if (name == "all") return ResolveMode::kAll;
+  return Status::InvalidArgument("resolve: '" + std::string(name) + "' is not one of none, all");
+}
+
 Result<LogFormat> ParseLogFormat(std::string_view name) {
   if (name == "text") return LogFormat::kText;
   if (name == "json") return LogFormat::kJson;
@@ -914,6 +1375,8 @@ Status ValidateConfig(GatewayConfig& config) {
     return s;
   }
   if (Status s = ValidateAdmin(config.admin); !s.ok()) return s;
+  if (Status s = ValidateClients(config.clients); !s.ok()) return s;
+  if (Status s = ValidateRateLimits(config.rate_limits, config.clients); !s.ok()) return s;
   if (std::find(std::begin(kUnknownPathStatuses), std::end(kUnknownPathStatuses),
                 config.unknown_path_status) == std::end(kUnknownPathStatuses)) {
     return Status::InvalidArgument("unknown_path_status: " + std::to_string(config.unknown_path_status) +
@@ -939,6 +1402,7 @@ Status ValidateConfig(GatewayConfig& config) {
   }
   if (Status s = ValidateTimeouts(config.timeouts); !s.ok()) return s;
   if (Status s = CheckCount("retries.max_retries", config.max_retries, 0, 10); !s.ok()) return s;
+  if (Status s = ValidateDiscovery(config.discovery); !s.ok()) return s;
   return ValidateHealth(config.health);
 }
 

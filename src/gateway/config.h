@@ -90,15 +90,71 @@
 // (127.0.0.0/8, ::1, localhost). The token is read at validation (so --check-config finds a
 // missing file) and held in a Secret, which nothing prints: it appears in no log, error or dump.
 //
-// Run-time changes (admin API, `POST /admin/reload`, SIGHUP): `instances`, `routing` and `pools`
-// take effect at once; every other field needs a restart and a reload reports it by name.
+//   clients:                        # client API keys (docs/limits.md); absent = no key asked
+//     keys_file: /run/secrets/client-keys   # one key a line: "TENANT KEY" or "KEY" alone (its
+//                                   # tenant is then key-<8 hex digits of a hash of it>); blank
+//                                   # lines and lines starting with '#' are skipped
+//     keys:                         # and/or one entry per key, never the key itself:
+//       - {tenant: batch, key_env: BATCH_API_KEY}          # the variable's value
+//       - {tenant: web, key_file: /run/secrets/web-key}    # the file's content, trimmed
+//                                   # keys: visible ASCII, 8..4096 bytes, unique; tenants: 1..128
+//                                   # of A-Z a-z 0-9 . _ - : @; at most 100000 keys in all
+//   rate_limits:                    # per tenant (docs/limits.md); every field 0 = no limit
+//     requests_per_minute: 0        # 0..1000000000, refilled continuously
+//     request_burst: 0              # bucket size, 0..1000000000; 0 = requests_per_minute
+//     tokens_per_minute: 0          # estimated prompt tokens (body bytes / 4), 0..1000000000000
+//     token_burst: 0                # 0..1000000000000; 0 = tokens_per_minute; a request over it
+//                                   # can never pass (413 request_too_large)
+//     max_tenants: 65536            # 16..10000000 tenants remembered; the least recently seen
+//                                   # is forgotten (it comes back with full buckets)
+//     tenants:                      # overrides of the fields above, field by field
+//       batch: {requests_per_minute: 6000, tokens_per_minute: 0}
+//
+// Client keys are off unless `clients` is present. Then the API routes (chat and text
+// completions, responses, embeddings, invocations, tokenize, detokenize, /v1/models) need
+// `Authorization: Bearer KEY` (or `x-api-key: KEY`), else 401 invalid_api_key; /health and
+// /metrics stay open. The keys are read at validation and held in Secrets; the client's
+// Authorization and x-api-key headers are not forwarded upstream. A tenant is the key's tenant
+// when keys are on, else the request's routing group (prompt_cache_key or
+// X-Amzn-SageMaker-Prefix-Aware-Id), else the shared tenant `anonymous`. Over a limit: 429
+// rate_limit_exceeded with Retry-After. `clients` (keys re-read) and `rate_limits` apply on reload.
+//
+// Discovery (docs/discovery.md): served names learned from each instance's /v1/models, and
+// instances given by a DNS name that resolves to several addresses.
+//
+//   discovery:
+//     models: false                 # default of instances[].discover_models
+//     models_interval: 30           # seconds between polls of one instance's GET /v1/models,
+//                                   # [1, 86400]; the poll's timeout is health.timeout
+//     resolve_interval: 30          # seconds between resolutions of a `resolve: all` name,
+//                                   # [1, 86400]
+//     hosts_file: ""                # resolve `resolve: all` names with this hosts(5) file
+//                                   # (re-read each time) instead of the system resolver
+//   instances:
+//     - url: http://vllm.internal:8000
+//       discover_models: true       # served names = the ids of GET /v1/models (base models and
+//                                   # LoRA adapters), at most 1,024; `models`, if set, is the
+//                                   # list until the first successful poll; with neither, the
+//                                   # instance serves no name until then. A failed poll keeps
+//                                   # the last list.
+//       resolve: all                # none | all. all: one instance per address of the url's
+//                                   # DNS name (IPv4 and IPv6), named NAME@ADDRESS:PORT, same
+//                                   # weight, models and Host header; re-resolved every
+//                                   # resolve_interval; a failed or empty answer keeps the set.
+//                                   # Needs a DNS name (not an address) in url.
+//
+// Run-time changes (admin API, `POST /admin/reload`, SIGHUP): `instances`, `routing`, `pools`,
+// `clients` and `rate_limits` take effect at once; every other field needs a restart and a
+// reload reports it by name.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/policy.h"
@@ -106,15 +162,37 @@
 
 namespace prefix_router::gateway {
 
+// How an instance's url host becomes addresses (docs/discovery.md).
+enum class ResolveMode {
+  kNone,  // one instance; the host is resolved when a connection is made
+  kAll,   // one instance per address the name resolves to, re-resolved every resolve_interval
+};
+
 struct InstanceConfig {
   std::string name;                 // defaults to host:port of url
   std::string url;                  // http://host:port[/base-path]; https comes later
   uint32_t weight = 1;
   std::vector<std::string> models;  // served names; empty = every name
+  std::optional<bool> discover_models;   // poll GET /v1/models; absent = discovery.models
+  ResolveMode resolve = ResolveMode::kNone;
   // Parsed from url by validation:
   std::string host;
   uint16_t port = 80;
   std::string base_path;            // prefix added to proxied paths ("" or "/v2")
+  // Set by the gateway on the instances it derives (never read from YAML): the Host header
+  // (the template's host:port; empty = host:port), and `models` being the whole list of served
+  // names even when it is empty (discovered names).
+  std::string host_header;
+  bool models_only_listed = false;
+};
+
+// Discovery of served names and of instances by DNS (docs/discovery.md). Read at start: a
+// reload that changes this section needs a restart.
+struct DiscoveryConfig {
+  bool models = false;           // default of instances[].discover_models
+  double models_interval = 30;   // seconds between two polls of one instance's /v1/models
+  double resolve_interval = 30;  // seconds between two resolutions of a `resolve: all` name
+  std::string hosts_file;        // resolve names with this hosts(5) file, not the system's
 };
 
 struct TimeoutsConfig {
@@ -148,6 +226,10 @@ class Secret {
   // differ (only on the candidate's length).
   bool Matches(std::string_view candidate) const;
   bool SameAs(const Secret& other) const { return Matches(other.value_); }
+  // A seeded 64-bit hash (XXH3) of the secret, to index secrets without holding them in the
+  // clear a second time. With a random seed it says nothing about the secret; with a fixed one
+  // (a fingerprint that names a key) a few bits of it say nothing usable about a long key.
+  uint64_t Hash(uint64_t seed) const;
 
  private:
   std::string value_;
@@ -159,6 +241,15 @@ struct LogConfig {
   LogFormat format = LogFormat::kText;
   bool access_log = false;
 };
+
+// Served names (configured `models`, discovered ids) per instance, and the bytes of one name.
+inline constexpr size_t kMaxServedNames = 1024;
+inline constexpr size_t kMaxServedNameBytes = 1024;
+// A served name's rules (non-empty, at most kMaxServedNameBytes, valid UTF-8); the message
+// does not name the field.
+Status CheckServedName(std::string_view name);
+// "none" | "all"; the message ("resolve: '...' is not one of none, all") names the values.
+Result<ResolveMode> ParseResolveMode(std::string_view name);
 
 // "text" | "json"; an error names the allowed values.
 Result<LogFormat> ParseLogFormat(std::string_view name);
@@ -173,6 +264,74 @@ struct AdminConfig {
   std::string listen_host;
   uint16_t listen_port = 0;
   Secret token;                          // empty = no authentication (loopback only)
+};
+
+// Client API keys, as validation loads them: key -> tenant. Immutable once built and shared by
+// configurations and the gateway. Lookups hash the candidate with a per-process random seed to
+// find the entry and then compare it in constant time (Secret::Matches), so a client learns
+// nothing from the answer's timing but whether its key is right.
+class ClientKeySet {
+ public:
+  ClientKeySet();
+  // Errors (InvalidArgument) name `origin` ("clients.keys_file line 3"), never the key: the
+  // same key given twice.
+  Status Add(std::string tenant, Secret key, std::string origin);
+  // The tenant of `candidate`, or nullptr when it is no key of the set.
+  const std::string* Find(std::string_view candidate) const;
+  size_t size() const { return entries_.size(); }
+  size_t tenant_count() const;
+  bool HasTenant(std::string_view tenant) const;
+  bool SameAs(const ClientKeySet& other) const;
+
+ private:
+  struct Entry {
+    std::string tenant;
+    Secret key;
+    std::string origin;
+  };
+  uint64_t seed_;
+  std::vector<Entry> entries_;
+  std::unordered_multimap<uint64_t, size_t> index_;  // seeded hash of the key -> entries_ index
+};
+
+struct ClientKeySource {
+  std::string tenant;
+  std::string key_env;   // exactly one of key_env and key_file
+  std::string key_file;
+};
+
+struct ClientsConfig {
+  bool enabled = false;            // the YAML has a `clients` section
+  std::string keys_file;
+  std::vector<ClientKeySource> keys;
+  // Filled by validation (null while clients are off):
+  std::shared_ptr<const ClientKeySet> key_set;
+};
+
+// One tenant's limits; 0 = no limit. A burst of 0 is one minute's worth.
+struct TenantLimits {
+  uint64_t requests_per_minute = 0;
+  uint64_t request_burst = 0;
+  uint64_t tokens_per_minute = 0;
+  uint64_t token_burst = 0;
+  bool any() const { return requests_per_minute > 0 || tokens_per_minute > 0; }
+  bool operator==(const TenantLimits&) const = default;
+};
+
+inline constexpr uint64_t kMaxRequestsPerMinute = 1'000'000'000;
+inline constexpr uint64_t kMaxTokensPerMinute = 1'000'000'000'000;
+inline constexpr uint32_t kMinTenants = 16;
+inline constexpr uint32_t kMaxTenants = 10'000'000;
+inline constexpr std::string_view kAnonymousTenant = "anonymous";
+
+struct RateLimitsConfig {
+  TenantLimits defaults;
+  std::map<std::string, TenantLimits, std::less<>> tenants;  // resolved over `defaults`
+  uint32_t max_tenants = 65536;
+  bool enabled() const;
+  // The limits of `tenant`: its override, else the defaults.
+  const TenantLimits& For(std::string_view tenant) const;
+  bool operator==(const RateLimitsConfig&) const = default;
 };
 
 // What an unknown path may be answered with: not found, forbidden (hide what exists), gone,
@@ -197,6 +356,9 @@ struct GatewayConfig {
   HealthConfig health;
   LogConfig log;
   AdminConfig admin;
+  ClientsConfig clients;
+  RateLimitsConfig rate_limits;
+  DiscoveryConfig discovery;
 
   // The settings for a served name: its pool's, else the default.
   const RoutingOptions& RoutingFor(std::string_view served_name) const;

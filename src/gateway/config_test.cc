@@ -226,7 +226,7 @@ TEST(ParseConfigYaml, UnknownNestedKeyIsNamedByPath) {
 // An unknown key in an instance is named with the instance's index.
 TEST(ParseConfigYaml, UnknownInstanceKeyIsNamedWithIndex) {
   ExpectParseError("instances:\n  - url: http://a:1\n  - url: http://b:1\n    wieght: 2\n",
-                   {"instances[1].wieght: unknown field; expected one of name, url, weight, models"});
+                   {"instances[1].wieght: unknown field; expected one of name, url, weight, models, discover_models, resolve"});
 }
 
 // An unknown key in a pool is named with the pool's name.

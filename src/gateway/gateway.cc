@@ -121,6 +121,32 @@ bool IsKnownPath(std::string_view path) {
   return std::find(std::begin(kPaths), std::end(kPaths), path) != std::end(kPaths);
 }
 
+// The routes a client key opens when keys are on: every API route, /v1/models included (it
+// tells what is served). /health and /metrics stay open for probes and scrapers.
+bool NeedsClientKey(std::string_view path) {
+  return IsKnownPath(path) && path != "/health" && path != "/metrics";
+}
+
+// The key a request presents: `Authorization: Bearer KEY` (what the OpenAI SDKs send), else
+// `x-api-key: KEY` (Anthropic's SDKs, and many gateways). nullopt when it presents none; an
+// empty view for a header that is there but malformed (another scheme, two of them).
+std::optional<std::string_view> PresentedKey(const http::Request& req) {
+  if (const size_t n = req.count(bhttp::field::authorization); n > 0) {
+    if (n > 1) return std::string_view();
+    std::string_view v = *HeaderValue(req, "authorization");
+    if (v.size() < 7 || !beast::iequals(v.substr(0, 7), "bearer ")) return std::string_view();
+    v.remove_prefix(7);
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
+  }
+  if (const size_t n = req.count("x-api-key"); n > 0) {
+    if (n > 1) return std::string_view();
+    return *HeaderValue(req, "x-api-key");
+  }
+  return std::nullopt;
+}
+
 // Requests without a prefix key in a prefix-aware pool: least-outstanding-requests, since
 // placement by key has nothing to place, with the pool's load measure. Stateless, so one
 // instance per measure serves every pool.
@@ -164,9 +190,15 @@ struct Gateway::Metrics {
                                         "upstream request is aborted",
                                         {"stage"})),
         rejected_requests(r.AddCounter("prefix_router_rejected_requests_total",
-                                       "Requests refused with 429 before routing, by model and "
-                                       "reason (pool_in_flight: the pool's max_in_flight)",
+                                       "Requests refused before routing, by model and reason "
+                                       "(429 pool_in_flight: the pool's max_in_flight; 429 "
+                                       "tenant_requests, tenant_tokens: the tenant's rate limits; "
+                                       "413 tenant_request_too_large: over its token burst)",
                                        {"model", "reason"})),
+        unauthorized(r.AddCounter("prefix_router_unauthorized_requests_total",
+                                  "Requests refused with 401 for want of a valid client key, by "
+                                  "reason (missing_key, invalid_key)",
+                                  {"reason"})),
         rejected_connections(r.AddCounter("prefix_router_rejected_connections_total",
                                           "Client connections refused with 503 because "
                                           "limits.max_connections were open")),
@@ -200,6 +232,7 @@ struct Gateway::Metrics {
   Family<Counter>& upstream_errors;
   Family<Counter>& client_disconnects;
   Family<Counter>& rejected_requests;
+  Family<Counter>& unauthorized;
   Family<Counter>& rejected_connections;
   Family<Gauge>& client_connections;
   Family<Counter>& retries;
@@ -214,6 +247,7 @@ struct Gateway::Metrics {
 // What the access log and the failure log say about one routed request.
 struct Gateway::RequestRecord {
   std::string model;              // served name (empty before parsing succeeded)
+  std::string tenant;             // the client key's tenant (empty: keys off)
   std::string instance;           // the last instance tried
   std::string_view decision;      // its decision kind (a DecisionKindName literal)
   uint32_t rank = 0;
@@ -235,21 +269,35 @@ const Pool& RoutingState::PoolFor(std::string_view served_name) const {
 
 // ----------------------------------------------------------------------------------- Gateway
 
-Gateway::Gateway(GatewayConfig config) : config_(std::move(config)) {}
+Gateway::Gateway(GatewayConfig config, RateLimiter::Now rate_limit_clock)
+    : config_(std::move(config)), limiter_(std::make_unique<RateLimiter>(std::move(rate_limit_clock))) {}
 Gateway::~Gateway() {
   if (server_) server_->Stop(std::chrono::milliseconds(0));
 }
 
-Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
-  std::unique_ptr<Gateway> g(new Gateway(std::move(config)));
+Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shared_ptr<Resolver> resolver,
+                                                 RateLimiter::Now rate_limit_clock) {
+  std::unique_ptr<Gateway> g(new Gateway(std::move(config), std::move(rate_limit_clock)));
   const GatewayConfig& c = g->config_;
   g->metrics_ = std::make_unique<Metrics>(g->registry_);
-
-  auto rs = g->BuildRouting(c, nullptr, nullptr);
-  if (!rs.ok()) return rs.status();
-  g->routing_.store(*rs);
+  g->resolver_ = resolver                     ? std::move(resolver)
+                 : c.discovery.hosts_file.empty() ? MakeSystemResolver()
+                                                  : MakeHostsFileResolver(c.discovery.hosts_file);
   g->running_ = c;
   g->running_.admin = AdminConfig{};
+  // `resolve: all` names are resolved before the gateway starts, so that it starts with their
+  // instances (a name that does not resolve yet gets them at a later resolution).
+  if (std::any_of(c.instances.begin(), c.instances.end(),
+                  [](const InstanceConfig& ic) { return ic.resolve == ResolveMode::kAll; })) {
+    net::io_context ctx;
+    net::co_spawn(ctx, g->ResolveRound(/*apply=*/false), net::detached);
+    ctx.run();
+  }
+
+  auto rs = g->BuildRouting(g->EffectiveLocked(g->running_), nullptr, nullptr);
+  if (!rs.ok()) return rs.status();
+  g->routing_.store(*rs);
+  g->ApplyClientsAndLimits(c, nullptr, nullptr);
 
   // Live gauges are read from the fleet at scrape time.
   Gateway* self = g.get();
@@ -301,8 +349,8 @@ std::shared_ptr<InstanceRuntime> Gateway::NewRuntime(const InstanceConfig& ic) {
   rt->target.port = ic.port;
   rt->target.base_path = ic.base_path;
   const bool ipv6 = ic.host.find(':') != std::string::npos;
-  rt->target.host_header = (ipv6 ? "[" + ic.host + "]" : ic.host) + ":" + std::to_string(ic.port);
-  rt->target.key = rt->target.host_header;
+  rt->target.key = (ipv6 ? "[" + ic.host + "]" : ic.host) + ":" + std::to_string(ic.port);
+  rt->target.host_header = ic.host_header.empty() ? rt->target.key : ic.host_header;
   rt->first_byte = &metrics_->first_byte_seconds.WithLabels({ic.name});
   rt->duration = &metrics_->duration_seconds.WithLabels({ic.name});
   return rt;
@@ -319,13 +367,18 @@ Status Gateway::Start() {
   }
   SampleRequests(StatusClock::now());
   net::co_spawn(server_->context(0), SampleLoop(), net::detached);
+  net::co_spawn(server_->context(0), DiscoveryLoop(), net::detached);
   spdlog::info("prefix-router listening on {}:{} with {} instances, {} I/O threads",
-               config_.listen_host, server_->port(), config_.instances.size(),
+               config_.listen_host, server_->port(), routing_.load()->fleet->size(),
                server_->thread_count());
   return Status::Ok();
 }
 
-void Gateway::Stop() { server_->Stop(Ms(config_.timeouts.drain)); }
+void Gateway::Stop() {
+  discovery_stop_.store(true);
+  WakeDiscovery();  // the loop sees discovery_stop_ and ends
+  server_->Stop(Ms(config_.timeouts.drain));
+}
 
 net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
   Correlate(ex);
@@ -335,6 +388,13 @@ net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
   const auto method = req.method();
   int origin_status = 0;
   RequestRecord record;
+  if (auto keys = client_keys_.load(); keys && NeedsClientKey(path)) {
+    if (!co_await Authenticate(ex, *keys, record)) {
+      metrics_->responses.WithLabels({"401", "gateway"}).Inc();
+      if (config_.log.access_log) LogAccess(ex, path, record);
+      co_return;
+    }
+  }
   if (method == bhttp::verb::post && path == "/v1/chat/completions") {
     co_await HandleRouted(ex, static_cast<int>(api::ApiKind::kChatCompletions), record);
   } else if (method == bhttp::verb::post && path == "/v1/completions") {
@@ -382,6 +442,7 @@ void Gateway::LogAccess(const http::Exchange& ex, std::string_view path, const R
   fields.emplace_back("method", std::string_view(ex.request().method_string()));
   fields.emplace_back("path", path);
   fields.emplace_back("status", ex.status());  // 0: the client went away before any response
+  if (!r.tenant.empty()) fields.emplace_back("tenant", r.tenant);
   if (!r.model.empty()) fields.emplace_back("model", r.model);
   if (r.attempts > 0) {
     fields.emplace_back("instance", r.instance);
@@ -392,6 +453,82 @@ void Gateway::LogAccess(const http::Exchange& ex, std::string_view path, const R
   fields.emplace_back("duration_ms", ms(Clock::now()));
   if (ex.status() != 0) fields.emplace_back("ttfb_ms", ms(ex.head_sent_at()));
   LogEvent(spdlog::level::info, "request", fields);
+}
+
+net::awaitable<bool> Gateway::Authenticate(http::Exchange& ex, const ClientKeySet& keys, RequestRecord& record) {
+  http::Request& req = ex.request();
+  const std::optional<std::string_view> presented = PresentedKey(req);
+  const std::string* tenant = presented && !presented->empty() ? keys.Find(*presented) : nullptr;
+  if (tenant != nullptr) {
+    record.tenant = *tenant;
+    // The client's credential is for the gateway: it does not go to the instances.
+    req.erase(bhttp::field::authorization);
+    req.erase("x-api-key");
+    co_return true;
+  }
+  // Neither the key nor any part of it is logged or echoed.
+  metrics_->unauthorized.WithLabels({presented ? "invalid_key" : "missing_key"}).Inc();
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("request {} refused: {} client key", RequestIdOf(req), presented ? "invalid" : "no");
+  }
+  ex.SetResponseHeader("www-authenticate", presented ? R"(Bearer realm="prefix-router", error="invalid_token")"
+                                                     : R"(Bearer realm="prefix-router")");
+  co_await ex.SendError(
+      401,
+      presented ? "Incorrect API key provided. Send a valid key as `Authorization: Bearer YOUR_KEY`."
+                : "You didn't provide an API key. You need to provide your API key in an Authorization "
+                  "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+      "invalid_api_key");
+  co_return false;
+}
+
+std::optional<http::StringResponse> Gateway::AdmitTenant(http::Exchange& ex, std::string_view tenant,
+                                                         const std::string& model) {
+  const uint64_t tokens = api::EstimatePromptTokens(ex.request().body().size());
+  const RateLimiter::Decision d = limiter_->Admit(tenant, tokens);
+  // OpenAI's headers, on every answer to a limited tenant (also the instance's, streamed or not).
+  if (d.limit_requests > 0) {
+    ex.SetResponseHeader("x-ratelimit-limit-requests", std::to_string(d.limit_requests));
+    ex.SetResponseHeader("x-ratelimit-remaining-requests", std::to_string(d.remaining_requests));
+  }
+  if (d.limit_tokens > 0) {
+    ex.SetResponseHeader("x-ratelimit-limit-tokens", std::to_string(d.limit_tokens));
+    ex.SetResponseHeader("x-ratelimit-remaining-tokens", std::to_string(d.remaining_tokens));
+  }
+  if (d.admitted()) return std::nullopt;
+  std::string reason;
+  std::string message;
+  int status = 429;
+  std::string code = "rate_limit_exceeded";
+  switch (d.verdict) {
+    case RateLimiter::Verdict::kRequests:
+      reason = "tenant_requests";
+      message = fmt::format("Rate limit reached for tenant '{}' on requests per minute: limit {}. "
+                            "Please try again in {}s.",
+                            tenant, d.limit_requests, d.retry_after_seconds);
+      break;
+    case RateLimiter::Verdict::kTokens:
+      reason = "tenant_tokens";
+      message = fmt::format("Rate limit reached for tenant '{}' on prompt tokens per minute: limit {}, "
+                            "remaining {}, requested ~{} (estimated as body bytes / 4). Please try "
+                            "again in {}s.",
+                            tenant, d.limit_tokens, d.remaining_tokens, tokens, d.retry_after_seconds);
+      break;
+    default:  // kTooLarge: waiting cannot help, so not a 429 that clients would retry
+      reason = "tenant_request_too_large";
+      status = 413;
+      code = "request_too_large";
+      message = fmt::format("Request too large for tenant '{}' on prompt tokens per minute: ~{} "
+                            "estimated prompt tokens (body bytes / 4) exceed the tenant's token burst "
+                            "of {}, so it can never be admitted. Shorten the prompt.",
+                            tenant, tokens, d.token_burst);
+      break;
+  }
+  metrics_->rejected_requests.WithLabels({model, reason}).Inc();
+  metrics_->responses.WithLabels({std::to_string(status), "gateway"}).Inc();
+  http::StringResponse res = JsonResponse(status, api::ErrorBody(api::MakeError(status, std::move(message), code)));
+  if (status == 429) res.set(bhttp::field::retry_after, std::to_string(d.retry_after_seconds));
+  return res;
 }
 
 net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int, RequestRecord& record) {
@@ -449,6 +586,17 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   Attempt attempt;
   attempt.model = std::string(p.served_name);
   record.model = attempt.model;
+
+  // Tenant rate limits, before the pool's ceiling and any instance.
+  if (limiter_->enabled()) {
+    const std::string_view tenant = !record.tenant.empty()        ? std::string_view(record.tenant)
+                                    : !p.routing_group.empty() ? p.routing_group
+                                                               : kAnonymousTenant;
+    if (auto refusal = AdmitTenant(ex, tenant, attempt.model)) {
+      co_await ex.Send(std::move(*refusal));
+      co_return;
+    }
+  }
 
   // Overload shedding: over the pool's ceiling, refuse before any instance is asked. The slot is
   // taken first and given back on refusal, so concurrent requests cannot overshoot it.

@@ -26,13 +26,24 @@
 // exceed it, before any instance is picked; limits.max_connections makes the server refuse
 // connections beyond it with 503. Both are counted in /metrics.
 //
+// Clients and limits (docs/limits.md): with `clients` configured, the API routes and
+// /v1/models need a client key (Authorization: Bearer, or x-api-key) before anything else is
+// read, else 401; the key names the request's tenant and is not forwarded upstream. Per-tenant
+// rate limits (RateLimiter) admit a request after it is parsed (its tenant may be its routing
+// group, its prompt tokens are estimated from its body) and before its pool's ceiling and any
+// instance; a refusal is a 429 with Retry-After (413 for a request that can never fit).
+//
 // Run-time changes (gateway/operations.cc; the admin API and SIGHUP call them): adding,
 // removing, draining instances and reloading the configuration build a new RoutingState from
 // the current one and swap it in. Requests in flight finish on the state they started with;
 // per-instance state (in-flight counts, health, drain) carries over by name, and each pool's
 // Policy, with what it learned, carries over while the pool's routing options are unchanged.
 //
-// Thread-safety: the RoutingState is immutable and shared; per-instance live state is atomic;
+// Discovery (gateway/discovery.h, docs/discovery.md): a loop on the first I/O thread polls the
+// /v1/models of instances with discover_models and resolves the names of `resolve: all`
+// instances, and applies what changed like any other run-time change.
+//
+// Thread-safety: the RoutingState and the client key set are immutable and shared; per-instance live state is atomic;
 // connection pools are per I/O thread; run-time changes are serialised by ops_mu_.
 #pragma once
 
@@ -41,6 +52,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,8 +60,10 @@
 #include "api/key_normalisation.h"
 #include "core/policy.h"
 #include "gateway/config.h"
+#include "gateway/discovery.h"
 #include "gateway/metrics.h"
 #include "gateway/operations.h"
+#include "gateway/rate_limiter.h"
 #include "gateway/status.h"
 #include "gateway/upstream.h"
 #include "http/server.h"
@@ -92,8 +106,16 @@ struct RoutingState {
 
 class Gateway final : public http::Handler {
  public:
-  // REQUIRES: ValidateConfig(config).ok()
-  static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config);
+  // REQUIRES: ValidateConfig(config).ok(). `resolver` resolves the names of `resolve: all`
+  // instances; null = discovery.hosts_file's when set, else the system's. Those names are
+  // resolved once here, before the gateway starts. `rate_limit_clock` (default: the steady
+  // clock) drives the rate limits' buckets; tests pass a ManualClock's.
+  static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config,
+                                                 std::shared_ptr<Resolver> resolver = nullptr,
+                                                 RateLimiter::Now rate_limit_clock = {});
+  static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config, RateLimiter::Now rate_limit_clock) {
+    return Create(std::move(config), nullptr, std::move(rate_limit_clock));
+  }
   ~Gateway() override;
 
   Status Start();
@@ -113,15 +135,22 @@ class Gateway final : public http::Handler {
   Result<int32_t> RemoveInstance(std::string_view name);
   // A drained instance takes no new requests; those in flight finish. Idempotent.
   Result<InstanceView> SetDrained(std::string_view name, bool drained);
-  // Applies `next`'s instances, routing and pools and reports every other field that differs
+  // Applies `next`'s instances, routing, pools, clients and rate limits and reports every other field that differs
   // from the running configuration as needing a restart. `trigger` names the cause in the log.
   // REQUIRES: ValidateConfig(next).ok()
   ReloadReport Reload(GatewayConfig next, std::string_view trigger);
   std::vector<InstanceView> Instances() const;
 
+  // Asks the discovery loop for a full round (every resolution and every poll) now and returns
+  // its ticket: once discovery_rounds_done() >= the ticket, a round that started after this
+  // call has been applied. For tests and operators; the loop runs on its own otherwise.
+  uint64_t RequestDiscovery();
+  uint64_t discovery_rounds_done() const { return discovery_done_.load(); }
+
   // For tests and the status page.
   std::shared_ptr<const RoutingState> routing() const { return routing_.load(); }
   Registry& metrics() { return registry_; }
+  const RateLimiter& rate_limiter() const { return *limiter_; }
   const GatewayConfig& config() const { return config_; }
   StatusClock::time_point started_at() const { return started_at_; }
   const RequestSeries& request_series() const { return request_series_; }
@@ -130,12 +159,22 @@ class Gateway final : public http::Handler {
   void SampleRequests(StatusClock::time_point now);
 
  private:
-  explicit Gateway(GatewayConfig config);
+  Gateway(GatewayConfig config, RateLimiter::Now rate_limit_clock);
   struct Metrics;
   struct Attempt;
   struct RequestRecord;
 
   net::awaitable<void> HandleRouted(http::Exchange& ex, int api_kind, RequestRecord& record);
+  // Checks the client key of a request to a route that needs one; false once it answered 401.
+  net::awaitable<bool> Authenticate(http::Exchange& ex, const ClientKeySet& keys, RequestRecord& record);
+  // Takes the request from its tenant's buckets and sets the x-ratelimit-* headers; the 429
+  // (or 413) to answer when it is refused. Does not suspend (`tenant` may view the parser).
+  std::optional<http::StringResponse> AdmitTenant(http::Exchange& ex, std::string_view tenant,
+                                                  const std::string& model);
+  // Swaps in `next`'s client keys and rate limits; one line per difference from `previous`.
+  // REQUIRES: ops_mu_ held (or the gateway not started).
+  void ApplyClientsAndLimits(const GatewayConfig& next, const GatewayConfig* previous,
+                             std::vector<std::string>* changes);
   void LogAccess(const http::Exchange& ex, std::string_view path, const RequestRecord& record) const;
   net::awaitable<void> HandleHealth(http::Exchange& ex);
   net::awaitable<void> HandleModels(http::Exchange& ex);
@@ -156,6 +195,20 @@ class Gateway final : public http::Handler {
   // Validates `candidate` (the running configuration with a changed fleet), swaps in its
   // RoutingState and starts its health checks. REQUIRES: ops_mu_ held.
   Result<std::vector<std::string>> ApplyLocked(GatewayConfig candidate);
+  // The instances `running` stands for once discovery is applied: each `resolve: all` instance
+  // replaced by one per known address, and discovered served names in place of configured
+  // ones. REQUIRES: ops_mu_ held (or no other thread yet).
+  GatewayConfig EffectiveLocked(const GatewayConfig& running) const;
+  // Builds and swaps in the RoutingState of `effective` (an EffectiveLocked result) and starts
+  // its health checks. REQUIRES: ops_mu_ held.
+  Result<std::vector<std::string>> SwapLocked(const GatewayConfig& effective);
+  // Discovery (discovery_loop.cc).
+  net::awaitable<void> DiscoveryLoop();
+  // Resolves every template; applies what changed when `apply` (else only records it: Create).
+  net::awaitable<void> ResolveRound(bool apply);
+  net::awaitable<void> PollRound();
+  net::awaitable<Result<ModelList>> PollModels(UpstreamTarget target);
+  void WakeDiscovery();
 
   GatewayConfig config_;
   const StatusClock::time_point started_at_ = StatusClock::now();
@@ -163,11 +216,35 @@ class Gateway final : public http::Handler {
   Registry registry_;
   std::unique_ptr<Metrics> metrics_;
   std::atomic<std::shared_ptr<const RoutingState>> routing_;
+  std::atomic<std::shared_ptr<const ClientKeySet>> client_keys_;  // null: no key asked
+  std::unique_ptr<RateLimiter> limiter_;
   std::unique_ptr<http::Server> server_;
   mutable std::mutex ops_mu_;  // serialises run-time changes
   // The configuration in effect: config_ with the run-time changes to instances, routing and
   // pools (admin off: its token is not re-read when a change is validated). Guarded by ops_mu_.
+  // Its instances are the configured ones, templates of what discovery derives: the
+  // RoutingState holds EffectiveLocked(running_).
   GatewayConfig running_;
+
+  // What discovery learned; guarded by ops_mu_.
+  struct ResolvedName {
+    std::string host;                        // the template's host and port when resolved
+    uint16_t port = 0;
+    std::vector<ResolvedAddress> addresses;  // sorted, unique; the last non-empty answer
+    bool failing = false;                    // the last resolution failed or was empty
+  };
+  std::map<std::string, ResolvedName, std::less<>> resolved_;  // by template name
+  struct DiscoveredModels {
+    std::string url;                           // of the instance polled
+    std::optional<std::vector<std::string>> names;  // the last successful poll's
+    bool failing = false;                      // the last poll failed
+  };
+  std::map<std::string, DiscoveredModels, std::less<>> discovered_;  // by instance name
+  std::shared_ptr<Resolver> resolver_;
+  std::atomic<uint64_t> discovery_requested_{0};
+  std::atomic<uint64_t> discovery_done_{0};
+  std::atomic<bool> discovery_stop_{false};
+  net::steady_timer* discovery_timer_ = nullptr;  // the loop's; touched on context(0) only
 };
 
 }  // namespace prefix_router::gateway

@@ -1,6 +1,18 @@
 // Run-time changes of the gateway: membership, drain and reload (see gateway.h and
 // operations.h). Every change is a new configuration of the fleet, validated like a file, built
 // into a new RoutingState and swapped in; nothing mutates a RoutingState that requests may hold.
+//
+// Discovery (discovery_loop.cc) goes through the same door: running_ holds the instances as
+// configured (by the file, the flags and the admin API), and a `resolve: all` instance there is a
+// template; the RoutingState is built from EffectiveLocked(running_), which replaces each
+// template by one instance per address it last resolved to and configured served names by
+// discovered ones. So a reload or an admin change keeps what discovery learned for the instances
+// it keeps (a template keeps its addresses while its name, host and port are unchanged; an
+// instance its discovered names while its name and url are), and a discovery change keeps every
+// configured change. Admin remove takes configured names: a derived instance
+// (NAME@ADDRESS:PORT) would come back at the next resolution, so removing one is refused
+// (remove its template, or drain it: drain and undrain take derived names, and the drain holds
+// while the address stays in the answer).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -93,6 +105,27 @@ Status WithoutIndexOf(const Status& s, size_t index) {
   return s;
 }
 
+std::string DescribeKeys(const ClientsConfig& c) {
+  if (!c.key_set) return "off";
+  const size_t keys = c.key_set->size();
+  const size_t tenants = c.key_set->tenant_count();
+  return fmt::format("{} key{} for {} tenant{}", keys, keys == 1 ? "" : "s", tenants, tenants == 1 ? "" : "s");
+}
+
+std::string DescribeLimits(const TenantLimits& l) {
+  if (!l.any()) return "no limit";
+  std::vector<std::string> parts;
+  if (l.requests_per_minute > 0) {
+    parts.push_back(fmt::format("{} requests/min (burst {})", l.requests_per_minute,
+                                l.request_burst ? l.request_burst : l.requests_per_minute));
+  }
+  if (l.tokens_per_minute > 0) {
+    parts.push_back(fmt::format("{} tokens/min (burst {})", l.tokens_per_minute,
+                                l.token_burst ? l.token_burst : l.tokens_per_minute));
+  }
+  return Join(parts, ", ");
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------ building
@@ -101,7 +134,9 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
                                                             const RoutingState* previous,
                                                             std::vector<std::string>* changes) {
   std::vector<InstanceSpec> specs;
-  for (const auto& ic : c.instances) specs.push_back({ic.name, ic.url, ic.weight, ic.models});
+  for (const auto& ic : c.instances) {
+    specs.push_back({ic.name, ic.url, ic.weight, ic.models, ic.models_only_listed});
+  }
   auto fleet = FleetSnapshot::Create(std::move(specs), previous ? previous->fleet.get() : nullptr);
   if (!fleet.ok()) return fleet.status();
   auto rs = std::make_shared<RoutingState>();
@@ -165,21 +200,108 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
   return rs;
 }
 
+void Gateway::ApplyClientsAndLimits(const GatewayConfig& next, const GatewayConfig* previous,
+                                    std::vector<std::string>* changes) {
+  const ClientsConfig* was = previous ? &previous->clients : nullptr;
+  const bool keys_changed = !was || (was->key_set == nullptr) != (next.clients.key_set == nullptr) ||
+                            (was->key_set && !was->key_set->SameAs(*next.clients.key_set));
+  if (keys_changed) {
+    client_keys_.store(next.clients.key_set);
+    if (changes) {
+      changes->push_back(fmt::format("clients: {} (was {})", DescribeKeys(next.clients),
+                                     was ? DescribeKeys(*was) : "off"));
+    }
+  }
+  if (!previous || !(previous->rate_limits == next.rate_limits)) {
+    limiter_->Configure(next.rate_limits);
+    if (changes) {
+      changes->push_back(fmt::format("rate_limits: default {}, {} tenant overrides, max_tenants {}",
+                                     DescribeLimits(next.rate_limits.defaults), next.rate_limits.tenants.size(),
+                                     next.rate_limits.max_tenants));
+    }
+  }
+}
+
 Result<std::vector<std::string>> Gateway::ApplyLocked(GatewayConfig candidate) {
   candidate.admin = AdminConfig{};  // unchanged at run time; its token is not re-read
-  if (Status s = ValidateConfig(candidate); !s.ok()) {
+  // The client keys were read when `candidate` was validated (or at start); they are not read
+  // again here, where a file removed since would fail an unrelated change.
+  ClientsConfig clients = std::move(candidate.clients);
+  candidate.clients = ClientsConfig{};
+  Status validated = ValidateConfig(candidate);
+  candidate.clients = std::move(clients);
+  if (Status s = validated; !s.ok()) {
     // The fleet is what changed: a broken rule there is a conflict with the current state
     // (no instance left, a pool nobody serves); other messages are about the input.
     const bool conflict = s.message().starts_with("instances: at least one") ||
                           s.message().starts_with("pools.");
     return conflict ? Status::FailedPrecondition(s.message()) : s;
   }
+  auto changes = SwapLocked(EffectiveLocked(candidate));
+  if (!changes.ok()) return changes.status();
+  ApplyClientsAndLimits(candidate, &running_, &*changes);
+  running_ = std::move(candidate);
+  std::erase_if(resolved_, [&](const auto& entry) {
+    const InstanceConfig* t = FindInstance(running_.instances, entry.first);
+    return t == nullptr || t->resolve != ResolveMode::kAll;
+  });
+  // Templates and instances added here are resolved and polled at once, not at the next tick.
+  if (std::any_of(running_.instances.begin(), running_.instances.end(), [this](const InstanceConfig& ic) {
+        return ic.resolve == ResolveMode::kAll || ic.discover_models.value_or(running_.discovery.models);
+      })) {
+    RequestDiscovery();
+  }
+  return changes;
+}
+
+GatewayConfig Gateway::EffectiveLocked(const GatewayConfig& running) const {
+  GatewayConfig out = running;
+  out.instances.clear();
+  std::vector<InstanceConfig> derived;
+  for (const InstanceConfig& t : running.instances) {
+    derived.clear();
+    if (t.resolve == ResolveMode::kAll) {
+      auto it = resolved_.find(t.name);
+      if (it != resolved_.end() && it->second.host == t.host && it->second.port == t.port) {
+        for (const ResolvedAddress& a : it->second.addresses) {
+          InstanceConfig d = t;
+          const std::string address = FormatAddress(a);
+          d.resolve = ResolveMode::kNone;
+          d.name = t.name + "@" + address;
+          d.url = "http://" + address + t.base_path;
+          d.host = a.address;
+          d.port = a.port;
+          // The name the operator wrote, as virtual hosts and proxies in front of the model
+          // servers expect it.
+          const bool ipv6 = t.host.find(':') != std::string::npos;
+          d.host_header = (ipv6 ? "[" + t.host + "]" : t.host) + ":" + std::to_string(t.port);
+          derived.push_back(std::move(d));
+        }
+      }
+    } else {
+      derived.push_back(t);
+    }
+    for (InstanceConfig& d : derived) {
+      if (d.discover_models.value_or(running.discovery.models)) {
+        // Until a poll succeeds the configured list stands (empty: no name at all).
+        d.models_only_listed = true;
+        auto it = discovered_.find(d.name);
+        if (it != discovered_.end() && it->second.url == d.url && it->second.names) d.models = *it->second.names;
+      }
+      out.instances.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> Gateway::SwapLocked(const GatewayConfig& effective) {
   auto previous = routing_.load();
   std::vector<std::string> changes;
-  auto next = BuildRouting(candidate, previous.get(), &changes);
+  auto next = BuildRouting(effective, previous.get(), &changes);
   if (!next.ok()) return next.status();
   routing_.store(*next);
-  running_ = std::move(candidate);
+  // What discovery learned about instances that are gone is forgotten (bounded memory).
+  std::erase_if(discovered_, [&](const auto& entry) { return !(*next)->fleet->Find(entry.first); });
   // A removed instance's state lives on in the previous snapshot, which requests in flight
   // still hold: drained, their retries cannot pick it. (Added back later, it gets new state.)
   for (uint32_t i = 0; i < previous->fleet->size(); ++i) {
@@ -216,6 +338,7 @@ Result<InstanceView> Gateway::AddInstance(InstanceConfig instance) {
     // The default name (host:port) is only known after validation.
     GatewayConfig probe = candidate;
     probe.admin = AdminConfig{};
+    probe.clients = ClientsConfig{};  // read at load; see ApplyLocked
     if (Status s = ValidateConfig(probe); !s.ok()) {
       if (s.message().starts_with("instances[" + std::to_string(index) + "].name: '") &&
           s.message().find("is also the name of") != std::string::npos) {
@@ -229,9 +352,18 @@ Result<InstanceView> Gateway::AddInstance(InstanceConfig instance) {
   auto changes = ApplyLocked(std::move(candidate));
   if (!changes.ok()) return WithoutIndexOf(changes.status(), index);
   auto rs = routing_.load();
-  const uint32_t i = *rs->fleet->Find(name);
-  spdlog::info("admin: {}; {} instances", Join(*changes, "; "), rs->fleet->size());
-  return ViewOf(*rs->fleet, i);
+  spdlog::info("admin: {}{}; {} instances", Join(*changes, "; "),
+               changes->empty() ? "added " + name + " (resolve: all; its instances follow its resolution)" : "",
+               rs->fleet->size());
+  if (const auto i = rs->fleet->Find(name)) return ViewOf(*rs->fleet, *i);
+  // A `resolve: all` template: its instances (NAME@ADDRESS:PORT) appear once it is resolved.
+  const InstanceConfig& t = *FindInstance(running_.instances, name);
+  InstanceView v;
+  v.name = t.name;
+  v.url = t.url;
+  v.weight = t.weight;
+  v.models = t.models;
+  return v;
 }
 
 Result<int32_t> Gateway::RemoveInstance(std::string_view name) {
@@ -239,7 +371,15 @@ Result<int32_t> Gateway::RemoveInstance(std::string_view name) {
   GatewayConfig candidate = running_;
   auto it = std::find_if(candidate.instances.begin(), candidate.instances.end(),
                          [&](const InstanceConfig& ic) { return ic.name == name; });
-  if (it == candidate.instances.end()) return Status::NotFound("no instance named '" + std::string(name) + "'");
+  if (it == candidate.instances.end()) {
+    if (routing_.load()->fleet->Find(name)) {
+      return Status::FailedPrecondition(
+          "'" + std::string(name) + "' is derived by resolve: all and would come back at the next "
+          "resolution; remove '" + std::string(name.substr(0, name.find('@'))) +
+          "' (all its addresses) or drain this one");
+    }
+    return Status::NotFound("no instance named '" + std::string(name) + "'");
+  }
   candidate.instances.erase(it);
   auto previous = routing_.load();
   auto changes = ApplyLocked(std::move(candidate));
@@ -247,7 +387,14 @@ Result<int32_t> Gateway::RemoveInstance(std::string_view name) {
     return Status(changes.status().code(),
                   "cannot remove '" + std::string(name) + "': " + changes.status().message());
   }
-  const int32_t in_flight = previous->fleet->state(*previous->fleet->Find(name)).in_flight.load();
+  // A `resolve: all` template's requests are those of its instances (NAME@ADDRESS:PORT).
+  int32_t in_flight = 0;
+  for (uint32_t i = 0; i < previous->fleet->size(); ++i) {
+    const std::string& n = previous->fleet->spec(i).name;
+    if (n == name || (n.size() > name.size() && n.starts_with(name) && n[name.size()] == '@')) {
+      in_flight += previous->fleet->state(i).in_flight.load();
+    }
+  }
   spdlog::info("admin: {}; {} instances", Join(*changes, "; "), routing_.load()->fleet->size());
   return in_flight;
 }
@@ -256,7 +403,14 @@ Result<InstanceView> Gateway::SetDrained(std::string_view name, bool drained) {
   std::lock_guard lock(ops_mu_);
   auto rs = routing_.load();
   auto i = rs->fleet->Find(name);
-  if (!i) return Status::NotFound("no instance named '" + std::string(name) + "'");
+  if (!i) {
+    if (const InstanceConfig* t = FindInstance(running_.instances, name); t && t->resolve == ResolveMode::kAll) {
+      return Status::FailedPrecondition("'" + std::string(name) +
+                                        "' stands for one instance per address (resolve: all); "
+                                        "drain them by name (" + std::string(name) + "@ADDRESS:PORT)");
+    }
+    return Status::NotFound("no instance named '" + std::string(name) + "'");
+  }
   InstanceState& st = rs->fleet->state(*i);
   if (st.drained.exchange(drained) != drained) {
     spdlog::info("admin: instance {} {} ({} requests in flight{})", name,
@@ -276,6 +430,8 @@ ReloadReport Gateway::Reload(GatewayConfig next, std::string_view trigger) {
   candidate.instances = std::move(next.instances);
   candidate.routing = next.routing;
   candidate.pools = std::move(next.pools);
+  candidate.clients = std::move(next.clients);
+  candidate.rate_limits = std::move(next.rate_limits);
   auto changes = ApplyLocked(std::move(candidate));
   if (!changes.ok()) {
     // REQUIRES says `next` was valid, and the rest of `candidate` is the running config: a
@@ -286,7 +442,7 @@ ReloadReport Gateway::Reload(GatewayConfig next, std::string_view trigger) {
   }
   report.changes = std::move(*changes);
   spdlog::info("config reloaded ({}): {}{}", trigger,
-               report.changes.empty() ? std::string("no change to instances, routing or pools")
+               report.changes.empty() ? std::string("no change to instances, routing, pools, clients or rate_limits")
                                       : Join(report.changes, "; "),
                report.restart_required.empty()
                    ? std::string()
@@ -339,6 +495,12 @@ std::vector<std::string> RestartRequired(const GatewayConfig& a, const GatewayCo
   check(ha.unhealthy_threshold != hb.unhealthy_threshold, "health.unhealthy_threshold");
   check(ha.healthy_threshold != hb.healthy_threshold, "health.healthy_threshold");
   check(ha.passive_failures != hb.passive_failures, "health.passive_failures");
+  const DiscoveryConfig& da = a.discovery;
+  const DiscoveryConfig& db = b.discovery;
+  check(da.models != db.models, "discovery.models");
+  check(da.models_interval != db.models_interval, "discovery.models_interval");
+  check(da.resolve_interval != db.resolve_interval, "discovery.resolve_interval");
+  check(da.hosts_file != db.hosts_file, "discovery.hosts_file");
   const AdminConfig& aa = a.admin;
   const AdminConfig& ab = b.admin;
   check(aa.enabled != ab.enabled || (aa.enabled && aa.listen != ab.listen), "admin.listen");

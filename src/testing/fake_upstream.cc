@@ -44,6 +44,37 @@ void FakeUpstream::SetBehavior(Behavior b) {
   behavior_ = std::move(b);
 }
 
+void FakeUpstream::SetModels(std::vector<std::string> ids) {
+  std::string body = "{\"object\":\"list\",\"data\":[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t lt = ids[i].find('<');
+    const std::string id = ids[i].substr(0, lt);
+    if (i) body += ',';
+    body += "{\"id\":\"";
+    api::AppendJsonEscaped(body, id);
+    body += "\",\"object\":\"model\",\"created\":0,\"owned_by\":\"vllm\",\"root\":\"";
+    api::AppendJsonEscaped(body, lt == std::string::npos ? id : ids[i].substr(lt + 1));
+    body += "\",\"parent\":";
+    if (lt == std::string::npos) {
+      body += "null";
+    } else {
+      body += "\"";
+      api::AppendJsonEscaped(body, ids[i].substr(lt + 1));
+      body += "\"";
+    }
+    body += "}";
+  }
+  body += "]}";
+  SetModelsAnswer(200, std::move(body));
+}
+
+void FakeUpstream::SetModelsAnswer(int status, std::string body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  models_set_ = true;
+  models_status_ = status;
+  models_body_ = std::move(body);
+}
+
 std::vector<RecordedRequest> FakeUpstream::received() const {
   std::lock_guard<std::mutex> lock(mu_);
   return received_;
@@ -52,7 +83,16 @@ std::vector<RecordedRequest> FakeUpstream::received() const {
 net::awaitable<void> FakeUpstream::Handle(http::Exchange& ex) {
   Behavior b;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (models_set_ && ex.request().method() == bhttp::verb::get && ex.request().target() == "/v1/models") {
+      http::StringResponse res{static_cast<bhttp::status>(models_status_), 11};
+      res.set(bhttp::field::content_type, "application/json");
+      res.body() = models_body_;
+      lock.unlock();
+      ++models_requests_;
+      co_await ex.Send(std::move(res));
+      co_return;
+    }
     b = behavior_;
     RecordedRequest r;
     r.method = std::string(ex.request().method_string());

@@ -53,6 +53,13 @@ class FakeUpstream final : public http::Handler {
   const std::string& name() const { return name_; }
 
   void SetBehavior(Behavior b);
+  // GET /v1/models answers the OpenAI list of these ids (adapters with `parent`, like vLLM's
+  // LoRA entries, when given as "adapter<base"); unset, it is an ordinary request. Requests
+  // to it are counted by models_requests() only, not by requests() or received().
+  void SetModels(std::vector<std::string> ids);
+  // ... answers `status` with `body` instead (a broken or failing instance).
+  void SetModelsAnswer(int status, std::string body);
+  int models_requests() const { return models_requests_.load(); }
   int requests() const { return requests_.load(); }
   // Exchanges whose client (the gateway) went away before the response ended.
   int aborted() const { return aborted_.load(); }
@@ -68,6 +75,10 @@ class FakeUpstream final : public http::Handler {
   mutable std::mutex mu_;
   Behavior behavior_;
   std::vector<RecordedRequest> received_;
+  bool models_set_ = false;
+  int models_status_ = 200;
+  std::string models_body_;
+  std::atomic<int> models_requests_{0};
   std::atomic<int> requests_{0};
   std::atomic<int> aborted_{0};
   std::atomic<int> in_progress_{0};

@@ -1,0 +1,270 @@
+// The gateway's discovery loop (gateway/discovery.h, docs/discovery.md): resolutions of
+// `resolve: all` names and polls of /v1/models, applied as run-time changes (operations.cc).
+//
+// One coroutine on the first I/O thread runs every round, so rounds never overlap and what they
+// learn is applied in order. A round waits for its polls (in parallel, each bounded by
+// health.timeout) and for its resolutions (asynchronous), never blocking the thread.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "gateway/gateway.h"
+#include "gateway/log.h"
+
+namespace prefix_router::gateway {
+namespace {
+
+namespace bhttp = http::bhttp;
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds Ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+template <typename T, typename Format>
+std::string JoinWith(const std::vector<T>& items, Format format) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += ',';
+    out += format(item);
+  }
+  return out;
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  return JoinWith(names, [](const std::string& s) { return s; });
+}
+
+// a - b, both sorted.
+template <typename T>
+std::vector<T> Minus(const std::vector<T>& a, const std::vector<T>& b) {
+  std::vector<T> out;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+template <typename T>
+std::vector<T> SortedUnique(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+}  // namespace
+
+uint64_t Gateway::RequestDiscovery() {
+  const uint64_t ticket = discovery_requested_.fetch_add(1) + 1;
+  WakeDiscovery();
+  return ticket;
+}
+
+void Gateway::WakeDiscovery() {
+  if (!server_ || server_->thread_count() == 0) return;
+  net::post(server_->context(0), [this] {
+    if (discovery_timer_) discovery_timer_->cancel();
+  });
+}
+
+net::awaitable<void> Gateway::DiscoveryLoop() {
+  net::steady_timer timer(co_await net::this_coro::executor);
+  discovery_timer_ = &timer;
+  const auto resolve_every = Ms(config_.discovery.resolve_interval);
+  const auto poll_every = Ms(config_.discovery.models_interval);
+  auto next_resolve = Clock::now();
+  auto next_poll = Clock::now();
+  auto stopping = [this] { return discovery_stop_.load() || server_->stopping(); };
+  while (!stopping()) {
+    const uint64_t ticket = discovery_requested_.load();
+    const bool full = ticket > discovery_done_.load();
+    if (full || Clock::now() >= next_resolve) {
+      co_await ResolveRound(/*apply=*/true);
+      next_resolve = Clock::now() + resolve_every;
+    }
+    if (stopping()) break;
+    if (full || Clock::now() >= next_poll) {
+      co_await PollRound();
+      next_poll = Clock::now() + poll_every;
+    }
+    if (full) discovery_done_.store(ticket);
+    if (discovery_requested_.load() > discovery_done_.load()) continue;
+    timer.expires_at(std::min(next_resolve, next_poll));
+    co_await timer.async_wait(http::kTuple);  // cancelled by RequestDiscovery and Stop
+  }
+  discovery_timer_ = nullptr;
+}
+
+// ----------------------------------------------------------------------------------- DNS
+
+net::awaitable<void> Gateway::ResolveRound(bool apply) {
+  struct Job {
+    std::string name;
+    std::string host;
+    uint16_t port = 0;
+  };
+  std::vector<Job> jobs;
+  {
+    std::lock_guard lock(ops_mu_);
+    for (const InstanceConfig& t : running_.instances) {
+      if (t.resolve == ResolveMode::kAll) jobs.push_back({t.name, t.host, t.port});
+    }
+  }
+  for (const Job& job : jobs) {
+    Result<std::vector<ResolvedAddress>> answer = co_await resolver_->Resolve(job.host, job.port);
+    const std::string host = job.host + ":" + std::to_string(job.port);
+    std::lock_guard lock(ops_mu_);
+    // The template may have changed while the name was being resolved.
+    auto t = std::find_if(running_.instances.begin(), running_.instances.end(),
+                          [&](const InstanceConfig& ic) { return ic.name == job.name; });
+    if (t == running_.instances.end() || t->resolve != ResolveMode::kAll || t->host != job.host ||
+        t->port != job.port) {
+      continue;
+    }
+    ResolvedName& known = resolved_[job.name];
+    if (known.host != job.host || known.port != job.port) known = ResolvedName{job.host, job.port};
+    std::vector<ResolvedAddress> got;
+    if (answer.ok()) got = SortedUnique(std::move(*answer));
+    if (got.size() > kMaxResolvedAddresses) {
+      LogEvent(spdlog::level::warn, "resolution truncated",
+               {{"instance", job.name}, {"host", host}, {"addresses", static_cast<uint64_t>(got.size())},
+                {"kept", static_cast<uint64_t>(kMaxResolvedAddresses)}});
+      got.resize(kMaxResolvedAddresses);
+    }
+    if (got.empty()) {
+      // Never from some addresses to none: a DNS outage must not empty the fleet.
+      if (!known.failing) {
+        LogEvent(spdlog::level::warn, "resolution failed; the instance keeps its addresses",
+                 {{"instance", job.name}, {"host", host},
+                  {"error", answer.ok() ? std::string("no address") : answer.status().message()},
+                  {"addresses", static_cast<uint64_t>(known.addresses.size())}});
+      }
+      known.failing = true;
+      continue;
+    }
+    if (known.failing) {
+      LogEvent(spdlog::level::info, "resolution works again", {{"instance", job.name}, {"host", host}});
+    }
+    known.failing = false;
+    if (got == known.addresses) continue;
+    const std::string added = JoinWith(Minus(got, known.addresses), FormatAddress);
+    const std::string removed = JoinWith(Minus(known.addresses, got), FormatAddress);
+    known.addresses = std::move(got);
+    const auto count = static_cast<uint64_t>(known.addresses.size());
+    if (!apply) {
+      LogEvent(spdlog::level::info, "instances resolved",
+               {{"instance", job.name}, {"host", host}, {"addresses", count}, {"added", added}});
+      continue;
+    }
+    auto changes = SwapLocked(EffectiveLocked(running_));
+    if (!changes.ok()) {
+      spdlog::error("discovery: applying the addresses of {} failed: {}", job.name, changes.status().message());
+      continue;
+    }
+    LogEvent(spdlog::level::info, "instances resolved",
+             {{"instance", job.name}, {"host", host}, {"addresses", count}, {"added", added},
+              {"removed", removed},
+              {"changes", JoinWith(*changes, [](const std::string& s) { return s; })}});
+  }
+}
+
+// ------------------------------------------------------------------------------- /v1/models
+
+net::awaitable<Result<ModelList>> Gateway::PollModels(UpstreamTarget target) {
+  const auto timeout = Ms(config_.health.timeout);
+  auto& pool = ConnectionPool::ForThisThread();
+  auto [cec, lease] = co_await pool.Acquire(target, timeout, /*fresh=*/true);
+  if (cec) co_return Status::Unavailable("connect to " + target.key + " failed: " + cec.message());
+  bhttp::request<bhttp::empty_body> req{bhttp::verb::get, target.base_path + "/v1/models", 11};
+  req.set(bhttp::field::host, target.host_header);
+  req.set(bhttp::field::user_agent, "prefix-router-discovery");
+  req.set(bhttp::field::accept, "application/json");
+  req.keep_alive(false);
+  lease.stream->expires_after(timeout);
+  auto [wec, wn] = co_await bhttp::async_write(*lease.stream, req, http::kTuple);
+  if (wec) co_return Status::Unavailable("sending GET /v1/models failed: " + wec.message());
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(kMaxModelListBytes);
+  auto [rec, rn] = co_await bhttp::async_read(*lease.stream, buffer, parser, http::kTuple);
+  if (rec == bhttp::error::body_limit) {
+    co_return Status::ResourceExhausted("the /v1/models answer is larger than 4 MiB");
+  }
+  if (rec) co_return Status::Unavailable("reading the /v1/models answer failed: " + rec.message());
+  const int status = parser.get().result_int();
+  if (status != 200) co_return Status::Unavailable("GET /v1/models answered " + std::to_string(status));
+  co_return ParseModelList(parser.get().body());
+}
+
+net::awaitable<void> Gateway::PollRound() {
+  struct Poll {
+    std::string name;
+    std::string url;
+    UpstreamTarget target;
+    Result<ModelList> result = Status::Internal("not polled");
+  };
+  auto polls = std::make_shared<std::vector<Poll>>();
+  {
+    auto rs = routing_.load();
+    for (uint32_t i = 0; i < rs->fleet->size(); ++i) {
+      const InstanceSpec& spec = rs->fleet->spec(i);
+      if (spec.serves_only_listed) polls->push_back({spec.name, spec.url, rs->instances[i]->target});
+    }
+  }
+  if (polls->empty()) co_return;
+  auto executor = co_await net::this_coro::executor;
+  net::steady_timer all_done(executor, net::steady_timer::time_point::max());
+  auto left = std::make_shared<size_t>(polls->size());
+  for (size_t k = 0; k < polls->size(); ++k) {
+    net::co_spawn(
+        executor,
+        [this, polls, left, k, &all_done]() -> net::awaitable<void> {
+          (*polls)[k].result = co_await PollModels((*polls)[k].target);
+          if (--*left == 0) all_done.cancel();
+        },
+        net::detached);
+  }
+  while (*left > 0) {
+    auto [ec] = co_await all_done.async_wait(http::kTuple);
+    if (!ec) break;  // cannot happen: the deadline is time_point::max()
+  }
+  if (*left > 0) co_return;
+
+  std::lock_guard lock(ops_mu_);
+  auto rs = routing_.load();
+  bool changed = false;
+  for (const Poll& p : *polls) {
+    auto index = rs->fleet->Find(p.name);
+    if (!index || rs->fleet->spec(*index).url != p.url) continue;  // removed or moved meanwhile
+    DiscoveredModels& known = discovered_[p.name];
+    if (known.url != p.url) known = DiscoveredModels{p.url};
+    const auto& serving = rs->fleet->spec(*index).serves;
+    if (!p.result.ok()) {
+      if (!known.failing) {
+        LogEvent(spdlog::level::warn, "model discovery failed; the instance keeps its served names",
+                 {{"instance", p.name}, {"error", p.result.status().message()},
+                  {"names", static_cast<uint64_t>(serving.size())}});
+      }
+      known.failing = true;
+      continue;
+    }
+    if (known.failing) LogEvent(spdlog::level::info, "model discovery works again", {{"instance", p.name}});
+    known.failing = false;
+    const ModelList& list = *p.result;
+    known.names = list.names;
+    const std::vector<std::string> was = SortedUnique(serving);
+    if (was == list.names) continue;
+    changed = true;
+    LogEvent(spdlog::level::info, "served names discovered",
+             {{"instance", p.name}, {"added", JoinNames(Minus(list.names, was))},
+              {"removed", JoinNames(Minus(was, list.names))},
+              {"names", static_cast<uint64_t>(list.names.size())},
+              {"invalid_ids", static_cast<uint64_t>(list.invalid)},
+              {"truncated", list.truncated ? "yes" : "no"}});
+  }
+  if (!changed) co_return;
+  if (auto changes = SwapLocked(EffectiveLocked(running_)); !changes.ok()) {
+    spdlog::error("discovery: applying discovered served names failed: {}", changes.status().message());
+  }
+}
+
+}  // namespace prefix_router::gateway
