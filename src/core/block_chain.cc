@@ -34,4 +34,16 @@ bool BlockChainBuilder::Append(std::string_view bytes) {
   return !full();
 }
 
+uint64_t BlockChainSeed(std::string_view served_name, std::string_view group) {
+  const uint64_t name = XXH3_64bits_withSeed(served_name.data(), served_name.size(), 0x6361636865ULL);
+  return XXH3_64bits_withSeed(group.data(), group.size(), name);
+}
+
+std::vector<uint64_t> BuildBlockChain(std::string_view text, uint32_t block_bytes, uint32_t max_blocks,
+                                      uint64_t seed) {
+  BlockChainBuilder b(block_bytes, max_blocks, seed);
+  b.Append(text);
+  return b.Take();
+}
+
 }  // namespace prefix_router

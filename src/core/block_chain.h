@@ -41,4 +41,12 @@ class BlockChainBuilder {
   std::vector<uint64_t> chain_;
 };
 
+// The seed of a request's chain: its served name and routing group, so that chains of different
+// models (whose caches are apart) or tenants (kept apart by routing ids) never meet.
+uint64_t BlockChainSeed(std::string_view served_name, std::string_view group);
+
+// The chain of `text` in one call.
+std::vector<uint64_t> BuildBlockChain(std::string_view text, uint32_t block_bytes, uint32_t max_blocks,
+                                      uint64_t seed);
+
 }  // namespace prefix_router

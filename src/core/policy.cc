@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/block_index.h"
 #include "core/key_homes.h"
 #include "core/placement.h"
 
@@ -391,6 +392,68 @@ class PrefixAwarePolicy final : public Policy {
   mutable ShareMeter shares_;
 };
 
+// The gateway's estimate, as in api::EstimatePromptTokens: about 4 bytes of text per token.
+constexpr uint32_t kBytesPerToken = 4;
+
+class CacheAwarePolicy final : public Policy {
+ public:
+  explicit CacheAwarePolicy(const RoutingOptions& o)
+      : threshold_(static_cast<int32_t>(o.concurrency_threshold)),
+        block_tokens_(std::max<uint32_t>(1, o.cache_aware.block_bytes / kBytesPerToken)),
+        load_weight_(o.cache_aware.load_weight),
+        index_(BlockIndex::Options{o.cache_aware.capacity_blocks, o.cache_aware.max_index_bytes}) {}
+
+  Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
+    auto c = Candidates(r, f, false);
+    if (c.empty()) return NoCandidate(r, f);
+    thread_local std::vector<uint64_t> seeds;
+    thread_local std::vector<uint32_t> matched;
+    seeds.resize(c.size());
+    matched.assign(c.size(), 0);
+    for (size_t k = 0; k < c.size(); ++k) seeds[k] = f.placement_seed(c[k]);
+    if (!r.blocks.empty()) index_.Match(r.blocks, seeds, matched);
+    const uint64_t key = r.key.placement_hash();
+    size_t best = SIZE_MAX;
+    bool best_below = false;
+    double best_cost = 0;
+    uint64_t best_score = 0;
+    uint32_t longest = 0;
+    for (size_t k = 0; k < c.size(); ++k) {
+      const uint32_t i = c[k];
+      longest = std::max(longest, matched[k]);
+      const bool below = InFlight(f, i) < threshold_;
+      const uint64_t cached = uint64_t{matched[k]} * block_tokens_;
+      const double uncached = r.work_tokens > cached ? static_cast<double>(r.work_tokens - cached) : 0;
+      const double cost = uncached + load_weight_ * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) /
+                                         static_cast<double>(f.spec(i).weight);
+      const uint64_t score = PreferenceScore(key, f, i);
+      if (best == SIZE_MAX || (below && !best_below) ||
+          (below == best_below && (cost < best_cost || (cost == best_cost && score > best_score)))) {
+        best = k;
+        best_below = below;
+        best_cost = cost;
+        best_score = score;
+      }
+    }
+    DecisionKind kind = !best_below            ? DecisionKind::kSaturated
+                        : longest == 0         ? DecisionKind::kLeastOutstanding
+                        : matched[best] == longest ? DecisionKind::kAffinity
+                                               : DecisionKind::kOverflow;
+    return Decision{c[best], kind, 0};
+  }
+  std::string_view name() const override { return "cache-aware"; }
+  void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
+    index_.Insert(r.blocks, f.placement_seed(d.instance));
+  }
+  const BlockIndex& index() const { return index_; }
+
+ private:
+  int32_t threshold_;
+  uint32_t block_tokens_;
+  double load_weight_;
+  mutable BlockIndex index_;  // internally locked
+};
+
 }  // namespace
 
 std::string_view StrategyName(Strategy s) {
@@ -399,18 +462,19 @@ std::string_view StrategyName(Strategy s) {
     case Strategy::kLeastOutstanding: return "least-outstanding-requests";
     case Strategy::kRoundRobin: return "round-robin";
     case Strategy::kPrefixAware: return "prefix-aware";
+    case Strategy::kCacheAware: return "cache-aware";
   }
   return "unknown";
 }
 
 Result<Strategy> ParseStrategy(std::string_view name) {
   for (Strategy s : {Strategy::kRandom, Strategy::kLeastOutstanding, Strategy::kRoundRobin,
-                     Strategy::kPrefixAware}) {
+                     Strategy::kPrefixAware, Strategy::kCacheAware}) {
     if (name == StrategyName(s)) return s;
   }
   return Status::InvalidArgument(
       "strategy: '" + std::string(name) +
-      "' is not one of random, least-outstanding-requests, round-robin, prefix-aware");
+      "' is not one of random, least-outstanding-requests, round-robin, prefix-aware, cache-aware");
 }
 
 std::string_view SpillModeName(SpillMode m) {
@@ -471,6 +535,26 @@ Status RoutingOptions::Validate() const {
                                    " is outside the allowed range " + Range(0, kMaxPoolInFlight) +
                                    " (0 = no ceiling)");
   }
+  const CacheAwareOptions& ca = cache_aware;
+  if (ca.block_bytes < 16 || ca.block_bytes > 65536) {
+    return Status::InvalidArgument("cache_aware.block_bytes: " + std::to_string(ca.block_bytes) +
+                                   " is outside the allowed range 16..65536");
+  }
+  if (ca.max_blocks < 1 || ca.max_blocks > 65536) {
+    return Status::InvalidArgument("cache_aware.max_blocks: " + std::to_string(ca.max_blocks) +
+                                   " is outside the allowed range 1..65536");
+  }
+  if (ca.capacity_blocks < 1 || ca.capacity_blocks > (1ull << 32)) {
+    return Status::InvalidArgument("cache_aware.capacity_blocks: " + std::to_string(ca.capacity_blocks) +
+                                   " is outside the allowed range 1..4294967296");
+  }
+  if (ca.max_index_bytes < (1ull << 20) || ca.max_index_bytes > (64ull << 30)) {
+    return Status::InvalidArgument("cache_aware.max_index_bytes: " + std::to_string(ca.max_index_bytes) +
+                                   " is outside the allowed range 1 MiB..64 GiB");
+  }
+  if (!(ca.load_weight >= 0 && ca.load_weight <= 100)) {
+    return Status::InvalidArgument("cache_aware.load_weight: must be between 0 and 100");
+  }
   return Status::Ok();
 }
 
@@ -480,6 +564,7 @@ std::unique_ptr<Policy> MakePolicy(const RoutingOptions& o) {
     case Strategy::kLeastOutstanding: return std::make_unique<LeastOutstandingPolicy>(o.load_measure);
     case Strategy::kRoundRobin: return std::make_unique<RoundRobinPolicy>();
     case Strategy::kPrefixAware: return std::make_unique<PrefixAwarePolicy>(o);
+    case Strategy::kCacheAware: return std::make_unique<CacheAwarePolicy>(o);
   }
   return nullptr;
 }

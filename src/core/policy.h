@@ -41,6 +41,19 @@
 //                               to its first choice when a later spill finds room there.
 //                               A retry (an instance excluded after a failure) moves nothing.
 //
+// cache-aware (no prefix length to tune): the routing text is cut into blocks of
+//   cache_aware.block_bytes, hashed as a chain (core/block_chain.h), and a BlockIndex remembers
+//   which blocks each instance was sent (least recently used forgotten first, capacity_blocks
+//   per instance, max_index_bytes in all). A request goes to the candidate below the concurrency
+//   threshold with the lowest cost
+//     cost = uncached prompt tokens (its estimated prompt tokens minus the tokens of the leading
+//            blocks the instance holds) + load_weight x the instance's outstanding prompt tokens,
+//   ties to the key's rendezvous preference (so replicas with the same view agree). A long shared
+//   context matches at any length; a short generic opening saves little and does not outweigh
+//   load. When every candidate is at the threshold the cheapest takes it (saturated). Kinds:
+//   affinity (the chosen instance has the longest match), overflow (another had a longer
+//   match but cost more), least-outstanding (no candidate holds any block).
+//
 // Load measure (per pool): where load decides (least-outstanding-requests, the least-loaded spill
 // and the saturated fallback of prefix-aware), `requests` compares in-flight requests per unit of
 // weight; `prompt-tokens` compares outstanding work: the estimated prompt tokens of the requests in
@@ -71,7 +84,7 @@
 
 namespace prefix_router {
 
-enum class Strategy { kRandom, kLeastOutstanding, kRoundRobin, kPrefixAware };
+enum class Strategy { kRandom, kLeastOutstanding, kRoundRobin, kPrefixAware, kCacheAware };
 enum class SpillMode { kNextPreferred, kLeastLoaded };
 enum class LoadMeasure { kRequests, kPromptTokens };
 
@@ -96,6 +109,16 @@ inline constexpr double kDefaultBalanceFactor = 1.5;
 inline constexpr double kMaxBalanceFactor = 100.0;
 inline constexpr uint32_t kMaxPoolInFlight = 1'000'000;
 
+// cache-aware settings (see the file comment).
+struct CacheAwareOptions {
+  uint32_t block_bytes = 256;            // routing text per block (about 64 tokens)
+  uint32_t max_blocks = 4096;            // blocks hashed per request (1 MiB of text)
+  uint64_t capacity_blocks = 16384;      // per instance: about 1M tokens of KV cache
+  uint64_t max_index_bytes = 64ull << 20;  // the whole index
+  double load_weight = 0.1;              // cost of a queued prompt token vs an uncached one
+  bool operator==(const CacheAwareOptions&) const = default;
+};
+
 // Per-pool routing settings.
 struct RoutingOptions {
   Strategy strategy = Strategy::kRandom;
@@ -108,6 +131,7 @@ struct RoutingOptions {
   uint32_t max_in_flight = 0;
   // What "least loaded" compares (see the file comment).
   LoadMeasure load_measure = LoadMeasure::kRequests;
+  CacheAwareOptions cache_aware;
   // What the key is computed over (api/key_normalisation.h); policies ignore it, the parsers
   // apply it. Checked by api::CompileKeyNormalisation, not by Validate().
   KeyNormalisation key_normalisation;
@@ -123,6 +147,7 @@ struct RouteRequest {
   PrefixKey key;                       // used by prefix-aware
   std::span<const uint32_t> exclude;   // instance indices already tried for this request
   uint32_t work_tokens = 0;            // estimated prompt tokens (api::EstimatePromptTokens)
+  std::span<const uint64_t> blocks;    // cache-aware: the routing text's block chain
 };
 
 enum class DecisionKind { kAffinity, kOverflow, kSaturated, kRandom, kLeastOutstanding, kRoundRobin };

@@ -182,6 +182,10 @@ struct RoutingPatch {
   std::optional<SpillMode> spill;
   std::optional<LoadMeasure> load_measure;
   std::optional<double> balance_factor;
+  // cache_aware, field by field.
+  std::optional<uint32_t> block_bytes, max_blocks;
+  std::optional<uint64_t> capacity_blocks, max_index_bytes;
+  std::optional<double> load_weight;
   std::optional<uint32_t> max_in_flight;
   // key_normalisation, field by field: a pool's list replaces the `routing` list.
   std::optional<bool> canonical_json;
@@ -197,6 +201,11 @@ struct RoutingPatch {
     if (concurrency_threshold) o.concurrency_threshold = *concurrency_threshold;
     if (spill) o.spill = *spill;
     if (load_measure) o.load_measure = *load_measure;
+    if (block_bytes) o.cache_aware.block_bytes = *block_bytes;
+    if (max_blocks) o.cache_aware.max_blocks = *max_blocks;
+    if (capacity_blocks) o.cache_aware.capacity_blocks = *capacity_blocks;
+    if (max_index_bytes) o.cache_aware.max_index_bytes = *max_index_bytes;
+    if (load_weight) o.cache_aware.load_weight = *load_weight;
     if (balance_factor) o.balance_factor = *balance_factor;
     if (max_in_flight) o.max_in_flight = *max_in_flight;
   }
@@ -235,13 +244,38 @@ Status ReadKeyNormalisation(const YAML::Node& n, const std::string& path, Routin
       });
 }
 
+// `cache_aware: {block_bytes, max_blocks, capacity_blocks, max_index_bytes, load_weight}`.
+Status ReadCacheAware(const YAML::Node& n, const std::string& path, RoutingPatch& out) {
+  return ForEachField(
+      n, path, {"block_bytes", "max_blocks", "capacity_blocks", "max_index_bytes", "load_weight"},
+      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "load_weight") {
+          double w = 0;
+          if (Status s = ReadNumber(v, p, "a number", w); !s.ok()) return s;
+          out.load_weight = w;
+          return Status::Ok();
+        }
+        if (key == "capacity_blocks" || key == "max_index_bytes") {
+          uint64_t value = 0;
+          if (Status s = ReadUnsigned(v, p, value); !s.ok()) return s;
+          (key == "capacity_blocks" ? out.capacity_blocks : out.max_index_bytes) = value;
+          return Status::Ok();
+        }
+        uint32_t value = 0;
+        if (Status s = ReadUnsigned(v, p, value); !s.ok()) return s;
+        (key == "block_bytes" ? out.block_bytes : out.max_blocks) = value;
+        return Status::Ok();
+      });
+}
+
 Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& out) {
   return ForEachField(
       n, path,
       {"routing_strategy", "prefix_length", "concurrency_threshold", "spill_mode", "balance_factor",
-       "max_in_flight", "load_measure", "key_normalisation"},
+       "max_in_flight", "load_measure", "key_normalisation", "cache_aware"},
       [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "key_normalisation") return ReadKeyNormalisation(v, p, out);
+        if (key == "cache_aware") return ReadCacheAware(v, p, out);
         if (key == "routing_strategy") {
           std::string name;
           if (Status s = ReadString(v, p, name); !s.ok()) return s;

@@ -13,7 +13,8 @@
 //   unknown_path_status: 404        # the answer to a path the gateway does not route:
 //                                   # 403, 404, 410, 421 or 501 (OpenAI-style JSON error)
 //   routing:                        # the default pool's settings
-//     routing_strategy: random      # random | least-outstanding-requests | round-robin | prefix-aware
+//     routing_strategy: random      # random | least-outstanding-requests | round-robin |
+//                                   # prefix-aware | cache-aware
 //     prefix_length: 2048           # 1024..65536; bytes (native API) or characters (OpenAI API)
 //     concurrency_threshold: 64     # 1..1024 in-flight requests per instance
 //     spill_mode: next-preferred    # next-preferred | least-loaded
@@ -31,6 +32,15 @@
 //                                   # (dispatched or retrying) a new one gets 429 with
 //                                   # Retry-After: 1 (prefix_router_rejected_requests_total
 //                                   # {reason="pool_in_flight"}); 0 = no ceiling
+//     cache_aware:                  # cache-aware's block index (core/policy.h)
+//       block_bytes: 256            # routing text per block, 16..65536
+//       max_blocks: 4096            # blocks per request, 1..65536 (block_bytes x max_blocks of
+//                                   # text are keyed, at most 64 MiB)
+//       capacity_blocks: 16384      # per instance (its KV cache: about 1M tokens at 4 bytes of
+//                                   # text per token), 1..2^32; least recently sent forgotten
+//       max_index_bytes: 67108864   # the whole index, 1 MiB..64 GiB
+//       load_weight: 0.1            # cost of an outstanding prompt token against an uncached
+//                                   # one, 0..100
 //     key_normalisation:            # what the key is computed over (docs/normalisation.md);
 //                                   # a pool's setting replaces this one field by field
 //       canonical_json: false       # native API: key the canonical JSON (sorted members, no

@@ -470,6 +470,31 @@ TEST(ValidateConfig, RejectsBalanceFactorOutOfRange) {
   }
 }
 
+// cache_aware parses field by field (a pool's fields over `routing`'s) and its ranges are the
+// core's, under the field's path.
+TEST(ParseConfigYaml, CacheAwareSection) {
+  GatewayConfig c = Parse(
+      "instances: [{url: 'http://a:1'}]\n"
+      "routing: {routing_strategy: cache-aware, cache_aware: {block_bytes: 128, load_weight: 0.25}}\n"
+      "pools: {llama: {cache_aware: {capacity_blocks: 5000, max_index_bytes: 2097152, max_blocks: 64}}}\n");
+  EXPECT_EQ(c.routing.strategy, Strategy::kCacheAware);
+  EXPECT_EQ(c.routing.cache_aware.block_bytes, 128u);
+  EXPECT_EQ(c.routing.cache_aware.load_weight, 0.25);
+  const RoutingOptions& llama = c.pools.at("llama");
+  EXPECT_EQ(llama.strategy, Strategy::kCacheAware);
+  EXPECT_EQ(llama.cache_aware.block_bytes, 128u);  // inherited
+  EXPECT_EQ(llama.cache_aware.capacity_blocks, 5000u);
+  EXPECT_EQ(llama.cache_aware.max_index_bytes, 2097152u);
+  EXPECT_EQ(llama.cache_aware.max_blocks, 64u);
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  ExpectParseError("routing: {cache_aware: {block_size: 4}}\n",
+                   {"routing.cache_aware.block_size: unknown field; expected one of block_bytes"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.pools["llama"].cache_aware.block_bytes = 8; }),
+                {"pools.llama.cache_aware.block_bytes: 8 is outside the allowed range 16..65536"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.routing.cache_aware.load_weight = 101; }),
+                {"routing.cache_aware.load_weight"});
+}
+
 // A pool's ranges are reported under the pool's path.
 TEST(ValidateConfig, RejectsPoolOutOfRange) {
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.pools["llama"].prefix_length = 10; }),

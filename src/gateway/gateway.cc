@@ -13,6 +13,7 @@
 #include "api/native_request.h"
 #include "api/openai_request.h"
 #include "api/trace_context.h"
+#include "core/block_chain.h"
 #include "gateway/log.h"
 #include "http/tls.h"
 
@@ -51,6 +52,13 @@ Rng& ThreadRng() {
 api::OpenAiRequestParser& ThreadParser() {
   thread_local api::OpenAiRequestParser parser;
   return parser;
+}
+
+// A per-thread copy of the keyed text, for cache-aware pools' block chains (read before the
+// request's first await, like the parser's results).
+std::string& ThreadKeyedText() {
+  thread_local std::string text;
+  return text;
 }
 
 std::optional<std::string_view> HeaderValue(const http::Request& req, std::string_view name) {
@@ -583,20 +591,23 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   if (api_kind == api::ApiKind::kNative) {
     component = HeaderValue(req, api::kInferenceComponentHeader);
     const Pool& pool = rs->PoolFor(component.value_or(""));
-    parsed = api::ParseNative(body, pool.options.prefix_length, HeaderValue(req, api::kRoutingGroupHeader),
-                              component, pool.normaliser.get());
+    parsed = api::ParseNative(body, api::KeyedLength(pool.options), HeaderValue(req, api::kRoutingGroupHeader),
+                              component, pool.normaliser.get(),
+                              pool.options.strategy == Strategy::kCacheAware ? &ThreadKeyedText() : nullptr);
   } else {
     // The pool (and so prefix_length) depends on the model, which is in the body: parse with
     // the largest prefix length in use, then cut to the pool's own if it is shorter.
-    uint32_t max_len = rs->default_pool.options.prefix_length;
-    for (const auto& [name, pool] : rs->pools) max_len = std::max(max_len, pool.options.prefix_length);
+    // A cache-aware pool keys its whole block chain's worth of text and needs the text itself.
+    uint32_t max_len = api::KeyedLength(rs->default_pool.options);
+    for (const auto& [name, pool] : rs->pools) max_len = std::max(max_len, api::KeyedLength(pool.options));
     parsed = ThreadParser().Parse(api_kind, body, max_len);
     if (parsed.ok() && api::HasPrefixKey(api_kind)) {
       const Pool& pool = rs->PoolFor(parsed->served_name);
       const bool patterns = pool.normaliser && pool.normaliser->has_patterns();
-      if (pool.options.prefix_length != max_len || patterns) {
-        parsed = ThreadParser().Parse(api_kind, body, pool.options.prefix_length, false, nullptr,
-                                      pool.normaliser.get());
+      const bool chained = pool.options.strategy == Strategy::kCacheAware;
+      if (api::KeyedLength(pool.options) != max_len || patterns || chained) {
+        parsed = ThreadParser().Parse(api_kind, body, api::KeyedLength(pool.options), false,
+                                      chained ? &ThreadKeyedText() : nullptr, pool.normaliser.get());
       }
     }
   }
@@ -619,6 +630,12 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     co_return;
   }
   const Pool& pool = rs->PoolFor(p.served_name);
+  // cache-aware: the keyed text's block chain (owned here: retries route by it after awaits).
+  std::vector<uint64_t> chain;
+  if (pool.options.strategy == Strategy::kCacheAware && api::HasPrefixKey(api_kind)) {
+    chain = BuildBlockChain(ThreadKeyedText(), pool.options.cache_aware.block_bytes,
+                            pool.options.cache_aware.max_blocks, BlockChainSeed(p.served_name, p.routing_group));
+  }
   Policy& policy = !api::HasPrefixKey(api_kind) && pool.options.strategy == Strategy::kPrefixAware
                        ? UnkeyedPolicy(pool.options.load_measure)
                        : *pool.policy;
@@ -666,7 +683,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   std::vector<uint32_t> tried;
   bool decided_once = false;
   for (uint32_t n = 0;; ++n) {
-    RouteRequest rr{served_name, p.key, tried, work_tokens};
+    RouteRequest rr{served_name, p.key, tried, work_tokens, chain};
     auto decision = policy.Pick(rr, fleet, ThreadRng());
     if (!decided_once) {
       metrics_->decision_seconds.WithLabels({}).Observe(SecondsSince(ex.received_at()));

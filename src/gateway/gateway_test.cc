@@ -553,6 +553,38 @@ TEST(GatewayTest, PromptTokenLoadMeasureWeighsLongPrefills) {
   EXPECT_EQ(fleet->state(1).outstanding_tokens.load(), 0);
 }
 
+// cache-aware end to end: the block chain is built from the keyed text, so requests that share
+// a long document (whatever follows it, and at any length) go where it was sent, on both APIs;
+// a different tenant (routing group) is placed on its own.
+TEST(GatewayTest, CacheAwareFollowsTheSentBlocks) {
+  Fakes fakes = StartFakes({"a", "b", "c", "d"});
+  GatewayConfig config = ConfigFor(fakes);
+  config.routing.strategy = Strategy::kCacheAware;
+  auto gw = StartGateway(config);
+  ASSERT_NE(gw, nullptr);
+  const uint16_t port = gw->port();
+  std::string doc;
+  while (doc.size() < 20'000) doc += "Clause " + std::to_string(doc.size()) + " of the agreement applies. ";
+  const ClientResponse first = Post(port, kChat, ChatBody("m", doc + " Question 0?"));
+  ASSERT_EQ(first.status(), 200) << first.body();
+  const std::string home = first.Header(kInstance);
+  for (int q = 1; q <= 6; ++q) {
+    const ClientResponse r = Post(port, kChat, ChatBody("m", doc + " Question " + std::to_string(q) + "?"));
+    EXPECT_EQ(r.Header(kInstance), home) << q;
+    EXPECT_EQ(r.Header("x-prefix-router-decision"), "affinity") << q;
+  }
+  // Native API: the body bytes are the text.
+  const std::string native = R"({"inputs":")" + doc + R"(","n":)";
+  const ClientResponse n0 = Post(port, "/invocations", native + "0}");
+  ASSERT_EQ(n0.status(), 200) << n0.body();
+  for (int q = 1; q <= 3; ++q) {
+    EXPECT_EQ(Post(port, "/invocations", native + std::to_string(q) + "}").Header(kInstance), n0.Header(kInstance));
+  }
+  // Another tenant with the same document matches nothing: its decision says so.
+  const ClientResponse other = Post(port, kChat, ChatBody("m", doc + " Question 0?", "tenant-2"));
+  EXPECT_EQ(other.Header("x-prefix-router-decision"), "least-outstanding");
+}
+
 // ------------------------------------------------------------------------------------ streaming
 
 Behavior Streaming(bool sse, int chunks, std::chrono::milliseconds delay) {

@@ -61,8 +61,16 @@ json::object PoolJson(std::string_view name, const Pool& pool, size_t instances)
     out["prefix_length"] = o.prefix_length;
     out["concurrency_threshold"] = o.concurrency_threshold;
     out["spill_mode"] = SpillModeName(o.spill);
-    out["load_measure"] = LoadMeasureName(o.load_measure);
     out["balance_factor"] = o.balance_factor;
+  }
+  if (o.strategy == Strategy::kCacheAware) {
+    out["concurrency_threshold"] = o.concurrency_threshold;
+    out["block_bytes"] = o.cache_aware.block_bytes;
+    out["capacity_blocks"] = o.cache_aware.capacity_blocks;
+    out["load_weight"] = o.cache_aware.load_weight;
+  }
+  if (o.strategy == Strategy::kPrefixAware || o.strategy == Strategy::kLeastOutstanding) {
+    out["load_measure"] = LoadMeasureName(o.load_measure);
   }
   return out;
 }

@@ -15,6 +15,7 @@
 
 #include "api/native_request.h"
 #include "api/openai_request.h"
+#include "core/block_chain.h"
 #include "core/fleet.h"
 #include "core/rng.h"
 #include "engine_model/kv_cache.h"
@@ -259,6 +260,8 @@ class Simulation {
   std::unordered_map<uint64_t, std::string> replies_;  // session -> reply for its next turn
 
   api::OpenAiRequestParser parser_;
+  std::string keyed_text_;       // cache-aware: the keyed text of the request being routed
+  std::vector<uint64_t> chain_;  // and its block chain
   // o_.routing.key_normalisation compiled, exactly as the gateway's pool holds it; null = off.
   std::shared_ptr<const api::KeyNormaliser> normaliser_;
   PromptTokenizer tokenizer_;
@@ -352,12 +355,19 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   // The routing decision, from the body the gateway would receive.
   const std::string body = workload::RenderBody(*r, /*stream=*/false, o_.default_model);
   Result<api::ParsedRequest> parsed = Status::Internal("unset");
+  const bool chained = o_.routing.strategy == Strategy::kCacheAware;
+  const uint32_t keyed_length = api::KeyedLength(o_.routing);
+  std::string* keyed = chained ? &keyed_text_ : nullptr;
   if (r->api == api::ApiKind::kNative) {
     std::optional<std::string_view> group;
     if (!r->routing_group.empty()) group = r->routing_group;
-    parsed = api::ParseNative(body, o_.routing.prefix_length, group, std::nullopt, normaliser_.get());
+    parsed = api::ParseNative(body, keyed_length, group, std::nullopt, normaliser_.get(), keyed);
   } else {
-    parsed = parser_.Parse(r->api, body, o_.routing.prefix_length, false, nullptr, normaliser_.get());
+    parsed = parser_.Parse(r->api, body, keyed_length, false, keyed, normaliser_.get());
+  }
+  if (chained && parsed.ok()) {
+    chain_ = BuildBlockChain(keyed_text_, o_.routing.cache_aware.block_bytes, o_.routing.cache_aware.max_blocks,
+                             BlockChainSeed(parsed->served_name, parsed->routing_group));
   }
   std::vector<uint32_t> prompt;
   if (r->api == api::ApiKind::kChatCompletions || (r->api == api::ApiKind::kNative && r->body.empty() && r->prompt.empty())) {
@@ -377,6 +387,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   RouteRequest route = api::RouteRequestFor(*parsed);
   route.served_name = "";  // every simulated instance serves every model
   route.work_tokens = api::EstimatePromptTokens(body.size());  // as the gateway estimates it
+  if (chained) route.blocks = chain_;
   Result<Decision> d = policy_->Pick(route, *fleet_, rng_);
   if (!d.ok()) {
     rec.error = true;
@@ -564,7 +575,14 @@ Result<SimRun> Simulation::Run() {
   if (!w.ok()) return w.status();
   workload_ = std::move(*w);
   session_rate_ = o_.rate_rps / std::max(1.0, workload_->mean_turns());
-  policy_ = MakePolicy(o_.routing);
+  RoutingOptions routing = o_.routing;
+  if (routing.strategy == Strategy::kCacheAware) {
+    // The index's capacity per instance from the engine's own (as a gateway reads it from an
+    // engine's metrics): its KV cache in tokens, at about 4 bytes of text per token.
+    const uint64_t tokens = uint64_t{o_.profile.config.capacity_blocks} * o_.profile.config.block_size;
+    routing.cache_aware.capacity_blocks = std::max<uint64_t>(1, tokens * 4 / routing.cache_aware.block_bytes);
+  }
+  policy_ = MakePolicy(routing);
   if (o_.routing.key_normalisation.enabled()) {
     auto n = api::KeyNormaliser::Create(o_.routing.key_normalisation);
     if (!n.ok()) return Status::InvalidArgument("key normalisation: " + n.status().message());
@@ -707,7 +725,7 @@ Result<ScaleEvent> ParseScaleEvent(std::string_view text) {
 
 std::vector<std::string_view> StrategyNames() {
   return {"random", "least-outstanding-requests", "round-robin", "prefix-aware",
-          "prefix-aware-next-preferred", "prefix-aware-least-loaded"};
+          "prefix-aware-next-preferred", "prefix-aware-least-loaded", "cache-aware"};
 }
 
 Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions base) {
@@ -732,6 +750,19 @@ Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions b
       base.balance_factor = factor;
       name = name.substr(0, b);
     }
+  }
+  constexpr std::string_view kCacheAware = "cache-aware";
+  if (name.starts_with(kCacheAware) && name.size() > kCacheAware.size() + 2 &&
+      name.substr(kCacheAware.size(), 2) == "-w") {
+    // "-wF": the load weight.
+    std::string_view digits = name.substr(kCacheAware.size() + 2);
+    double weight = 0;
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), weight);
+    if (ec != std::errc() || ptr != digits.data() + digits.size()) {
+      return Status::InvalidArgument("strategy '" + std::string(name) + "': bad load weight");
+    }
+    base.cache_aware.load_weight = weight;
+    name = kCacheAware;
   }
   if (name.starts_with(kPrefixAware) && name.size() > kPrefixAware.size() &&
       name[kPrefixAware.size()] == '-') {
