@@ -6,6 +6,8 @@
 #   3. simulate scale events: add, remove and replace an instance during a long-context hour
 #   4. simulate closed loop (fixed concurrency), where throughput can differ between strategies
 #   5. demo (live, loopback HTTP), seeds 1-3
+#   6. simulate key normalisation (issue 9): noisy-native, raw bytes against canonical JSON and
+#      excluded fields, seeds 1-3
 # Run after `bash scripts/build.sh release` (or set PREFIX_ROUTER to another binary). Pass a step
 # number to run only that step.
 set -euo pipefail
@@ -56,4 +58,15 @@ if run 5; then
   for seed in 1 2 3; do
     "$bin" demo --seed "$seed" --out "$out/demo-seed$seed" | tee "$out/demo-seed$seed.txt"
   done
+fi
+if run 6; then
+  # Each variant is a run of its own (the same strategy, another key): norm-<variant>.json.
+  common=(--workload noisy-native --seed 1,2,3 --duration 600 --rate 16.5 --no-bounds)
+  "$bin" simulate "${common[@]}" --strategy random --json "$out/norm-random.json" | tee "$out/norm-random.txt"
+  "$bin" simulate "${common[@]}" --strategy prefix-aware --json "$out/norm-raw.json" | tee "$out/norm-raw.txt"
+  "$bin" simulate "${common[@]}" --strategy prefix-aware --canonical-json true \
+    --json "$out/norm-canonical.json" | tee "$out/norm-canonical.txt"
+  "$bin" simulate "${common[@]}" --strategy prefix-aware --exclude-field id --exclude-field created \
+    --exclude-field metadata.trace_id --json "$out/norm-excluded.json" --report "$out/norm-excluded.html" \
+    | tee "$out/norm-excluded.txt"
 fi

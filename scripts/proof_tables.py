@@ -162,3 +162,19 @@ if scale:
                 cells += [pct(p["hit_rate"]), f"{p['ttft_p50_s']:.3f} s"] if p else ["-", "-"]
             label = f"window holding {t:.0f} s" + (f" ({what})" if t == at else "")
             print(f"| {label} | " + " | ".join(cells) + " |")
+
+# Key normalisation (issue 9) on noisy-native: the same prefix-aware routing keyed on raw bytes,
+# on the canonical JSON, and on the canonical JSON without the per-request fields.
+variants = [("norm-random.json", "random routing, for reference"),
+            ("norm-raw.json", "prefix-aware, raw bytes (the managed service's key)"),
+            ("norm-canonical.json", "prefix-aware, canonical JSON only"),
+            ("norm-excluded.json", "prefix-aware, canonical JSON without id, created, metadata.trace_id")]
+norm = [(label, load(name)) for name, label in variants]
+if any(runs for _, runs in norm):
+    print("\n#### Key normalisation, noisy-native (simulate, 600 s at 16.5 requests/s)\n")
+    print("| key | seed | TTFT P50 | P90 | hit rate | share min-max |")
+    print("|---|---|---|---|---|---|")
+    for label, runs in norm:
+        for r in sorted(runs, key=lambda r: r["seed"]):
+            print(f"| {label} | {r['seed']} | {r['ttft_p50_s']:.3f} s | {r['ttft_p90_s']:.3f} s | "
+                  f"{pct(r['hit_rate'])} | {pct(min(r['share']))}-{pct(max(r['share']))} |")

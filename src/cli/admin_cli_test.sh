@@ -6,19 +6,7 @@
 # refused at validation.
 set -uo pipefail
 bin=$1
-fails=0; passes=0
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  local name=$1; shift
-  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $name"; fails=$((fails + 1)); fi
-}
-eventually() {  # eventually COMMAND...: retries for up to 5 s
-  for _ in $(seq 50); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
-dir=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
 
 token=cli-T0ken-5b1e93
 printf '%s\n' "$token" > "$dir/token"
@@ -80,5 +68,4 @@ kill -TERM $pid; wait $pid; rc=$?; pid=
 check "SIGTERM exits 0" test $rc = 0
 check "token never logged" bash -c "! grep -q '$token' '$dir/log'"
 
-echo "$passes passed, $fails failed"
-test $fails = 0
+summary

@@ -6,19 +6,7 @@
 # fields are refused by --check-config with the field named.
 set -uo pipefail
 bin=$1
-fails=0; passes=0
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  local name=$1; shift
-  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $name"; fails=$((fails + 1)); fi
-}
-eventually() {  # eventually COMMAND...: retries for up to 10 s
-  for _ in $(seq 100); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
-dir=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$dir"; }
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
 
 # Refused at validation, naming the field.
 printf 'instances: [{url: "http://10.0.0.1:8000", resolve: all}]\n' > "$dir/bad1.yaml"
@@ -76,5 +64,4 @@ check "an address removed from the hosts file goes" \
   eventually bash -c "! curl -s http://127.0.0.1:$port/health | grep -q 'vllm@127.0.0.1'"
 check "lora-v4 is gone with its engine's address" eventually chat_is lora-v4 "status 404"
 
-echo "$passes passed, $fails failed"
-test $fails = 0
+summary

@@ -7,19 +7,7 @@
 # is enough to tell it from a 401 or a 429.
 set -uo pipefail
 bin=$1
-fails=0; passes=0
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  local name=$1; shift
-  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $name"; fails=$((fails + 1)); fi
-}
-eventually() {  # eventually COMMAND...: retries for up to 5 s
-  for _ in $(seq 50); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
-dir=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
 
 key_a=sk-cli-team-a-7f3e1c9b
 key_b=sk-cli-team-b-2d8a6e4f
@@ -69,5 +57,4 @@ kill -TERM $pid; wait $pid; pid=
 check "access log names the tenant" grep -q 'tenant=team-b' "$dir/log"
 check "no key is logged" bash -c "! grep -q -e '$key_a' -e '$key_b' '$dir/log'"
 
-echo "$passes passed, $fails failed"
-test $fails = 0
+summary

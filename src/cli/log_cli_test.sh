@@ -7,22 +7,7 @@
 # client's Authorization header, a query string) ever reaches the log.
 set -uo pipefail
 bin=$1
-fails=0; passes=0
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  local name=$1; shift
-  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $name"; fails=$((fails + 1)); fi
-}
-eventually() {  # eventually COMMAND...: retries for up to 10 s
-  for _ in $(seq 100); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
 port_of() {  # port_of LOG PATTERN: the port after "PATTERN HOST:" in LOG, waiting for it
   eventually grep -q "$2" "$1" || return 1
   grep -o "$2 [0-9.]*:[0-9]*" "$1" | head -1 | sed 's/.*://'
@@ -116,5 +101,4 @@ printf 'instances: [{url: "http://127.0.0.1:1"}]\nlog: {format: yaml}\n' >"$dir/
 err=$("$bin" serve --check-config --config "$dir/bad.yaml" 2>&1); rc=$?
 check "bad log.format refused" bash -c 'test "$1" = 2 && printf "%s" "$2" | grep -q "log.format: .yaml. is not one of text, json"' _ "$rc" "$err"
 
-echo "$passes passed, $fails failed"
-test $fails = 0
+summary

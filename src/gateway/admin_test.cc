@@ -36,6 +36,8 @@ namespace pt = prefix_router::testing;
 namespace bhttp = http::bhttp;
 namespace json = boost::json;
 using pt::Behavior;
+using testing::LogCapture;
+using testing::TempFile;
 using pt::ClientResponse;
 using pt::Eventually;
 using pt::FakeUpstream;
@@ -145,41 +147,6 @@ int32_t TotalInFlight(const Gateway& g) {
   for (uint32_t i = 0; i < rs->fleet->size(); ++i) n += rs->fleet->state(i).in_flight.load();
   return n;
 }
-
-// Captures log lines at info level and above while alive (the gateway tests run at warn).
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-    previous_ = spdlog::get_level();
-    spdlog::set_level(spdlog::level::info);
-  }
-  ~LogCapture() {
-    spdlog::set_level(previous_);
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-  spdlog::level::level_enum previous_;
-};
-
-// A file in the test's temporary directory, rewritten at will.
-class TempFile {
- public:
-  explicit TempFile(std::string name)
-      : path_((std::filesystem::temp_directory_path() /
-               ("pr_admin_" + std::to_string(::getpid()) + "_" + name)).string()) {}
-  ~TempFile() { std::filesystem::remove(path_); }
-  void Write(const std::string& text) const { std::ofstream(path_, std::ios::trunc) << text; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 Result<GatewayConfig> LoadAndValidate(const std::string& path) {
   Result<GatewayConfig> c = LoadConfigFile(path);

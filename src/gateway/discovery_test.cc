@@ -108,14 +108,6 @@ TEST(HostsFileTest, FormatAddressBracketsIPv6) {
 
 // ------------------------------------------------------------------------ configuration
 
-Status ValidateYaml(const std::string& yaml, GatewayConfig* out = nullptr) {
-  auto parsed = ParseConfigYaml(yaml);
-  if (!parsed.ok()) return parsed.status();
-  Status s = ValidateConfig(*parsed);
-  if (out) *out = *parsed;
-  return s;
-}
-
 void ExpectError(const std::string& yaml, const std::string& part) {
   const Status s = ValidateYaml(yaml);
   EXPECT_FALSE(s.ok()) << yaml;
@@ -220,36 +212,6 @@ std::set<std::string> InstanceNames(const Gateway& g) {
   for (const auto& v : g.Instances()) out.insert(v.name);
   return out;
 }
-
-// Captures log lines at info level and above while alive (the gateway tests run at warn).
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-    previous_ = spdlog::get_level();
-    spdlog::set_level(spdlog::level::info);
-  }
-  ~LogCapture() {
-    spdlog::set_level(previous_);
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::string text() const {
-    sink_->flush();
-    return out_.str();
-  }
-  size_t Count(std::string_view what) const {
-    const std::string t = text();
-    size_t n = 0;
-    for (size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
-    return n;
-  }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-  spdlog::level::level_enum previous_;
-};
 
 // Intervals far longer than any test: rounds happen when a test asks for them (and once at
 // start).

@@ -1,13 +1,18 @@
-// Helpers shared by the gateway's loopback tests that start a real Gateway in front of
-// FakeUpstreams (faults_test.cc, http_abuse_test.cc): fleets of fakes, configs, request bodies,
-// and readers of the gateway's live state.
+// Helpers shared by the gateway's tests: fleets of FakeUpstreams, configs, request bodies,
+// readers of the gateway's live state, a log capture, temporary files, YAML validation.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -170,6 +175,66 @@ inline std::string ErrorCode(const std::string& body) {
 inline double CounterOrZero(uint16_t port, std::string_view series) {
   const double v = pt::Metric(port, series);
   return v < 0 ? 0 : v;
+}
+
+// Captures log lines at `level` and above while alive (the gateway tests run at warn).
+class LogCapture {
+ public:
+  explicit LogCapture(spdlog::level::level_enum level = spdlog::level::info)
+      : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+    previous_ = spdlog::get_level();
+    spdlog::set_level(level);
+  }
+  ~LogCapture() {
+    spdlog::set_level(previous_);
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  std::string text() const {
+    sink_->flush();
+    return out_.str();
+  }
+  // Occurrences of `what` in the captured text.
+  size_t Count(std::string_view what) const {
+    const std::string t = text();
+    size_t n = 0;
+    for (size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
+    return n;
+  }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+  spdlog::level::level_enum previous_;
+};
+
+// A file in the temporary directory (named after the process and `name`), rewritten at will and
+// removed with the object.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& name)
+      : path_((std::filesystem::temp_directory_path() /
+               ("pr_test_" + std::to_string(::getpid()) + "_" + name)).string()) {}
+  ~TempFile() { std::filesystem::remove(path_); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  void Write(const std::string& text) const { std::ofstream(path_, std::ios::trunc) << text; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Parses and validates YAML text; `out` (when not null) receives the parsed configuration.
+inline Status ValidateYaml(const std::string& yaml, GatewayConfig* out = nullptr) {
+  auto parsed = ParseConfigYaml(yaml);
+  if (!parsed.ok()) return parsed.status();
+  Status s = ValidateConfig(*parsed);
+  if (out) *out = *parsed;
+  return s;
 }
 
 }  // namespace prefix_router::gateway::testing

@@ -11,34 +11,21 @@
 #include <string>
 
 #include "gateway/config.h"
+#include "gateway/gateway_test_util.h"
 #include "gateway/operations.h"
 
 namespace prefix_router::gateway {
 namespace {
 
+using testing::TempFile;
+
+// `yaml` after one instance (every configuration needs one).
+Status ValidateYaml(const std::string& yaml, GatewayConfig* out = nullptr) {
+  return testing::ValidateYaml("instances: [{url: 'http://127.0.0.1:8001'}]\n" + yaml, out);
+}
+
 constexpr std::string_view kKeyA = "sk-test-aaaaaaaaaaaa";
 constexpr std::string_view kKeyB = "sk-test-bbbbbbbbbbbb";
-
-class TempFile {
- public:
-  explicit TempFile(std::string name)
-      : path_((std::filesystem::temp_directory_path() /
-               ("pr_limits_" + std::to_string(::getpid()) + "_" + name)).string()) {}
-  ~TempFile() { std::filesystem::remove(path_); }
-  void Write(const std::string& text) const { std::ofstream(path_, std::ios::trunc) << text; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-Status ValidateYaml(const std::string& yaml, GatewayConfig* out = nullptr) {
-  auto parsed = ParseConfigYaml("instances: [{url: 'http://127.0.0.1:8001'}]\n" + yaml);
-  if (!parsed.ok()) return parsed.status();
-  Status s = ValidateConfig(*parsed);
-  if (out) *out = *parsed;
-  return s;
-}
 
 // InvalidArgument with every fragment in its message, and neither test key anywhere in it.
 void ExpectInvalid(const Status& s, std::initializer_list<std::string> fragments) {

@@ -21,19 +21,6 @@ constexpr std::string_view kKeyA = "sk-team-a-0123456789";
 constexpr std::string_view kKeyB = "sk-team-b-9876543210";
 constexpr std::string_view kKeyC = "sk-team-c-5555555555";
 
-class TempFile {
- public:
-  explicit TempFile(std::string name)
-      : path_((std::filesystem::temp_directory_path() /
-               ("pr_limits_gw_" + std::to_string(::getpid()) + "_" + name)).string()) {}
-  ~TempFile() { std::filesystem::remove(path_); }
-  void Write(const std::string& text) const { std::ofstream(path_, std::ios::trunc) << text; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // A started gateway whose rate limits run on `clock`.
 std::unique_ptr<Gateway> Start(GatewayConfig config, const ManualClock& clock) {
   if (Status s = ValidateConfig(config); !s.ok()) {

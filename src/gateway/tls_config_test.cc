@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "gateway/config.h"
+#include "gateway/gateway_test_util.h"
 #include "gateway/operations.h"
 #include "testing/test_pki.h"
 
@@ -13,14 +14,7 @@ namespace prefix_router::gateway {
 namespace {
 
 namespace pt = prefix_router::testing;
-
-Status ValidateYaml(const std::string& yaml, GatewayConfig* out = nullptr) {
-  auto parsed = ParseConfigYaml(yaml);
-  if (!parsed.ok()) return parsed.status();
-  Status s = ValidateConfig(*parsed);
-  if (out) *out = *parsed;
-  return s;
-}
+using testing::ValidateYaml;
 
 std::string Instance(const std::string& url, const std::string& more = "") {
   return "instances: [{url: '" + url + "'" + more + "}]\n";

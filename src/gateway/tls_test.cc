@@ -28,29 +28,9 @@ using testing::ConfigFor;
 using testing::Fakes;
 using testing::JsonRequest;
 using testing::kChat;
+using testing::LogCapture;
 using testing::StartFakes;
 using testing::StartGateway;
-
-// Captures every log line (debug and up) while alive.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-    previous_ = spdlog::get_level();
-    spdlog::set_level(spdlog::level::debug);
-  }
-  ~LogCapture() {
-    spdlog::set_level(previous_);
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-  spdlog::level::level_enum previous_;
-};
 
 bool Contains(const std::string& haystack, std::string_view needle) {
   return haystack.find(needle) != std::string::npos;
@@ -288,7 +268,7 @@ TEST(HttpsUpstreamTest, WrongCaOrWrongHostNameIsA502ThatSaysWhy) {
     c.upstream_tls.ca_file = other.ca_file();
     auto g = StartGateway(c);
     ASSERT_NE(g, nullptr);
-    LogCapture log;
+    LogCapture log(spdlog::level::debug);
     const pt::ClientResponse r = pt::Fetch(g->port(), JsonRequest(kChat, ChatBody("m", "hi")));
     EXPECT_EQ(r.status(), 502) << r.body();
     EXPECT_EQ(testing::ErrorCode(r.body()), "upstream_failed");
@@ -302,7 +282,7 @@ TEST(HttpsUpstreamTest, WrongCaOrWrongHostNameIsA502ThatSaysWhy) {
     c.upstream_tls.ca_file = fleet.pki.ca_file();
     auto g = StartGateway(c);
     ASSERT_NE(g, nullptr);
-    LogCapture log;
+    LogCapture log(spdlog::level::debug);
     const pt::ClientResponse r = pt::Fetch(g->port(), JsonRequest(kChat, ChatBody("m", "hi")));
     EXPECT_EQ(r.status(), 502) << r.body();
     EXPECT_TRUE(Contains(r.body(), "IP address mismatch")) << r.body();
@@ -320,7 +300,7 @@ TEST(HttpsUpstreamTest, VerifyOffAcceptsAnUnknownCaWithAWarning) {
   GatewayConfig c = HttpsConfig(fleet, "DNS:elsewhere.test");
   c.upstream_tls.ca_file = other.ca_file();
   c.upstream_tls.verify = false;
-  LogCapture log;
+  LogCapture log(spdlog::level::debug);
   auto g = StartGateway(c);
   ASSERT_NE(g, nullptr);
   EXPECT_TRUE(Contains(log.text(), "upstream TLS verification is off")) << log.text();
@@ -366,7 +346,7 @@ TEST(UpstreamCredentialsTest, SentUpstreamOnlyAndNeverShown) {
   c.health.interval = 0.05;
   c.log.access_log = true;
   c.max_retries = 0;
-  LogCapture log;
+  LogCapture log(spdlog::level::debug);
   auto g = StartGateway(c);
   ASSERT_NE(g, nullptr);
   AdminConfig ac;
