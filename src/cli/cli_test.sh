@@ -37,6 +37,8 @@ err=$(echo "$body" | "$bin" route --instances 3 --prefix-length 100 - 2>&1 >/dev
 check "prefix length range" bash -c "test $rc = 2 && echo '$err' | grep -q 'prefix_length: 100 is outside the allowed range 1024..65536'"
 err=$(echo "$body" | "$bin" route --instances 3 --concurrency-threshold 2000 - 2>&1 >/dev/null); rc=$?
 check "threshold range" bash -c "test $rc = 2 && echo '$err' | grep -q 'concurrency_threshold: 2000 is outside the allowed range 1..1024'"
+err=$(echo "$body" | "$bin" route --instances 3 --strategy cache-aware - 2>&1 >/dev/null); rc=$?
+check "route refuses cache-aware" bash -c "test $rc = 2 && echo '$err' | grep -q 'one request alone has nothing to match'"
 err=$(echo "$body" | "$bin" route --instances 3 --balance-factor 0.5 - 2>&1 >/dev/null); rc=$?
 check "balance factor range" bash -c "test $rc = 2 && echo '$err' | grep -q 'balance_factor: 0.5'"
 check "balance factor off" bash -c "echo '$body' | '$bin' route --instances 3 --balance-factor 0 - | grep -q '\"decision\":\"affinity\"'"

@@ -64,6 +64,11 @@ int RunRoute(const RouteArgs& a) {
   RoutingOptions options;
   auto strategy = ParseStrategy(a.strategy);
   if (!strategy.ok()) return Fail(strategy.status());
+  if (*strategy == Strategy::kCacheAware) {
+    return Fail(Status::InvalidArgument(
+        "cache-aware decides from the requests the fleet was sent before; one request alone has "
+        "nothing to match (compare it with `prefix-router simulate --strategy cache-aware`)"));
+  }
   auto spill = ParseSpillMode(a.spill);
   if (!spill.ok()) return Fail(spill.status());
   options.strategy = *strategy;
