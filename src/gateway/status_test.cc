@@ -329,7 +329,9 @@ TEST(StatusPageTest, RoutesAndErrors) {
       const pt::ClientResponse r = Request(port, m, path);
       EXPECT_EQ(r.status(), 405) << path;
       EXPECT_EQ(r.Header("allow"), "GET");
-      if (m != bhttp::verb::head) EXPECT_EQ(testing::ErrorCode(r.body()), "method_not_allowed");
+      if (m != bhttp::verb::head) {
+        EXPECT_EQ(testing::ErrorCode(r.body()), "method_not_allowed");
+      }
     }
   }
   for (std::string_view path : {"/status/x", "/status.html", "/statusjson", "/"}) {
