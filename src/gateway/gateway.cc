@@ -597,9 +597,10 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   } else {
     // The pool (and so prefix_length) depends on the model, which is in the body: parse with
     // the largest prefix length in use, then cut to the pool's own if it is shorter.
-    // A cache-aware pool keys its whole block chain's worth of text and needs the text itself.
-    uint32_t max_len = api::KeyedLength(rs->default_pool.options);
-    for (const auto& [name, pool] : rs->pools) max_len = std::max(max_len, api::KeyedLength(pool.options));
+    // A cache-aware pool keys its whole block chain's worth of text and needs the text itself:
+    // it always parses again below, so the first parse keys only prefix_length.
+    uint32_t max_len = rs->default_pool.options.prefix_length;
+    for (const auto& [name, pool] : rs->pools) max_len = std::max(max_len, pool.options.prefix_length);
     parsed = ThreadParser().Parse(api_kind, body, max_len);
     if (parsed.ok() && api::HasPrefixKey(api_kind)) {
       const Pool& pool = rs->PoolFor(parsed->served_name);
