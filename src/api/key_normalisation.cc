@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -213,7 +214,12 @@ class CanonicalWriter final : public KeyTextSink {
         char buf[32];
         double v = e.get_double().value_unsafe();
         if (v == 0) v = 0;  // -0.0 as 0, as RFC 8785 does (and so that canonical is idempotent)
-        auto r = std::to_chars(buf, buf + sizeof buf, v);
+        // The shortest form of a large integral double is an integer literal ("7.3e19" gives
+        // "73000000000000000000"), which no longer fits 64 bits and so would not parse again
+        // (simdjson refuses such integers): from 2^63 on, always the exponent form.
+        auto r = std::abs(v) >= 0x1p63
+                     ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific)
+                     : std::to_chars(buf, buf + sizeof buf, v);
         Put(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
         return;
       }

@@ -15,7 +15,9 @@
 //                   \t, other control characters as \u00xx, everything else as UTF-8 bytes,
 //                   after removing every `exclude_patterns` match from string values;
 //                 - integers that fit 64 bits in decimal; every other number as the shortest
-//                   decimal that reads back as the same double (1.0, 1e0 and 10E-1 give "1").
+//                   decimal that reads back as the same double (1.0, 1e0 and 10E-1 give "1"),
+//                   in exponent form from 2^63 in magnitude on (7.3e19 gives "7.3e+19", not
+//                   an integer literal beyond 64 bits), so that canonical text parses again.
 //               A body that is not JSON (or is deeper than 64 levels or larger than
 //               kMaxCanonicalBodyBytes) is keyed on its raw bytes, as without normalisation.
 //               A body already in canonical form keys exactly as its raw bytes would.

@@ -123,6 +123,20 @@ TEST(KeyNormalisationTest, DuplicateKeysAndBigNumbers) {
   }
 }
 
+// A large integral double keeps its exponent, so canonical text is canonical again (fuzz find:
+// "73709551835173709551.35" gave the literal 73709551835173707776, which does not parse).
+TEST(KeyNormalisationTest, LargeDoublesStayParseable) {
+  auto n = Canonical();
+  EXPECT_EQ(CanonicalText(*n, "[73709551835173709551.35,-1e19,9.3e18,9.123456789012345e18,1.5e300]"),
+            "[7.370955183517371e+19,-1e+19,9.3e+18,9123456789012344832,1.5e+300]");
+  for (const char* body : {"[73709551835173709551.35]", "[-9.3e18]", "{\"a\":1e20}"}) {
+    std::string once, twice;
+    ASSERT_TRUE(n->CanonicalNativePrefix(body, 1024, once)) << body;
+    ASSERT_TRUE(n->CanonicalNativePrefix(once, 1024, twice)) << once;
+    EXPECT_EQ(twice, once);
+  }
+}
+
 // Bad settings are refused with the setting named.
 TEST(KeyNormalisationTest, CreateRejectsBadSettings) {
   auto error = [](KeyNormalisation o) {

@@ -78,6 +78,7 @@
 #include <string_view>
 
 #include "core/fleet.h"
+#include "core/kv_events.h"
 #include "core/prefix_key.h"
 #include "core/rng.h"
 #include "core/status.h"
@@ -148,6 +149,12 @@ struct RouteRequest {
   std::span<const uint32_t> exclude;   // instance indices already tried for this request
   uint32_t work_tokens = 0;            // estimated prompt tokens (api::EstimatePromptTokens)
   std::span<const uint64_t> blocks;    // cache-aware: the routing text's block chain
+  // kv-aware: the prompt's token ids as the engines tokenize it (empty = not known; kv-aware then
+  // decides as cache-aware does).
+  std::span<const uint32_t> prompt_tokens;
+  // The routing text itself (message characters on the OpenAI API, body bytes on the native
+  // API), for policies that match text directly (the peers' re-implementations); may be empty.
+  std::string_view text;
 };
 
 enum class DecisionKind { kAffinity, kOverflow, kSaturated, kRandom, kLeastOutstanding, kRoundRobin };
@@ -170,6 +177,14 @@ class Policy {
   // Events for learning policies; called by the gateway or simulator after a pick is used.
   virtual void OnDispatched(const RouteRequest&, const Decision&, const FleetSnapshot&) {}
   virtual void OnCompleted(const Decision&, const FleetSnapshot&) {}
+
+  // KV cache events of one instance (named by its placement seed, which survives snapshot
+  // changes), in the order they arrived: policies that route on the engines' cache state keep an
+  // index of them; the others ignore them. May be called from any thread, concurrently with Pick.
+  virtual void OnKvEvents(uint64_t /*instance_seed*/, const KvEventBatch& /*batch*/) {}
+  // The caller lost that instance's event stream (connection lost, silent for longer than its
+  // timeout): its view is not to be trusted until events arrive in sequence again.
+  virtual void OnKvStreamLost(uint64_t /*instance_seed*/) {}
 };
 
 // REQUIRES: options.Validate().ok()
