@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -49,6 +50,12 @@ struct InstanceState {
   std::atomic<uint64_t> dispatched{0};   // requests ever dispatched (for shares)
   // Estimated prompt tokens of the requests in flight (LoadMeasure::kPromptTokens).
   std::atomic<int64_t> outstanding_tokens{0};
+  // What the engine itself last reported (scraped vllm:num_requests_running, ..._waiting and
+  // kv_cache_usage_perc, or the simulator's engine model): -1 / NaN = not known. Several gateway
+  // replicas share this view of load, where each one's in_flight counts only its own requests.
+  std::atomic<int32_t> engine_running{-1};
+  std::atomic<int32_t> engine_waiting{-1};
+  std::atomic<double> engine_kv_usage{std::numeric_limits<double>::quiet_NaN()};  // 0..1
 
   // May take new requests: healthy and not drained.
   bool routable() const {
