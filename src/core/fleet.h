@@ -56,6 +56,17 @@ struct InstanceState {
   std::atomic<int32_t> engine_running{-1};
   std::atomic<int32_t> engine_waiting{-1};
   std::atomic<double> engine_kv_usage{std::numeric_limits<double>::quiet_NaN()};  // 0..1
+  // `dispatched` when the engine's report above was read: requests sent since then are not in
+  // it yet (LoadMeasure::kEngine adds them).
+  std::atomic<uint64_t> engine_report_dispatched{0};
+
+  // Records an engine's report (running/waiting -1 = not reported, usage NaN = not reported).
+  void SetEngineReport(int32_t running, int32_t waiting, double kv_usage) {
+    engine_report_dispatched.store(dispatched.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    engine_running.store(running, std::memory_order_relaxed);
+    engine_waiting.store(waiting, std::memory_order_relaxed);
+    engine_kv_usage.store(kv_usage, std::memory_order_relaxed);
+  }
 
   // May take new requests: healthy and not drained.
   bool routable() const {

@@ -31,10 +31,22 @@ int32_t InFlight(const FleetSnapshot& f, uint32_t i) {
 
 // The load compared where "least loaded" decides: in-flight requests, or their estimated prompt
 // tokens plus one per request (so that requests with empty prompts still count).
+// With the engine measure, the engine's reported running and waiting requests plus the requests
+// sent since that report (the file comment of policy.h).
 int64_t Load(const FleetSnapshot& f, uint32_t i, LoadMeasure m) {
   const int64_t requests = std::max<int32_t>(0, InFlight(f, i));
   if (m == LoadMeasure::kRequests) return requests;
-  return requests + std::max<int64_t>(0, f.state(i).outstanding_tokens.load(std::memory_order_relaxed));
+  const InstanceState& st = f.state(i);
+  if (m == LoadMeasure::kEngine) {
+    const int32_t running = st.engine_running.load(std::memory_order_relaxed);
+    const int32_t waiting = st.engine_waiting.load(std::memory_order_relaxed);
+    if (running < 0 && waiting < 0) return requests;
+    const uint64_t sent = st.dispatched.load(std::memory_order_relaxed);
+    const uint64_t at_report = st.engine_report_dispatched.load(std::memory_order_relaxed);
+    const int64_t since = sent > at_report ? static_cast<int64_t>(sent - at_report) : 0;
+    return int64_t{std::max(0, running)} + std::max(0, waiting) + since;
+  }
+  return requests + std::max<int64_t>(0, st.outstanding_tokens.load(std::memory_order_relaxed));
 }
 
 // Eligible, available candidates into a per-thread buffer (no allocation once warm).
@@ -308,7 +320,7 @@ class PrefixAwarePolicy final : public Policy {
     // overflow (least-loaded spill), otherwise every candidate is full: saturated. With the
     // prompt-tokens measure, instances below their limit come first (load ranks by work, the
     // limit counts requests).
-    const bool by_work = measure_ == LoadMeasure::kPromptTokens;
+    const bool by_work = measure_ != LoadMeasure::kRequests;
     uint32_t best_rank = UINT32_MAX;
     bool best_below = false;
     int64_t best_load = std::numeric_limits<int64_t>::max();
@@ -489,14 +501,20 @@ Result<SpillMode> ParseSpillMode(std::string_view name) {
 }
 
 std::string_view LoadMeasureName(LoadMeasure m) {
-  return m == LoadMeasure::kRequests ? "requests" : "prompt-tokens";
+  switch (m) {
+    case LoadMeasure::kRequests: return "requests";
+    case LoadMeasure::kPromptTokens: return "prompt-tokens";
+    case LoadMeasure::kEngine: return "engine";
+  }
+  return "requests";
 }
 
 Result<LoadMeasure> ParseLoadMeasure(std::string_view name) {
   if (name == "requests") return LoadMeasure::kRequests;
   if (name == "prompt-tokens") return LoadMeasure::kPromptTokens;
+  if (name == "engine") return LoadMeasure::kEngine;
   return Status::InvalidArgument("load_measure: '" + std::string(name) +
-                                 "' is not one of requests, prompt-tokens");
+                                 "' is not one of requests, prompt-tokens, engine");
 }
 
 std::string_view DecisionKindName(DecisionKind k) {

@@ -59,6 +59,13 @@
 // weight; `prompt-tokens` compares outstanding work: the estimated prompt tokens of the requests in
 // flight plus one per request (RouteRequest::work_tokens, counted by InFlightGuard), so that an
 // instance prefilling one 32k-token prompt counts as busier than one holding two 50-token ones.
+// `engine` compares what the engines report of themselves (InstanceState::engine_running +
+// engine_waiting, scraped from their /metrics by the gateway: gateway/engine_metrics.h) plus the
+// requests this gateway sent each instance since that report, which the report cannot hold yet
+// (without them every request between two scrapes would herd on the same instance); an
+// instance that has not reported counts its in-flight requests. Several gateway replicas then
+// share one view of load: given the same reports, and no dispatches of their own since, they
+// decide alike.
 // The concurrency threshold and the bounded-load cap still count requests (the managed
 // service's ConcurrencyThreshold is a request count).
 //
@@ -87,13 +94,13 @@ namespace prefix_router {
 
 enum class Strategy { kRandom, kLeastOutstanding, kRoundRobin, kPrefixAware, kCacheAware };
 enum class SpillMode { kNextPreferred, kLeastLoaded };
-enum class LoadMeasure { kRequests, kPromptTokens };
+enum class LoadMeasure { kRequests, kPromptTokens, kEngine };
 
 std::string_view StrategyName(Strategy s);
 Result<Strategy> ParseStrategy(std::string_view name);
 std::string_view SpillModeName(SpillMode m);
 Result<SpillMode> ParseSpillMode(std::string_view name);
-std::string_view LoadMeasureName(LoadMeasure m);          // "requests" | "prompt-tokens"
+std::string_view LoadMeasureName(LoadMeasure m);  // "requests" | "prompt-tokens" | "engine"
 Result<LoadMeasure> ParseLoadMeasure(std::string_view name);
 
 // Limits the managed service documents for PrefixLength and ConcurrencyThreshold.

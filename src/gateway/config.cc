@@ -545,7 +545,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
       root, "",
       {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
        "timeouts", "retries", "health", "log", "admin", "unknown_path_status", "clients",
-       "rate_limits", "discovery", "tls", "upstream_tls"},
+       "rate_limits", "discovery", "engine_metrics", "tls", "upstream_tls"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "clients") return ReadClients(v, p, config.clients);
         if (key == "rate_limits") return ReadRateLimits(v, p, rate_limits);
@@ -604,6 +604,14 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
                 if (k == "resolve_interval") return ReadSeconds(x, xp, d.resolve_interval);
                 return ReadString(x, xp, d.hosts_file);
               });
+        }
+        if (key == "engine_metrics") {
+          EngineMetricsConfig& m = config.engine_metrics;
+          m.enabled = true;
+          return ForEachField(v, p, {"interval", "path"},
+                              [&m](const std::string& k, const YAML::Node& x, const std::string& xp) {
+                                return k == "interval" ? ReadSeconds(x, xp, m.interval) : ReadString(x, xp, m.path);
+                              });
         }
         if (key == "tls") {
           config.tls.enabled = true;  // even when empty: then the missing files are named
@@ -1290,6 +1298,15 @@ Status ValidateDiscovery(const DiscoveryConfig& d) {
   return Status::Ok();
 }
 
+Status ValidateEngineMetrics(const EngineMetricsConfig& m) {
+  if (Status s = CheckSecondsRange("engine_metrics.interval", m.interval, 0.05, 3600); !s.ok()) return s;
+  if (m.path.empty() || m.path.front() != '/' || m.path.find_first_of(" \t\r\n?#") != std::string::npos) {
+    return Status::InvalidArgument("engine_metrics.path: '" + m.path +
+                                   "' must be an absolute path without spaces, query or fragment");
+  }
+  return Status::Ok();
+}
+
 // One pool's routing settings (`path` is "routing" or "pools.NAME"). The balance factor is a
 // fractional number, which the core's message would print as "0.500000"; it is checked here
 // first so that its message reads like every other range error. The rest is the core's.
@@ -1548,6 +1565,7 @@ Status ValidateConfig(GatewayConfig& config) {
   if (Status s = ValidateTimeouts(config.timeouts); !s.ok()) return s;
   if (Status s = CheckCount("retries.max_retries", config.max_retries, 0, 10); !s.ok()) return s;
   if (Status s = ValidateDiscovery(config.discovery); !s.ok()) return s;
+  if (Status s = ValidateEngineMetrics(config.engine_metrics); !s.ok()) return s;
   return ValidateHealth(config.health);
 }
 

@@ -21,7 +21,9 @@
 //     load_measure: requests        # what "least loaded" compares (least-outstanding-requests,
 //                                   # least-loaded spill, saturated): requests in flight, or
 //                                   # prompt-tokens: their estimated prompt tokens (body bytes / 4)
-//                                   # plus one per request. Thresholds still count requests.
+//                                   # plus one per request, or engine: the running + waiting
+//                                   # requests each engine reports on /metrics (engine_metrics
+//                                   # below) plus those sent since. Thresholds count requests.
 //     balance_factor: 1.5           # prefix-aware bounded load: an instance is also full at
 //                                   # F x its weight share of the pool's in-flight requests (at
 //                                   # least 4) or, when the pool is busy, 5% over its share of
@@ -159,6 +161,13 @@
 //                                   # [1, 86400]
 //     hosts_file: ""                # resolve `resolve: all` names with this hosts(5) file
 //                                   # (re-read each time) instead of the system resolver
+//   engine_metrics:                 # scrape each instance's Prometheus /metrics for the load
+//                                   # it reports (vllm:num_requests_running, ..._waiting,
+//                                   # kv_cache_usage_perc): on when this section is present or
+//                                   # a pool has load_measure: engine
+//     interval: 1                   # seconds between scrapes, [0.05, 3600]; the scrape's timeout
+//                                   # is health.timeout; a failed scrape forgets the report
+//     path: /metrics
 //   instances:
 //     - url: http://vllm.internal:8000
 //       discover_models: true       # served names = the ids of GET /v1/models (base models and
@@ -273,6 +282,12 @@ struct DiscoveryConfig {
   double models_interval = 30;   // seconds between two polls of one instance's /v1/models
   double resolve_interval = 30;  // seconds between two resolutions of a `resolve: all` name
   std::string hosts_file;        // resolve names with this hosts(5) file, not the system's
+};
+
+struct EngineMetricsConfig {
+  bool enabled = false;     // the section is present (a pool with load_measure: engine also turns it on)
+  double interval = 1;      // seconds between two scrapes of one instance
+  std::string path = "/metrics";
 };
 
 struct TimeoutsConfig {
@@ -419,6 +434,7 @@ struct GatewayConfig {
   ClientsConfig clients;
   RateLimitsConfig rate_limits;
   DiscoveryConfig discovery;
+  EngineMetricsConfig engine_metrics;
   ListenerTlsConfig tls;
   UpstreamTlsConfig upstream_tls;
 

@@ -270,8 +270,10 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
            Help("routing.load_measure",
                 "what \"least loaded\" compares (least-outstanding-requests, least-loaded spill): "
                 "in-flight requests, or their estimated prompt tokens (body bytes / 4) plus one per "
-                "request, so that a long prefill weighs more than a short one",
-                std::string(LoadMeasureName(d.routing.load_measure)), "requests | prompt-tokens"));
+                "request, so that a long prefill weighs more than a short one, or engine: the "
+                "running and waiting requests the engines report on their /metrics (scraped every "
+                "engine_metrics.interval) plus those sent since, one view shared by gateway replicas",
+                std::string(LoadMeasureName(d.routing.load_measure)), "requests | prompt-tokens | engine"));
   cmd.add_option_function<std::string>(
          "--balance-factor",
          [&flags](const std::string& value) {

@@ -348,7 +348,7 @@ TEST(ParseFlags, MalformedValuesNameTheFlag) {
                        "--strategy: 'fastest' is not one of random"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--spill-mode", "anywhere"}), "--spill-mode: 'anywhere'"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--load-measure", "tokens"}),
-                       "--load-measure: 'tokens' is not one of requests, prompt-tokens"));
+                       "--load-measure: 'tokens' is not one of requests, prompt-tokens, engine"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--balance-factor", "high"}),
                        "--balance-factor: expected a number, got 'high'"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--balance-factor", "inf"}), "--balance-factor: expected"));

@@ -304,7 +304,7 @@ TEST(ParseConfigYaml, StrategyAndSpillErrorsCarryThePath) {
   ExpectParseError("pools:\n  llama: {spill_mode: anywhere}\n",
                    {"pools.llama.spill_mode: 'anywhere' is not one of next-preferred, least-loaded"});
   ExpectParseError("pools:\n  llama: {load_measure: tokens}\n",
-                   {"pools.llama.load_measure: 'tokens' is not one of requests, prompt-tokens"});
+                   {"pools.llama.load_measure: 'tokens' is not one of requests, prompt-tokens, engine"});
 }
 
 // `models` accepts a single string and treats an empty value as "serves every name".

@@ -169,32 +169,42 @@ net::awaitable<void> Gateway::ResolveRound(bool apply) {
 
 // ------------------------------------------------------------------------------- /v1/models
 
-net::awaitable<Result<ModelList>> Gateway::PollModels(UpstreamTarget target) {
+net::awaitable<Result<std::string>> Gateway::GetFromInstance(UpstreamTarget target, std::string path,
+                                                             size_t body_limit, const char* user_agent,
+                                                             const char* accept) {
   const auto timeout = Ms(config_.health.timeout);
   auto& pool = ConnectionPool::ForThisThread();
   auto [cec, lease] = co_await pool.Acquire(target, timeout, /*fresh=*/true);
   if (cec) co_return Status::Unavailable("connect to " + target.key + " failed: " + cec.message());
-  bhttp::request<bhttp::empty_body> req{bhttp::verb::get, target.base_path + "/v1/models", 11};
+  bhttp::request<bhttp::empty_body> req{bhttp::verb::get, target.base_path + path, 11};
   req.set(bhttp::field::host, target.host_header);
-  req.set(bhttp::field::user_agent, "prefix-router-discovery");
-  req.set(bhttp::field::accept, "application/json");
+  req.set(bhttp::field::user_agent, user_agent);
+  req.set(bhttp::field::accept, accept);
   if (!target.authorization.empty()) target.authorization.SetHeaderOn(req, "Authorization");
   req.keep_alive(false);
   UpstreamStream& stream = *lease.stream;
   stream.tcp().expires_after(timeout);
   auto [wec, wn] = co_await stream.On([&](auto& s) { return bhttp::async_write(s, req, http::kTuple); });
-  if (wec) co_return Status::Unavailable("sending GET /v1/models failed: " + wec.message());
+  if (wec) co_return Status::Unavailable("sending GET " + path + " failed: " + wec.message());
   beast::flat_buffer buffer;
   bhttp::response_parser<bhttp::string_body> parser;
-  parser.body_limit(kMaxModelListBytes);
+  parser.body_limit(body_limit);
   auto [rec, rn] = co_await stream.On([&](auto& s) { return bhttp::async_read(s, buffer, parser, http::kTuple); });
   if (rec == bhttp::error::body_limit) {
-    co_return Status::ResourceExhausted("the /v1/models answer is larger than 4 MiB");
+    co_return Status::ResourceExhausted("the " + path + " answer is larger than " +
+                                        std::to_string(body_limit >> 20) + " MiB");
   }
-  if (rec) co_return Status::Unavailable("reading the /v1/models answer failed: " + rec.message());
+  if (rec) co_return Status::Unavailable("reading the " + path + " answer failed: " + rec.message());
   const int status = parser.get().result_int();
-  if (status != 200) co_return Status::Unavailable("GET /v1/models answered " + std::to_string(status));
-  co_return ParseModelList(parser.get().body());
+  if (status != 200) co_return Status::Unavailable("GET " + path + " answered " + std::to_string(status));
+  co_return parser.release().body();
+}
+
+net::awaitable<Result<ModelList>> Gateway::PollModels(UpstreamTarget target) {
+  Result<std::string> body = co_await GetFromInstance(std::move(target), "/v1/models", kMaxModelListBytes,
+                                                      "prefix-router-discovery", "application/json");
+  if (!body.ok()) co_return body.status();
+  co_return ParseModelList(*body);
 }
 
 net::awaitable<void> Gateway::PollRound() {

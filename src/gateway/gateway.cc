@@ -415,6 +415,7 @@ Status Gateway::Start() {
   SampleRequests(StatusClock::now());
   net::co_spawn(server_->context(0), SampleLoop(), net::detached);
   net::co_spawn(server_->context(0), DiscoveryLoop(), net::detached);
+  net::co_spawn(server_->context(0), EngineMetricsLoop(), net::detached);
   spdlog::info("prefix-router listening on {}:{} with {} instances, {} I/O threads",
                config_.listen_host, server_->port(), routing_.load()->fleet->size(),
                server_->thread_count());

@@ -50,6 +50,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -211,6 +212,15 @@ class Gateway final : public http::Handler {
   net::awaitable<void> PollRound();
   net::awaitable<Result<ModelList>> PollModels(UpstreamTarget target);
   void WakeDiscovery();
+  // GET `path` from one instance on a fresh connection, bounded by health.timeout and
+  // `body_limit`: the body of a 200 answer, else why not (discovery_loop.cc).
+  net::awaitable<Result<std::string>> GetFromInstance(UpstreamTarget target, std::string path,
+                                                     size_t body_limit, const char* user_agent,
+                                                     const char* accept);
+  // Engine metrics (engine_metrics_loop.cc): scrapes every instance's /metrics each
+  // engine_metrics.interval into its InstanceState's engine_* fields.
+  net::awaitable<void> EngineMetricsLoop();
+  net::awaitable<void> EngineMetricsRound();
 
   GatewayConfig config_;
   const StatusClock::time_point started_at_ = StatusClock::now();
@@ -247,6 +257,9 @@ class Gateway final : public http::Handler {
   std::atomic<uint64_t> discovery_done_{0};
   std::atomic<bool> discovery_stop_{false};
   net::steady_timer* discovery_timer_ = nullptr;  // the loop's; touched on context(0) only
+  // Instances whose last engine-metrics scrape failed (logged once per streak); touched by the
+  // engine-metrics loop only, on context(0).
+  std::set<std::string, std::less<>> engine_metrics_failing_;
 };
 
 }  // namespace prefix_router::gateway

@@ -541,6 +541,9 @@ std::vector<std::string> RestartRequired(const GatewayConfig& a, const GatewayCo
   check(da.models_interval != db.models_interval, "discovery.models_interval");
   check(da.resolve_interval != db.resolve_interval, "discovery.resolve_interval");
   check(da.hosts_file != db.hosts_file, "discovery.hosts_file");
+  check(a.engine_metrics.enabled != b.engine_metrics.enabled, "engine_metrics");
+  check(a.engine_metrics.interval != b.engine_metrics.interval, "engine_metrics.interval");
+  check(a.engine_metrics.path != b.engine_metrics.path, "engine_metrics.path");
   const AdminConfig& aa = a.admin;
   const AdminConfig& ab = b.admin;
   check(aa.enabled != ab.enabled || (aa.enabled && aa.listen != ab.listen), "admin.listen");

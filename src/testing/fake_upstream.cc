@@ -77,6 +77,12 @@ void FakeUpstream::SetModelsAnswer(int status, std::string body) {
   models_body_ = std::move(body);
 }
 
+void FakeUpstream::SetMetrics(std::string text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_set_ = true;
+  metrics_body_ = std::move(text);
+}
+
 std::vector<RecordedRequest> FakeUpstream::received() const {
   std::lock_guard<std::mutex> lock(mu_);
   return received_;
@@ -94,6 +100,15 @@ net::awaitable<void> FakeUpstream::Handle(http::Exchange& ex) {
       models_authorization_ = auth == ex.request().end() ? std::string() : std::string(auth->value());
       lock.unlock();
       ++models_requests_;
+      co_await ex.Send(std::move(res));
+      co_return;
+    }
+    if (metrics_set_ && ex.request().method() == bhttp::verb::get && ex.request().target() == "/metrics") {
+      http::StringResponse res{bhttp::status::ok, 11};
+      res.set(bhttp::field::content_type, "text/plain; version=0.0.4");
+      res.body() = metrics_body_;
+      lock.unlock();
+      ++metrics_requests_;
       co_await ex.Send(std::move(res));
       co_return;
     }

@@ -61,6 +61,10 @@ class FakeUpstream final : public http::Handler {
   // ... answers `status` with `body` instead (a broken or failing instance).
   void SetModelsAnswer(int status, std::string body);
   int models_requests() const { return models_requests_.load(); }
+  // GET /metrics answers this Prometheus text (an engine's load); counted by metrics_requests()
+  // only. Unset, it is an ordinary request.
+  void SetMetrics(std::string text);
+  int metrics_requests() const { return metrics_requests_.load(); }
   // The Authorization header of the latest GET /v1/models ("" = none).
   std::string models_authorization() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -88,6 +92,9 @@ class FakeUpstream final : public http::Handler {
   int models_status_ = 200;
   std::string models_body_;
   std::atomic<int> models_requests_{0};
+  bool metrics_set_ = false;
+  std::string metrics_body_;
+  std::atomic<int> metrics_requests_{0};
   std::string models_authorization_;  // guarded by mu_
   std::atomic<int> requests_{0};
   std::atomic<int> aborted_{0};
