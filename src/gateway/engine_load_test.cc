@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gateway/gateway.h"
+#include "gateway/status.h"
 #include "gateway/gateway_test_util.h"
 #include "testing/fake_upstream.h"
 #include "testing/http_client.h"
@@ -63,6 +64,13 @@ TEST(EngineLoadTest, RoutesByTheEnginesReportedQueues) {
   ASSERT_EQ(r.status(), 200);
   EXPECT_EQ(r.Header(kInstance), "a");
   EXPECT_EQ(fakes[0]->requests(), 1);
+  // The status document shows each engine's last report.
+  const boost::json::object status = StatusJson(*gw, StatusClock::now());
+  const auto& b = status.at("instances").as_array().at(1).as_object();
+  EXPECT_EQ(b.at("name").as_string(), "b");
+  EXPECT_EQ(b.at("engine").at("running").as_int64(), 40);
+  EXPECT_EQ(b.at("engine").at("waiting").as_int64(), 3);
+  EXPECT_DOUBLE_EQ(b.at("engine").at("kv_usage").as_double(), 0.95);
 }
 
 // An instance whose /metrics cannot be read is counted by the gateway's own in-flight requests
@@ -104,6 +112,8 @@ TEST(EngineLoadTest, NoScrapesWithoutEngineLoad) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(fakes[0]->metrics_requests(), 0);
   EXPECT_EQ(gw->routing()->fleet->state(0).engine_running.load(), -1);
+  const boost::json::object status = StatusJson(*gw, StatusClock::now());
+  EXPECT_TRUE(status.at("instances").as_array().at(0).as_object().at("engine").is_null());
 }
 
 // The engine_metrics section: present turns scraping on; interval and path are checked with

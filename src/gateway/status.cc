@@ -246,6 +246,19 @@ json::object StatusJson(const Gateway& g, StatusClock::time_point now) {
     } else {
       o["ttft"] = json::object{{"samples", 0}, {"p50_ms", nullptr}, {"p90_ms", nullptr}};
     }
+    // What the engine last reported of itself (engine_metrics); null until it has.
+    const int32_t running = st.engine_running.load(std::memory_order_relaxed);
+    const int32_t waiting = st.engine_waiting.load(std::memory_order_relaxed);
+    const double usage = st.engine_kv_usage.load(std::memory_order_relaxed);
+    if (running >= 0 || waiting >= 0) {
+      json::object e;
+      e["running"] = running >= 0 ? json::value(running) : json::value(nullptr);
+      e["waiting"] = waiting >= 0 ? json::value(waiting) : json::value(nullptr);
+      e["kv_usage"] = std::isnan(usage) ? json::value(nullptr) : json::value(usage);
+      o["engine"] = std::move(e);
+    } else {
+      o["engine"] = nullptr;
+    }
     instances.push_back(std::move(o));
   }
 
