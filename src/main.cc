@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   prefix_router::cli::AddSimulateCommand(app, &exit_code);
   prefix_router::cli::AddDemoCommand(app, &exit_code);
   prefix_router::cli::AddBenchCommand(app, &exit_code);
+  prefix_router::cli::AddReportCommand(app, &exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

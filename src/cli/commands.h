@@ -19,6 +19,9 @@ void AddSimulateCommand(CLI::App& app, int* exit_code);
 // `bench`: the HTTP load generator.
 void AddBenchCommand(CLI::App& app, int* exit_code);
 
+// `report`: one table and HTML report from several results files.
+void AddReportCommand(CLI::App& app, int* exit_code);
+
 // `demo`: engines, gateway, workloads, table and report on one machine.
 void AddDemoCommand(CLI::App& app, int* exit_code);
 

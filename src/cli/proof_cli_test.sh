@@ -46,6 +46,23 @@ for r in runs:
 check "simulate csv has a header and 4 rows" sh -c "test \$(wc -l < '$work/sim.csv') -eq 5"
 check "simulate report is self-contained HTML" sh -c "grep -q '<svg' '$work/sim.html' && ! grep -qE 'https?://|<script' '$work/sim.html'"
 
+# report: the runs of several results files in one table and one page; errors by exit code.
+"$bin" simulate --profile tiny-test --workload sharegpt-like --param turns_max=2 --strategy random \
+  --instances 2 --rate 5 --duration 30 --warmup 5 --json "$work/r1.json" --quiet >/dev/null 2>&1
+check "report merges results files" sh -c "'$bin' report '$work/sim.json' '$work/r1.json' --out '$work/both.html' \
+  --json '$work/both.json' --title 'Both' > '$work/report.txt'"
+check "report keeps every run" python3 -c "
+import json
+runs = json.load(open('$work/both.json'))
+assert len(runs) == 5, len(runs)
+assert sorted(set(r['instances'] for r in runs)) == [2], runs
+"
+check "report prints the table and writes HTML" sh -c "grep -q '5 run(s) from 2 file(s)' '$work/report.txt' && \
+  grep -q '<h1>Both</h1>' '$work/both.html' && ! grep -qE 'https?://|<script' '$work/both.html'"
+echo '{"not": "results"}' > "$work/bad.json"
+expect_exit 2 "report refuses a file that is not results" "$bin" report "$work/bad.json"
+expect_exit 1 "report names a file it cannot write" "$bin" report "$work/r1.json" --out /nonexistent/dir/x.html
+
 expect_exit 2 "demo rejects an unknown strategy" "$bin" demo --strategy fastest --out "$work/d0"
 expect_exit 2 "demo needs two instances" "$bin" demo --instances 1 --out "$work/d0"
 # A tiny demo: real engines and gateway on loopback, 2 strategies, both workloads.
