@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "core/peer_policies.h"
 #include "engine/engine_server.h"
 #include "gateway/gateway.h"
 #include "loadgen/loadgen.h"
@@ -200,6 +201,7 @@ int RunDemo(const DemoArgs& a) {
   if (!(a.scale > 0)) return Fail("--scale must be > 0", 2);
   for (const std::string& s : a.strategies) {
     if (auto r = sim::ParseStrategyName(s, RoutingOptions{}); !r.ok()) return Fail(r.status().message(), 2);
+    if (IsPeerStrategy(s)) return Fail("strategy '" + s + "' is a peer's policy, re-implemented for `simulate` only", 2);
   }
   std::error_code ec;
   std::filesystem::create_directories(a.out, ec);

@@ -25,6 +25,12 @@ expect_exit 2 "simulate rejects an unknown strategy" "$bin" simulate --strategy 
 expect_exit 2 "simulate rejects a bad scale event" "$bin" simulate --event grow@10 --rate 1 --duration 1
 expect_exit 2 "simulate rejects an unknown workload parameter" "$bin" simulate --param nope=1 --rate 1 --duration 1
 expect_exit 2 "simulate rejects two load kinds" "$bin" simulate --rate 1 --concurrency 2 --duration 1
+check "simulate --help labels the peers' re-implementations" sh -c "'$bin' simulate --help | grep -q 'our re-implementation of SGLang'"
+check "simulate runs the peers' policies" "$bin" simulate --profile tiny-test --workload sharegpt-like \
+  --param system_tokens_max=300 --param user_tokens_max=200 --param reply_tokens_max=100 --param turns_max=3 \
+  --strategy sglang-cache-aware,sglang-cache-aware-min-load,llm-d-prefix,haproxy-chash-bl,haproxy-chash-bl-f0 \
+  --instances 2 --rate 5 --duration 30 --warmup 5 --quiet
+expect_exit 2 "demo rejects a peer's policy (simulate only)" "$bin" demo --strategy llm-d-prefix --out "$work/dp"
 
 # A small sweep on the tiny profile: 2 strategies x 2 prefix lengths, with a scale event.
 check "simulate writes json, csv and a report" "$bin" simulate --profile tiny-test \

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "core/peer_policies.h"
 #include "engine_model/profiles.h"
 #include "report/report.h"
 #include "report/results.h"
@@ -161,7 +162,8 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   "prefix-aware (= prefix-aware-next-preferred), prefix-aware-least-loaded; a "
                   "prefix-aware name may end in -bF to set its balance factor (-b0: off); any name "
                   "may end in +tokens to measure load in outstanding prompt tokens "
-                  "(routing.load_measure: prompt-tokens), e.g. least-outstanding-requests+tokens")
+                  "(routing.load_measure: prompt-tokens), e.g. least-outstanding-requests+tokens. "
+                  "Peers, at their sources' defaults: " + PeerStrategyHelp())
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--prefix-length", a->prefix_lengths,

@@ -17,6 +17,7 @@
 #include "api/openai_request.h"
 #include "core/block_chain.h"
 #include "core/fleet.h"
+#include "core/peer_policies.h"
 #include "core/rng.h"
 #include "engine_model/kv_cache.h"
 #include "engine_model/scheduler.h"
@@ -231,6 +232,7 @@ class Simulation {
   void SendTurn(double t, uint64_t session_id, std::string_view previous_reply);
   void Submit(double t, uint64_t request_id);
   void StartStep(double t, uint32_t engine);
+  void ReportEngineLoad(Engine& engine);
   void StepEnd(double t, uint32_t engine);
   void Finish(double t, uint64_t request_id, bool error);
   Status Scale(double t, const ScaleEvent& e);
@@ -356,8 +358,11 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   const std::string body = workload::RenderBody(*r, /*stream=*/false, o_.default_model);
   Result<api::ParsedRequest> parsed = Status::Internal("unset");
   const bool chained = o_.routing.strategy == Strategy::kCacheAware;
-  const uint32_t keyed_length = api::KeyedLength(o_.routing);
-  std::string* keyed = chained ? &keyed_text_ : nullptr;
+  // A peer that matches text reads its own length of it (the key is then over that length too,
+  // which such a peer does not use).
+  const uint32_t peer_text = o_.peer.empty() ? 0 : PeerTextLength(o_.peer);
+  const uint32_t keyed_length = peer_text > 0 ? peer_text : api::KeyedLength(o_.routing);
+  std::string* keyed = chained || peer_text > 0 ? &keyed_text_ : nullptr;
   if (r->api == api::ApiKind::kNative) {
     std::optional<std::string_view> group;
     if (!r->routing_group.empty()) group = r->routing_group;
@@ -388,6 +393,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   route.served_name = "";  // every simulated instance serves every model
   route.work_tokens = api::EstimatePromptTokens(body.size());  // as the gateway estimates it
   if (chained) route.blocks = chain_;
+  if (peer_text > 0) route.text = keyed_text_;
   Result<Decision> d = policy_->Pick(route, *fleet_, rng_);
   if (!d.ok()) {
     rec.error = true;
@@ -460,13 +466,24 @@ void Simulation::Submit(double t, uint64_t request_id) {
   if (!engine.stepping) StartStep(t, live.engine);
 }
 
+// What the engine itself reports (as a scrape of vllm:num_requests_running, ..._waiting and
+// kv_cache_usage_perc would), refreshed at every step boundary: read by the peers' scorers.
+void Simulation::ReportEngineLoad(Engine& engine) {
+  if (!engine.state || !engine.routable) return;
+  engine.state->engine_running.store(static_cast<int32_t>(engine.scheduler->num_running()), std::memory_order_relaxed);
+  engine.state->engine_waiting.store(static_cast<int32_t>(engine.scheduler->num_waiting()), std::memory_order_relaxed);
+  engine.state->engine_kv_usage.store(engine.scheduler->kv_usage(), std::memory_order_relaxed);
+}
+
 void Simulation::StartStep(double t, uint32_t engine_id) {
   Engine& engine = engines_[engine_id];
   if (!engine.scheduler->HasWork()) {
     engine.stepping = false;
+    ReportEngineLoad(engine);
     return;
   }
   const engine_model::StepResult& r = engine.scheduler->Step(t);
+  ReportEngineLoad(engine);
   engine.last = &r;
   engine.stepping = true;
   Push(t + r.duration, EvType::kStepEnd, engine_id);
@@ -582,7 +599,13 @@ Result<SimRun> Simulation::Run() {
     const uint64_t tokens = uint64_t{o_.profile.config.capacity_blocks} * o_.profile.config.block_size;
     routing.cache_aware.capacity_blocks = std::max<uint64_t>(1, tokens * 4 / routing.cache_aware.block_bytes);
   }
-  policy_ = MakePolicy(routing);
+  if (o_.peer.empty()) {
+    policy_ = MakePolicy(routing);
+  } else {
+    auto peer = MakePeerPolicy(o_.peer, routing);
+    if (!peer.ok()) return peer.status();
+    policy_ = std::move(*peer);
+  }
   if (o_.routing.key_normalisation.enabled()) {
     auto n = api::KeyNormaliser::Create(o_.routing.key_normalisation);
     if (!n.ok()) return Status::InvalidArgument("key normalisation: " + n.status().message());
@@ -651,8 +674,9 @@ Result<SimRun> Simulation::Run() {
   report::RunResult& r = run.result;
   r.source = "simulate";
   r.workload = o_.workload;
-  r.strategy = o_.strategy_label.empty() ? std::string(StrategyName(o_.routing.strategy))
-                                         : o_.strategy_label;
+  r.strategy = !o_.strategy_label.empty() ? o_.strategy_label
+               : !o_.peer.empty()          ? o_.peer
+                                           : std::string(StrategyName(o_.routing.strategy));
   // Runs keyed with normalisation say so where runs are compared (tables, reports).
   if (o_.routing.key_normalisation.enabled()) r.strategy += "+keynorm";
   r.instances = o_.instances;
@@ -724,11 +748,18 @@ Result<ScaleEvent> ParseScaleEvent(std::string_view text) {
 }
 
 std::vector<std::string_view> StrategyNames() {
-  return {"random", "least-outstanding-requests", "round-robin", "prefix-aware",
-          "prefix-aware-next-preferred", "prefix-aware-least-loaded", "cache-aware"};
+  std::vector<std::string_view> names{"random", "least-outstanding-requests", "round-robin", "prefix-aware",
+                                      "prefix-aware-next-preferred", "prefix-aware-least-loaded", "cache-aware"};
+  for (std::string_view peer : PeerStrategyNames()) names.push_back(peer);
+  return names;
 }
 
 Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions base) {
+  // A peer's policy (SimOptions::peer names it): the routing options only shape its key.
+  if (IsPeerStrategy(name)) {
+    base.strategy = Strategy::kRandom;
+    return base;
+  }
   constexpr std::string_view kPrefixAware = "prefix-aware";
   // An optional "+tokens" suffix: load measured in outstanding prompt tokens.
   constexpr std::string_view kTokens = "+tokens";

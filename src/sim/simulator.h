@@ -76,6 +76,9 @@ struct SimOptions {
   uint32_t instances = 7;
   engine_model::Profile profile;   // REQUIRES: profile.config.Validate().ok()
   RoutingOptions routing;          // key_normalisation applies as in a gateway pool
+  // A peer's routing policy, re-implemented (core/peer_policies.h), instead of routing.strategy;
+  // "" = none. The sweep sets it from a strategy name IsPeerStrategy accepts.
+  std::string peer;
   std::string strategy_label;      // the name recorded in results ("" = from routing)
   Arrivals arrivals = Arrivals::kOpen;
   uint32_t concurrency = 64;       // closed loop: users

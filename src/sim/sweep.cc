@@ -1,5 +1,6 @@
 #include "sim/sweep.h"
 
+#include "core/peer_policies.h"
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -74,6 +75,7 @@ Result<std::vector<report::RunResult>> RunSweep(
                 p.options.workload = w;
                 p.options.routing = *parsed;
                 p.options.strategy_label = strategy;
+                if (IsPeerStrategy(strategy)) p.options.peer = strategy;
                 p.options.instances = n;
                 p.options.seed = seed;
                 if (spec.load_kind == LoadKind::kConcurrency) {

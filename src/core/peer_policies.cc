@@ -1,0 +1,75 @@
+#include "core/peer_policies.h"
+
+#include <charconv>
+#include <optional>
+
+#include "core/peer_gie.h"
+#include "core/peer_haproxy.h"
+#include "core/peer_sglang.h"
+
+namespace prefix_router {
+namespace {
+
+constexpr std::string_view kSglang = "sglang-cache-aware";
+constexpr std::string_view kSglangMinLoad = "sglang-cache-aware-min-load";
+constexpr std::string_view kGie = "llm-d-prefix";
+constexpr std::string_view kHaproxy = "haproxy-chash-bl";
+
+// haproxy-chash-bl[-fN]: the factor, or nothing for another name.
+std::optional<uint32_t> HaproxyFactor(std::string_view name) {
+  if (name == kHaproxy) return kHaproxyDefaultBalanceFactor;
+  if (!name.starts_with(kHaproxy) || name.substr(kHaproxy.size(), 2) != "-f") return std::nullopt;
+  std::string_view digits = name.substr(kHaproxy.size() + 2);
+  uint32_t factor = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), factor);
+  if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size()) return std::nullopt;
+  if (factor > 100000) return std::nullopt;
+  return factor;
+}
+
+}  // namespace
+
+std::vector<std::string_view> PeerStrategyNames() { return {kSglang, kSglangMinLoad, kGie, kHaproxy}; }
+
+std::string PeerStrategyHelp() {
+  return "sglang-cache-aware: our re-implementation of SGLang's published cache-aware policy "
+         "(sgl-project/sglang sgl-router cache_aware.rs @ 026f853b, CLI defaults: cache_threshold 0.3, "
+         "balance_abs_threshold 64, balance_rel_threshold 1.5, max_tree_size 2^26); "
+         "sglang-cache-aware-min-load: the same with PR #14650's miss rule (sgl-model-gateway @ 053b63ff); "
+         "llm-d-prefix: our re-implementation of llm-d/GIE's published prefix-cache, queue and "
+         "KV-utilisation scorers with the max-score picker (kubernetes-sigs/gateway-api-inference-extension "
+         "@ a172f54a, default weights 3/2/2, 64-character blocks); haproxy-chash-bl: our re-implementation "
+         "of HAProxy's published consistent hashing with bounded loads (src/lb_chash.c, HAProxy 1.7+; "
+         "hash-balance-factor 150, -fN to set it, -f0 = HAProxy's default, off)";
+}
+
+bool IsPeerStrategy(std::string_view name) {
+  return name == kSglang || name == kSglangMinLoad || name == kGie || HaproxyFactor(name).has_value();
+}
+
+uint32_t PeerTextLength(std::string_view name) {
+  if (name == kSglang || name == kSglangMinLoad) return 64u << 20;
+  if (name == kGie) {
+    const GieOptions o;
+    return o.block_size * o.max_prefix_blocks;
+  }
+  return 0;
+}
+
+Result<std::unique_ptr<Policy>> MakePeerPolicy(std::string_view name, const RoutingOptions&) {
+  if (name == kSglang || name == kSglangMinLoad) {
+    SglangCacheAwareOptions o;
+    if (name == kSglangMinLoad) {
+      o.miss = SglangMissRule::kMinLoad;
+      o.match_rate_in_bytes = true;
+    }
+    return std::unique_ptr<Policy>(std::make_unique<SglangCacheAwarePolicy>(o, std::string(name)));
+  }
+  if (name == kGie) return std::unique_ptr<Policy>(std::make_unique<GieSchedulerPolicy>(GieOptions{}, std::string(name)));
+  if (auto factor = HaproxyFactor(name)) {
+    return std::unique_ptr<Policy>(std::make_unique<HaproxyChashPolicy>(*factor, std::string(name)));
+  }
+  return Status::InvalidArgument("unknown peer strategy '" + std::string(name) + "'");
+}
+
+}  // namespace prefix_router
