@@ -309,9 +309,15 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
     ctx.run();
   }
 
-  auto rs = g->BuildRouting(g->EffectiveLocked(g->running_), nullptr, nullptr);
+  const GatewayConfig effective = g->EffectiveLocked(g->running_);
+  auto rs = g->BuildRouting(effective, nullptr, nullptr);
   if (!rs.ok()) return rs.status();
   g->routing_.store(*rs);
+  KvSubscriberOptions kv_options;
+  kv_options.silence_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(c.timeouts.kv_events_silence * 1000));
+  g->kv_subscriber_ = std::make_unique<KvEventSubscriber>(kv_options, &g->registry_);
+  g->UpdateKvSources(effective, **rs);
   g->ApplyClientsAndLimits(c, nullptr, nullptr);
 
   // Live gauges are read from the fleet at scrape time.
@@ -395,6 +401,34 @@ std::shared_ptr<InstanceRuntime> Gateway::NewRuntime(const InstanceConfig& ic) {
   rt->first_byte = &metrics_->first_byte_seconds.WithLabels({ic.name});
   rt->duration = &metrics_->duration_seconds.WithLabels({ic.name});
   return rt;
+}
+
+void Gateway::UpdateKvSources(const GatewayConfig& effective, const RoutingState& rs) {
+  if (!kv_subscriber_) return;
+  std::vector<KvSource> sources;
+  for (const InstanceConfig& ic : effective.instances) {
+    if (ic.kv_events.endpoint.empty()) continue;
+    std::optional<uint32_t> index = rs.fleet->Find(ic.name);
+    if (!index) continue;
+    KvSource src;
+    src.instance_seed = rs.fleet->placement_seed(*index);
+    src.instance = ic.name;
+    src.config = ic.kv_events;
+    src.policies.push_back(rs.default_pool.policy);
+    for (const auto& [name, pool] : rs.pools) {
+      const bool serves = ic.models.empty() ? !ic.models_only_listed
+                                            : std::find(ic.models.begin(), ic.models.end(), name) !=
+                                                  ic.models.end();
+      if (serves && std::find(src.policies.begin(), src.policies.end(), pool.policy) ==
+                        src.policies.end()) {
+        src.policies.push_back(pool.policy);
+      }
+    }
+    sources.push_back(std::move(src));
+  }
+  const bool any = !sources.empty();
+  kv_subscriber_->SetSources(std::move(sources));
+  if (any) kv_subscriber_->Start();
 }
 
 Status Gateway::Start() {
