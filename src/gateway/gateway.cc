@@ -1,4 +1,5 @@
 #include "gateway/gateway.h"
+#include "gateway/prompt_tokens.h"
 
 #include <spdlog/spdlog.h>
 
@@ -671,6 +672,12 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     chain = BuildBlockChain(ThreadKeyedText(), pool.options.cache_aware.block_bytes,
                             pool.options.cache_aware.max_blocks, BlockChainSeed(p.served_name, p.routing_group));
   }
+  // kv-aware: the prompt's tokens as the engines tokenize it (gateway/prompt_tokens.h); a body
+  // the engine tokenizer refuses routes without them (the engine answers its error).
+  std::vector<uint32_t> prompt_tokens;
+  if (WantsPromptTokens(pool.options)) {
+    if (auto t = EnginePromptTokens(api_kind, body); t.ok()) prompt_tokens = std::move(*t);
+  }
   Policy& policy = !api::HasPrefixKey(api_kind) && pool.options.strategy == Strategy::kPrefixAware
                        ? UnkeyedPolicy(pool.options.load_measure)
                        : *pool.policy;
@@ -719,6 +726,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   bool decided_once = false;
   for (uint32_t n = 0;; ++n) {
     RouteRequest rr{served_name, p.key, tried, work_tokens, chain};
+    rr.prompt_tokens = prompt_tokens;
     auto decision = policy.Pick(rr, fleet, ThreadRng());
     if (!decided_once) {
       metrics_->decision_seconds.WithLabels({}).Observe(SecondsSince(ex.received_at()));
