@@ -11,12 +11,17 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "engine/engine_server.h"
+#include "gateway/kv_events.h"
+#include "gateway/prompt_tokens.h"
 #include "testing/http_client.h"
+#include "testing/wait.h"
 
 namespace prefix_router::engine {
 namespace {
@@ -282,6 +287,91 @@ TEST(KvEventPublisher, EnginePublishesStoredRemovedAndReplays) {
   ASSERT_EQ(replayed.size(), last);
   for (uint64_t i = 0; i < last; ++i) EXPECT_EQ(replayed[i].seq, i);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(replayed[first + i], got[i]);
+  engine.Stop();
+  engine.Wait();
+}
+
+// Records the BlockStored token ids that reach a policy through the gateway's subscriber.
+class StoredTokens final : public Policy {
+ public:
+  Result<Decision> Pick(const RouteRequest&, const FleetSnapshot&, Rng&) const override {
+    return Status::Unavailable("not a router");
+  }
+  std::string_view name() const override { return "stored-tokens"; }
+  void OnKvEvents(uint64_t, const KvEventBatch& batch) override {
+    std::lock_guard lock(mu_);
+    for (const KvEvent& e : batch.events) {
+      if (const auto* s = std::get_if<KvBlockStored>(&e)) {
+        stored_.push_back(s->token_ids);
+      }
+    }
+  }
+  std::vector<std::vector<uint32_t>> stored() const {
+    std::lock_guard lock(mu_);
+    return stored_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::vector<uint32_t>> stored_;
+};
+
+// The whole chain: the emulator publishes, the gateway's subscriber decodes and feeds a policy,
+// and the blocks it reports hold the very tokens the gateway computes for the request
+// (gateway/prompt_tokens.h), block by block from the prompt's start.
+TEST(KvEventPublisher, GatewaySeesTheTokensItComputes) {
+  EngineOptions eo;
+  eo.host = "127.0.0.1";
+  eo.port = 0;
+  eo.profile = "tiny-test";
+  eo.time_scale = 0.01;
+  eo.kv_events = LoopbackOptions(false);
+  auto created = EngineServer::Create(eo);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EngineServer& engine = **created;
+  ASSERT_TRUE(engine.Start().ok());
+  auto policy = std::make_shared<StoredTokens>();
+  gateway::KvSubscriberOptions so;
+  so.poll_interval = milliseconds(10);
+  gateway::KvEventSubscriber sub(so, nullptr);
+  gateway::KvSource src;
+  src.instance_seed = 1;
+  src.instance = "engine";
+  src.config.endpoint = engine.kv_publisher()->endpoint();
+  src.config.topic = "kv-events";
+  src.policies = {policy};
+  sub.SetSources({src});
+  sub.Start();
+  // Requests until the subscription is in place (each one stores new blocks).
+  uint64_t salt = 1;
+  ASSERT_TRUE(prefix_router::testing::Eventually(
+      [&] {
+        EXPECT_EQ(PostCompletion(engine.port(), Words(40, salt++)), 200);
+        return !policy->stored().empty();
+      },
+      std::chrono::seconds(10), milliseconds(20)));
+  const size_t before = policy->stored().size();
+  const std::string body =
+      R"({"model":"llama","max_tokens":1,"messages":[{"role":"system","content":")" +
+      Words(90, 77) + R"("},{"role":"user","content":"and then"}]})";
+  ASSERT_EQ(testing::Post(engine.port(), "/v1/chat/completions", body).status(), 200);
+  Result<std::vector<uint32_t>> tokens =
+      gateway::EnginePromptTokens(api::ApiKind::kChatCompletions, body);
+  ASSERT_TRUE(tokens.ok());
+  ASSERT_GE(tokens->size(), 64u);
+  ASSERT_TRUE(prefix_router::testing::Eventually(
+      [&] { return policy->stored().size() > before; }, std::chrono::seconds(10)));
+  std::this_thread::sleep_for(milliseconds(100));
+  std::vector<uint32_t> seen;  // the request's blocks, in the order stored
+  auto stored = policy->stored();
+  for (size_t i = before; i < stored.size(); ++i) {
+    seen.insert(seen.end(), stored[i].begin(), stored[i].end());
+  }
+  const size_t full = tokens->size() / 16 * 16;
+  ASSERT_GE(seen.size(), full - 16);  // the last full block may wait for the decode step
+  EXPECT_TRUE(std::equal(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(full - 16),
+                         tokens->begin()));
+  sub.Stop();
   engine.Stop();
   engine.Wait();
 }
