@@ -64,6 +64,34 @@ TEST(KvEventsConfig, ErrorsNameTheField) {
                 "timeouts.kv_events_silence");
 }
 
+// Publishes one batch after another until the gateway counts one for instance "a".
+bool CountedByGateway(zmq::Socket& pub, Gateway& g) {
+  uint64_t seq = 0;
+  KvEventBatch b;
+  b.events.push_back(KvAllBlocksCleared{});
+  return prefix_router::testing::Eventually(
+      [&] {
+        b.seq = seq;
+        std::string payload = api::EncodeKvEventBatch(b, api::KvEventEncoding::kMap);
+        (void)pub.Send({"", api::EncodeKvSeq(seq++), payload}, std::chrono::milliseconds(100));
+        return g.metrics().Render().find("prefix_router_kv_event_batches_total{instance=\"a\"}") !=
+               std::string::npos;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(20));
+}
+
+GatewayConfig OneInstance(const std::string& kv_endpoint) {
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.io_threads = 1;
+  c.health.interval = 0;
+  c.timeouts.drain = 0;
+  InstanceConfig ic{"a", "http://127.0.0.1:9"};
+  ic.kv_events.endpoint = kv_endpoint;
+  c.instances.push_back(ic);
+  return c;
+}
+
 // A gateway with a kv_events instance subscribes to it: batches published there are counted
 // under the instance's name in /metrics.
 TEST(KvEventsConfig, GatewaySubscribes) {
@@ -71,29 +99,25 @@ TEST(KvEventsConfig, GatewaySubscribes) {
   zmq::Context ctx;
   zmq::Socket pub = zmq::Socket::Open(ctx, zmq::SocketType::kPub).value();
   ASSERT_TRUE(pub.Bind("tcp://127.0.0.1:*").ok());
-  GatewayConfig c;
-  c.listen = "127.0.0.1:0";
-  c.io_threads = 1;
-  c.health.interval = 0;
-  c.timeouts.drain = 0;
-  InstanceConfig ic{"a", "http://127.0.0.1:9"};
-  ic.kv_events.endpoint = pub.LastEndpoint().value();
-  c.instances.push_back(ic);
-  auto g = testing::StartGateway(c);
+  auto g = testing::StartGateway(OneInstance(pub.LastEndpoint().value()));
   ASSERT_NE(g, nullptr);
-  uint64_t seq = 0;
-  KvEventBatch b;
-  b.events.push_back(KvAllBlocksCleared{});
-  const bool counted = prefix_router::testing::Eventually(
-      [&] {
-        b.seq = seq;
-        std::string payload = api::EncodeKvEventBatch(b, api::KvEventEncoding::kMap);
-        (void)pub.Send({"", api::EncodeKvSeq(seq++), payload}, std::chrono::milliseconds(100));
-        return g->metrics().Render().find("prefix_router_kv_event_batches_total{instance=\"a\"}") !=
-               std::string::npos;
-      },
-      std::chrono::seconds(10), std::chrono::milliseconds(20));
-  EXPECT_TRUE(counted);
+  EXPECT_TRUE(CountedByGateway(pub, *g));
+  g->Stop();
+  g->Wait();
+}
+
+// A reload that gives an instance a kv_events endpoint starts the subscription.
+TEST(KvEventsConfig, ReloadSubscribes) {
+  testing::QuietLogs();
+  zmq::Context ctx;
+  zmq::Socket pub = zmq::Socket::Open(ctx, zmq::SocketType::kPub).value();
+  ASSERT_TRUE(pub.Bind("tcp://127.0.0.1:*").ok());
+  auto g = testing::StartGateway(OneInstance(""));
+  ASSERT_NE(g, nullptr);
+  GatewayConfig next = OneInstance(pub.LastEndpoint().value());
+  ASSERT_TRUE(ValidateConfig(next).ok());
+  g->Reload(next, "test");
+  EXPECT_TRUE(CountedByGateway(pub, *g));
   g->Stop();
   g->Wait();
 }
