@@ -21,7 +21,10 @@
 //
 // Malformed input (bad msgpack, wrong types, sizes over the limits below) yields an
 // InvalidArgument or ResourceExhausted Status; nothing throws out of these functions. Memory is
-// bounded by the payload limit (the msgpack DOM is at most a small multiple of the input).
+// bounded by the payload limit: the payload is read into nlohmann's DOM first, which takes at
+// most about 40 bytes per input byte (an empty nested array or a one-byte map entry is one or
+// two bytes of msgpack and 16 to 80 bytes of DOM), so about 80 MiB at the 2 MiB limit, and a
+// few times the payload for real batches (integers and token lists).
 //
 // Pure functions, no I/O; safe to call from any thread.
 #pragma once
@@ -37,9 +40,10 @@
 namespace prefix_router::api {
 
 // Limits on one decoded message. A vLLM step stores at most max_num_batched_tokens tokens (a few
-// thousand to 64k), so these leave room for large steps while keeping a hostile publisher from
-// making the gateway allocate without bound.
-inline constexpr size_t kMaxKvPayloadBytes = 16u << 20;     // msgpack bytes per batch
+// thousand to 64k: at most about 5 msgpack bytes each, 320 KiB, plus 9 to 34 bytes per block
+// hash), so these leave room for large steps while keeping a hostile publisher from making the
+// gateway allocate without bound.
+inline constexpr size_t kMaxKvPayloadBytes = 2u << 20;      // msgpack bytes per batch
 inline constexpr size_t kMaxKvEventsPerBatch = 65536;
 inline constexpr size_t kMaxKvBlocksPerEvent = 65536;       // hashes in one event
 inline constexpr size_t kMaxKvTokensPerEvent = 1u << 20;    // token ids in one BlockStored
