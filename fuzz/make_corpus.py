@@ -175,6 +175,59 @@ TRACE = {
 }
 
 
+def mp(v):
+    """A minimal msgpack writer for the kv_event_decoder seeds (ints, floats, str, bytes,
+    lists, dicts, None)."""
+    if v is None:
+        return b"\xc0"
+    if isinstance(v, float):
+        return b"\xcb" + struct.pack(">d", v)
+    if isinstance(v, int):
+        if 0 <= v < 128:
+            return bytes([v])
+        if v >= 0:
+            return b"\xcf" + struct.pack(">Q", v)
+        return b"\xd3" + struct.pack(">q", v)
+    if isinstance(v, str):
+        b = v.encode()
+        return (bytes([0xA0 | len(b)]) if len(b) < 32 else b"\xd9" + bytes([len(b)])) + b
+    if isinstance(v, bytes):
+        return b"\xc4" + bytes([len(v)]) + v
+    if isinstance(v, list):
+        return bytes([0x90 | len(v)]) + b"".join(mp(x) for x in v) if len(v) < 16 else \
+            b"\xdc" + struct.pack(">H", len(v)) + b"".join(mp(x) for x in v)
+    if isinstance(v, dict):
+        return bytes([0x80 | len(v)]) + b"".join(mp(k) + mp(x) for k, x in v.items())
+    raise TypeError(v)
+
+
+def stored_map(hashes, parent, tokens, bs, **extra):
+    d = {"type": "BlockStored", "block_hashes": hashes, "parent_block_hash": parent,
+         "token_ids": tokens, "block_size": bs, "lora_id": None, "medium": "GPU",
+         "lora_name": None}
+    d.update(extra)
+    return d
+
+
+KV = {
+    # peers.md section 5's worked example, both encodings
+    "worked_array.bin": mp([1.5, [["BlockStored", [123], None, [1, 2], 2, None, "GPU", None]], 0]),
+    "worked_map.bin": mp([1.5, [stored_map([123], None, [1, 2], 2)], 0]),
+    # the real vLLM 0.26.0 shape (kthena #1535): extra keys, a hash above 2^63
+    "vllm_0260.bin": mp([1789095808.84, [stored_map([15760518052499183552], None,
+                                                    list(range(100, 116)), 16,
+                                                    extra_keys=[None], group_idx=0,
+                                                    kv_cache_spec_kind="full_attention")], 0]),
+    "map_batch.bin": mp({"ts": 2.0, "events": [["AllBlocksCleared"],
+                                               {"type": "BlockRemoved", "block_hashes": [5]}],
+                         "data_parallel_rank": None}),
+    "bytes_hashes.bin": mp([0.0, [["BlockStored", [bytes(range(32))], bytes(range(8)), [7, 8], 1,
+                                   None, None, "lora"],
+                                  ["BlockRemoved", [-1, bytes([1, 2])], "CPU"]], 3]),
+    "unknown_event.bin": mp([0.0, [["BlockMoved", 1], {"type": "Other"}], None]),
+}
+
+
 def write(target, name, data):
     d = os.path.join(ROOT, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -197,6 +250,8 @@ def main():
             write("trace", name, f.read())
     for name, data in TRACE.items():
         write("trace", name, data)
+    for name, data in KV.items():
+        write("kv_event_decoder", name, data)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ field() { dpkg-deb -f "$deb" "$1"; }
 check "package name" test "$(field Package)" = prefix-router
 check "version is the project's" test "$(field Version)" = "$version-1"
 check "architecture" test "$(field Architecture)" = "$(dpkg --print-architecture)"
-for lib in libyaml-cpp libspdlog libfmt libsimdjson libboost-json libxxhash libc6 libstdc++6; do
+for lib in libyaml-cpp libspdlog libfmt libsimdjson libboost-json libxxhash libzmq5 libc6 libstdc++6; do
   check "depends on $lib" bash -c "dpkg-deb -f '$deb' Depends | grep -q '$lib'"
 done
 check "description" bash -c "dpkg-deb -f '$deb' Description | grep -qi 'prefix'"

@@ -14,12 +14,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-300}
 jobs=${JOBS:-$(nproc)}
-read -r -a targets <<<"${FUZZ_TARGETS:-api_request gateway_config trace}"
+read -r -a targets <<<"${FUZZ_TARGETS:-api_request gateway_config trace kv_event_decoder}"
 build=build/fuzz
 
 # Input size caps. api_request reaches bodies up to 1 MiB through its amplify mode, so its
 # inputs themselves stay moderate.
-declare -A max_len=([api_request]=65536 [gateway_config]=16384 [trace]=65536)
+declare -A max_len=([api_request]=65536 [gateway_config]=16384 [trace]=65536 [kv_event_decoder]=65536)
 
 start=$(date +%s)
 # -O1 -g without NDEBUG: fast enough to fuzz, asserts stay on, readable stack traces.

@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "api/kv_event_decoder.h"
 #include "cli/commands.h"
 #include "engine/engine_server.h"
 #include "engine_model/profiles.h"
@@ -19,6 +20,7 @@ namespace {
 struct EngineArgs {
   engine::EngineOptions options;
   std::string listen = "127.0.0.1:8001";
+  std::string kv_events_encoding = "map";
 };
 
 int RunEngine(EngineArgs& a) {
@@ -39,6 +41,12 @@ int RunEngine(EngineArgs& a) {
     std::cerr << "prefix-router engine: --listen: the port must be 0..65535\n";
     return 2;
   }
+  auto encoding = api::ParseKvEventEncoding(a.kv_events_encoding);
+  if (!encoding.ok()) {
+    std::cerr << "prefix-router engine: --kv-events-encoding: " << encoding.status().message() << "\n";
+    return 2;
+  }
+  a.options.kv_events.encoding = *encoding;
   auto server = engine::EngineServer::Create(a.options);
   if (!server.ok()) {
     std::cerr << "prefix-router engine: " << server.status().message() << "\n";
@@ -88,6 +96,22 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--stream-interval", a->options.stream_interval,
                   "Generated tokens per streamed chunk after the first (sent at once)")
       ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str();
+  cmd->add_option("--kv-events-endpoint", a->options.kv_events.endpoint,
+                  "Publish KV cache events as vLLM does (ZMQ PUB, 3 frames: topic, 8-byte "
+                  "big-endian seq, msgpack batch), e.g. tcp://*:5557; binds when the address has "
+                  "* or :: or is ipc/inproc, connects otherwise. Off when empty");
+  cmd->add_option("--kv-events-topic", a->options.kv_events.topic,
+                  "Topic frame of every KV event message (vLLM's default: empty)");
+  cmd->add_option("--kv-events-replay-endpoint", a->options.kv_events.replay_endpoint,
+                  "ROUTER socket that replays buffered KV event batches from a start seq, e.g. "
+                  "tcp://*:5558. Off when empty");
+  cmd->add_option("--kv-events-buffer-steps", a->options.kv_events.buffer_steps,
+                  "KV event batches kept for replay")
+      ->capture_default_str();
+  cmd->add_option("--kv-events-encoding", a->kv_events_encoding,
+                  "map (vLLM 0.26: events as maps with a type key) or array (vLLM <= 0.23: "
+                  "positional)")
       ->capture_default_str();
   cmd->callback([a, exit_code] { *exit_code = RunEngine(*a); });
 }

@@ -61,13 +61,24 @@ Result<std::unique_ptr<EngineServer>> EngineServer::Create(EngineOptions o) {
   if (o.max_num_batched_tokens) c.max_num_batched_tokens = o.max_num_batched_tokens;
   if (Status s = c.Validate(); !s.ok()) return s;
   if (o.model.empty()) return Status::InvalidArgument("--model: must not be empty");
-  return std::unique_ptr<EngineServer>(new EngineServer(std::move(o), std::move(*profile)));
+  std::unique_ptr<KvEventPublisher> publisher;
+  if (!o.kv_events.endpoint.empty()) {
+    auto p = KvEventPublisher::Create(o.kv_events);
+    if (!p.ok()) return p.status();
+    publisher = std::move(*p);
+  } else if (Status s = o.kv_events.Validate(); !s.ok()) {
+    return s;
+  }
+  return std::unique_ptr<EngineServer>(
+      new EngineServer(std::move(o), std::move(*profile), std::move(publisher)));
 }
 
-EngineServer::EngineServer(EngineOptions options, engine_model::Profile profile)
+EngineServer::EngineServer(EngineOptions options, engine_model::Profile profile,
+                           std::unique_ptr<KvEventPublisher> kv_publisher)
     : options_(std::move(options)),
       profile_(std::move(profile)),
-      scheduler_(profile_.config),
+      kv_publisher_(std::move(kv_publisher)),
+      scheduler_(profile_.config, kv_publisher_.get()),
       running_(registry_.AddGauge("vllm:num_requests_running", "Requests in the running batch", {"model_name"})),
       waiting_(registry_.AddGauge("vllm:num_requests_waiting", "Requests waiting to be admitted", {"model_name"})),
       kv_usage_(registry_.AddGauge("vllm:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1)",
@@ -125,6 +136,13 @@ Status EngineServer::Start() {
   spdlog::info("engine emulator on {}:{}: profile {}, model {}, {} KV blocks of {} tokens, time scale {}",
                options_.host, server_->port(), profile_.name, options_.model,
                profile_.config.capacity_blocks, profile_.config.block_size, options_.time_scale);
+  if (kv_publisher_) {
+    spdlog::info("engine emulator: KV events on {} (topic \"{}\", {} encoding){}{}",
+                 kv_publisher_->endpoint(), options_.kv_events.topic,
+                 api::KvEventEncodingName(options_.kv_events.encoding),
+                 kv_publisher_->replay_endpoint().empty() ? "" : ", replay on ",
+                 kv_publisher_->replay_endpoint());
+  }
   return Status::Ok();
 }
 
@@ -170,6 +188,8 @@ net::awaitable<void> EngineServer::Loop() {
     } else {
       co_await net::post(executor, net::use_awaitable);
     }
+    // The step's KV events go out when its modelled time has passed, as one batch.
+    if (kv_publisher_) kv_publisher_->Flush();
     for (const RequestEvent& e : events) {
       auto it = pending_.find(e.request_id);
       if (it == pending_.end()) continue;
@@ -342,6 +362,7 @@ net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::strin
     // Frees its blocks (a no-op if it already finished). Wake the loop: if it was waiting for
     // a change because nothing could be scheduled, the freed blocks are one.
     if (scheduler_.Abort(id)) Wake();
+    if (kv_publisher_) kv_publisher_->Flush();
     co_return;
   }
   if (!prompt_tokens_child_) {

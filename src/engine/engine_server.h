@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/kv_event_publisher.h"
 #include "engine_model/profiles.h"
 #include "engine_model/scheduler.h"
 #include "gateway/metrics.h"
@@ -55,6 +56,9 @@ struct EngineOptions {
   // Generated tokens per streamed chunk after the first (which is sent alone, at once): 1
   // streams every token; more cuts the events a fast, time-scaled run must carry.
   uint32_t stream_interval = 1;
+  // KV cache events on ZMQ as vLLM publishes them (engine/kv_event_publisher.h); off when the
+  // endpoint is empty. One batch per engine step.
+  KvEventsOptions kv_events;
 };
 
 class EngineServer final : public http::Handler {
@@ -70,10 +74,13 @@ class EngineServer final : public http::Handler {
   net::awaitable<void> Handle(http::Exchange& exchange) override;
 
   const engine_model::SchedulerConfig& scheduler_config() const { return profile_.config; }
+  // nullptr unless options.kv_events.endpoint was set.
+  const KvEventPublisher* kv_publisher() const { return kv_publisher_.get(); }
 
  private:
   struct Pending;
-  explicit EngineServer(EngineOptions options, engine_model::Profile profile);
+  EngineServer(EngineOptions options, engine_model::Profile profile,
+               std::unique_ptr<KvEventPublisher> kv_publisher);
 
   net::awaitable<void> Loop();
   net::awaitable<void> HandleGenerate(http::Exchange& ex, std::string_view path);
@@ -83,6 +90,7 @@ class EngineServer final : public http::Handler {
 
   EngineOptions options_;
   engine_model::Profile profile_;
+  std::unique_ptr<KvEventPublisher> kv_publisher_;  // before scheduler_: its listener
   engine_model::StepScheduler scheduler_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<net::steady_timer> wake_;

@@ -348,12 +348,22 @@ Status ReadInstanceTls(const YAML::Node& n, const std::string& path, InstanceCon
                       });
 }
 
+Status ReadKvEvents(const YAML::Node& n, const std::string& path, KvEventsConfig& out) {
+  return ForEachField(n, path, {"endpoint", "topic", "replay_endpoint"},
+                      [&out](const std::string& key, const YAML::Node& v, const std::string& p) {
+                        return ReadString(v, p,
+                                          key == "endpoint" ? out.endpoint
+                                          : key == "topic"  ? out.topic
+                                                            : out.replay_endpoint);
+                      });
+}
+
 Status ReadInstance(const YAML::Node& n, const std::string& path, InstanceConfig& out) {
   if (!n.IsMap()) return TypeError(path, "a map with url (and optionally name, weight, models)", n);
   return ForEachField(
       n, path,
       {"name", "url", "weight", "models", "discover_models", "resolve", "upstream_tls", "authorization_env",
-       "authorization_file"},
+       "authorization_file", "kv_events"},
       [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "name") return ReadString(v, p, out.name);
         if (key == "url") return ReadString(v, p, out.url);
@@ -375,6 +385,7 @@ Status ReadInstance(const YAML::Node& n, const std::string& path, InstanceConfig
         if (key == "upstream_tls") return ReadInstanceTls(v, p, out);
         if (key == "authorization_env") return ReadString(v, p, out.authorization_env);
         if (key == "authorization_file") return ReadString(v, p, out.authorization_file);
+        if (key == "kv_events") return ReadKvEvents(v, p, out.kv_events);
         return ReadModels(v, p, out.models);
       });
 }
@@ -573,7 +584,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
           return ForEachField(
               v, p,
               {"connect", "first_byte", "idle", "total", "client_read", "client_write",
-               "client_idle", "drain"},
+               "client_idle", "drain", "kv_events_silence"},
               [&t](const std::string& k, const YAML::Node& x, const std::string& xp) {
                 double* field = k == "connect"        ? &t.connect
                                 : k == "first_byte"   ? &t.first_byte
@@ -582,6 +593,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
                                 : k == "client_read"  ? &t.client_read
                                 : k == "client_write" ? &t.client_write
                                 : k == "client_idle"  ? &t.client_idle
+                                : k == "kv_events_silence" ? &t.kv_events_silence
                                                       : &t.drain;
                 return ReadSeconds(x, xp, *field);
               });
@@ -1215,6 +1227,47 @@ Status ParseInstanceUrl(InstanceConfig& instance, const std::string& path, bool&
   return Status::Ok();
 }
 
+// A ZMQ endpoint the gateway connects to: tcp://host:port (no wildcard: it names the engine),
+// ipc://path or inproc://name, visible ASCII.
+Status CheckKvEndpoint(const std::string& field, const std::string& e) {
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument(field + ": '" + e + "' " + std::string(why));
+  };
+  if (e.size() > 1024 || !IsHeaderSafe(e)) return bad("must be visible ASCII, at most 1024 bytes");
+  if (e.starts_with("ipc://") || e.starts_with("inproc://")) {
+    if (e == "ipc://" || e == "inproc://") return bad("needs a name");
+    return Status::Ok();
+  }
+  if (!e.starts_with("tcp://")) return bad("must be tcp://host:port, ipc://path or inproc://name");
+  const std::string hostport = e.substr(6);
+  const size_t colon = hostport.rfind(':');
+  if (colon == std::string::npos || colon == 0) return bad("must be tcp://host:port");
+  const std::string port = hostport.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port) < 1 || std::stoul(port) > 65535) {
+    return bad("needs a port in 1..65535");
+  }
+  if (hostport.find('*') != std::string::npos) {
+    return bad("names the engine to connect to: no wildcard (the engine binds tcp://*:port)");
+  }
+  return Status::Ok();
+}
+
+Status ValidateKvEvents(const KvEventsConfig& k, const std::string& path) {
+  if (k.endpoint.empty()) {
+    if (!k.replay_endpoint.empty() || !k.topic.empty()) {
+      return Status::InvalidArgument(path + ".endpoint: required with topic or replay_endpoint");
+    }
+    return Status::Ok();
+  }
+  if (Status s = CheckKvEndpoint(path + ".endpoint", k.endpoint); !s.ok()) return s;
+  if (k.topic.size() > 1024) return Status::InvalidArgument(path + ".topic: at most 1024 bytes");
+  if (!k.replay_endpoint.empty()) {
+    if (Status s = CheckKvEndpoint(path + ".replay_endpoint", k.replay_endpoint); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
 Status ValidateInstances(GatewayConfig& config) {
   if (config.instances.empty()) {
     return Status::InvalidArgument("instances: at least one instance is required");
@@ -1251,6 +1304,7 @@ Status ValidateInstances(GatewayConfig& config) {
       return Status::InvalidArgument(path + ".upstream_tls: applies to an https:// url only");
     }
     if (Status s = LoadInstanceAuthorization(instance, path); !s.ok()) return s;
+    if (Status s = ValidateKvEvents(instance.kv_events, path + ".kv_events"); !s.ok()) return s;
     for (size_t m = 0; m < instance.models.size(); ++m) {
       if (Status s = CheckServedName(instance.models[m]); !s.ok()) {
         return Status(s.code(), Index(path + ".models", m) + ": " + s.message());
@@ -1352,7 +1406,8 @@ Status ValidateTimeouts(const TimeoutsConfig& t) {
   for (const Bound& b : {Bound{"connect", t.connect, 600}, Bound{"first_byte", t.first_byte, 3600},
                          Bound{"idle", t.idle, 3600}, Bound{"client_read", t.client_read, 3600},
                          Bound{"client_write", t.client_write, 3600},
-                         Bound{"client_idle", t.client_idle, 3600}}) {
+                         Bound{"client_idle", t.client_idle, 3600},
+                         Bound{"kv_events_silence", t.kv_events_silence, 86400}}) {
     if (Status s = CheckPositiveSeconds(Child("timeouts", b.field), b.value, b.max); !s.ok()) {
       return s;
     }

@@ -59,6 +59,10 @@
 //       url: http://127.0.0.1:8001
 //       weight: 1                   # 1..10000
 //       models: [llama-3-70b, my-lora]   # served names; empty/absent = serves every name
+//       kv_events:                  # the engine's KV cache events (vLLM's ZMQ publisher)
+//         endpoint: tcp://10.0.0.5:5557   # tcp://host:port, ipc://path or inproc://name
+//         topic: ""                 # the publisher's topic (vLLM's default: empty)
+//         replay_endpoint: tcp://10.0.0.5:5558   # optional: asked for batches missed in a gap
 //   limits:
 //     max_request_body_bytes: 33554432   # 1 KiB..1 GiB; larger bodies get 413
 //     max_header_bytes: 65536            # 1 KiB..1 MiB; larger headers get 431
@@ -75,6 +79,8 @@
 //     client_write: 60              # one write to a slow client, (0, 3600]
 //     client_idle: 60               # keep-alive wait for a client's next request, (0, 3600]
 //     drain: 30                     # SIGTERM: how long in-flight requests may finish, [0, 3600]
+//     kv_events_silence: 60         # an instance's KV event stream silent this long is stale
+//                                   # (kv-aware falls back until it resumes), (0, 86400]
 //   retries:
 //     max_retries: 2                # 0..10 further instances tried before any byte reached the client
 //   health:
@@ -240,6 +246,16 @@ enum class ResolveMode {
   kAll,   // one instance per address the name resolves to, re-resolved every resolve_interval
 };
 
+// An instance's KV cache event stream (vLLM's --kv-events-config; gateway/kv_events.h): the
+// gateway's SUB socket connects to `endpoint` (the engine binds it, e.g. tcp://*:5557) and, on a
+// sequence gap, asks `replay_endpoint` (the engine's ROUTER) for the missing batches.
+struct KvEventsConfig {
+  std::string endpoint;         // tcp://host:port, ipc://path or inproc://name; "" = none
+  std::string topic;            // the publisher's topic; "" = vLLM's default
+  std::string replay_endpoint;  // "" = no replay
+  bool operator==(const KvEventsConfig&) const = default;
+};
+
 struct InstanceConfig {
   std::string name;                 // defaults to host:port of url
   std::string url;                  // http(s)://host:port[/base-path]
@@ -251,6 +267,7 @@ struct InstanceConfig {
   std::optional<bool> tls_verify;
   std::string authorization_env;    // at most one of the two
   std::string authorization_file;
+  KvEventsConfig kv_events;         // `kv_events: {endpoint, topic, replay_endpoint}`
   // Parsed from url by validation:
   std::string host;
   uint16_t port = 80;
@@ -299,6 +316,8 @@ struct TimeoutsConfig {
   double client_write = 60;
   double client_idle = 60;
   double drain = 30;
+  // An instance's KV event stream silent for longer is stale (gateway/kv_events.h), (0, 86400].
+  double kv_events_silence = 60;
 };
 
 struct HealthConfig {

@@ -1,4 +1,5 @@
 #include "gateway/gateway.h"
+#include "gateway/prompt_tokens.h"
 
 #include <spdlog/spdlog.h>
 
@@ -309,9 +310,15 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
     ctx.run();
   }
 
-  auto rs = g->BuildRouting(g->EffectiveLocked(g->running_), nullptr, nullptr);
+  const GatewayConfig effective = g->EffectiveLocked(g->running_);
+  auto rs = g->BuildRouting(effective, nullptr, nullptr);
   if (!rs.ok()) return rs.status();
   g->routing_.store(*rs);
+  KvSubscriberOptions kv_options;
+  kv_options.silence_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(c.timeouts.kv_events_silence * 1000));
+  g->kv_subscriber_ = std::make_unique<KvEventSubscriber>(kv_options, &g->registry_);
+  g->UpdateKvSources(effective, **rs);
   g->ApplyClientsAndLimits(c, nullptr, nullptr);
 
   // Live gauges are read from the fleet at scrape time.
@@ -395,6 +402,34 @@ std::shared_ptr<InstanceRuntime> Gateway::NewRuntime(const InstanceConfig& ic) {
   rt->first_byte = &metrics_->first_byte_seconds.WithLabels({ic.name});
   rt->duration = &metrics_->duration_seconds.WithLabels({ic.name});
   return rt;
+}
+
+void Gateway::UpdateKvSources(const GatewayConfig& effective, const RoutingState& rs) {
+  if (!kv_subscriber_) return;
+  std::vector<KvSource> sources;
+  for (const InstanceConfig& ic : effective.instances) {
+    if (ic.kv_events.endpoint.empty()) continue;
+    std::optional<uint32_t> index = rs.fleet->Find(ic.name);
+    if (!index) continue;
+    KvSource src;
+    src.instance_seed = rs.fleet->placement_seed(*index);
+    src.instance = ic.name;
+    src.config = ic.kv_events;
+    src.policies.push_back(rs.default_pool.policy);
+    for (const auto& [name, pool] : rs.pools) {
+      const bool serves = ic.models.empty() ? !ic.models_only_listed
+                                            : std::find(ic.models.begin(), ic.models.end(), name) !=
+                                                  ic.models.end();
+      if (serves && std::find(src.policies.begin(), src.policies.end(), pool.policy) ==
+                        src.policies.end()) {
+        src.policies.push_back(pool.policy);
+      }
+    }
+    sources.push_back(std::move(src));
+  }
+  const bool any = !sources.empty();
+  kv_subscriber_->SetSources(std::move(sources));
+  if (any) kv_subscriber_->Start();
 }
 
 Status Gateway::Start() {
@@ -638,6 +673,12 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     chain = BuildBlockChain(ThreadKeyedText(), pool.options.cache_aware.block_bytes,
                             pool.options.cache_aware.max_blocks, BlockChainSeed(p.served_name, p.routing_group));
   }
+  // kv-aware: the prompt's tokens as the engines tokenize it (gateway/prompt_tokens.h); a body
+  // the engine tokenizer refuses routes without them (the engine answers its error).
+  std::vector<uint32_t> prompt_tokens;
+  if (WantsPromptTokens(pool.options)) {
+    if (auto t = EnginePromptTokens(api_kind, body); t.ok()) prompt_tokens = std::move(*t);
+  }
   Policy& policy = !api::HasPrefixKey(api_kind) && pool.options.strategy == Strategy::kPrefixAware
                        ? UnkeyedPolicy(pool.options.load_measure)
                        : *pool.policy;
@@ -686,6 +727,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   bool decided_once = false;
   for (uint32_t n = 0;; ++n) {
     RouteRequest rr{served_name, p.key, tried, work_tokens, chain};
+    rr.prompt_tokens = prompt_tokens;
     auto decision = policy.Pick(rr, fleet, ThreadRng());
     if (!decided_once) {
       metrics_->decision_seconds.WithLabels({}).Observe(SecondsSince(ex.received_at()));

@@ -62,6 +62,7 @@
 #include "core/policy.h"
 #include "gateway/config.h"
 #include "gateway/discovery.h"
+#include "gateway/kv_events.h"
 #include "gateway/metrics.h"
 #include "gateway/operations.h"
 #include "gateway/rate_limiter.h"
@@ -205,6 +206,9 @@ class Gateway final : public http::Handler {
   // Builds and swaps in the RoutingState of `effective` (an EffectiveLocked result) and starts
   // its health checks; `reread_files` as for ApplyLocked. REQUIRES: ops_mu_ held.
   Result<std::vector<std::string>> SwapLocked(const GatewayConfig& effective, bool reread_files = false);
+  // Points the KV event subscriber at the `kv_events` streams of `effective`'s instances, each
+  // feeding the policies of the pools it serves in `rs`; starts it on the first stream.
+  void UpdateKvSources(const GatewayConfig& effective, const RoutingState& rs);
   // Discovery (discovery_loop.cc).
   net::awaitable<void> DiscoveryLoop();
   // Resolves every template; applies what changed when `apply` (else only records it: Create).
@@ -237,6 +241,8 @@ class Gateway final : public http::Handler {
   // Its instances are the configured ones, templates of what discovery derives: the
   // RoutingState holds EffectiveLocked(running_).
   GatewayConfig running_;
+  // Declared last: stopped and destroyed first (it holds metric children of registry_).
+  std::unique_ptr<KvEventSubscriber> kv_subscriber_;
 
   // What discovery learned; guarded by ops_mu_.
   struct ResolvedName {

@@ -323,6 +323,7 @@ Result<std::vector<std::string>> Gateway::SwapLocked(const GatewayConfig& effect
   auto next = BuildRouting(effective, previous.get(), &changes, reread_files);
   if (!next.ok()) return next.status();
   routing_.store(*next);
+  UpdateKvSources(effective, **next);
   // What discovery learned about instances that are gone is forgotten (bounded memory).
   std::erase_if(discovered_, [&](const auto& entry) { return !(*next)->fleet->Find(entry.first); });
   // A removed instance's state lives on in the previous snapshot, which requests in flight
