@@ -8,9 +8,11 @@
 #include <limits>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/block_index.h"
+#include "core/kv_index.h"
 #include "core/key_homes.h"
 #include "core/placement.h"
 
@@ -395,6 +397,74 @@ class PrefixAwarePolicy final : public Policy {
 // The gateway's estimate, as in api::EstimatePromptTokens: about 4 bytes of text per token.
 constexpr uint32_t kBytesPerToken = 4;
 
+// The instances a learning policy has indexed, so that those that leave the fleet are forgotten:
+// when a dispatch comes with a snapshot other than the last one seen, the indexed instances it
+// no longer contains are returned (once). Internally locked.
+class Departures {
+ public:
+  void Note(uint64_t seed) {
+    std::lock_guard lock(mu_);
+    known_.insert(seed);
+  }
+  std::vector<uint64_t> Left(const FleetSnapshot& f) {
+    std::vector<uint64_t> left;
+    std::lock_guard lock(mu_);
+    if (&f == snapshot_) return left;
+    snapshot_ = &f;
+    std::unordered_set<uint64_t> present;
+    for (uint32_t i = 0; i < f.size(); ++i) present.insert(f.placement_seed(i));
+    for (auto it = known_.begin(); it != known_.end();) {
+      if (present.contains(*it)) {
+        ++it;
+      } else {
+        left.push_back(*it);
+        it = known_.erase(it);
+      }
+    }
+    return left;
+  }
+
+ private:
+  std::mutex mu_;
+  const FleetSnapshot* snapshot_ = nullptr;  // compared only, never dereferenced
+  std::unordered_set<uint64_t> known_;
+};
+
+// cache-aware's decision (the file comment) once each candidate's cached tokens are known: below
+// the threshold first, then the lowest cost, ties to the key's rendezvous preference.
+// REQUIRES: !c.empty(), cached.size() == c.size()
+Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
+                    std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold,
+                    double load_weight) {
+  const uint64_t key = r.key.placement_hash();
+  size_t best = SIZE_MAX;
+  bool best_below = false;
+  double best_cost = 0;
+  uint64_t best_score = 0;
+  uint64_t longest = 0;
+  for (size_t k = 0; k < c.size(); ++k) {
+    const uint32_t i = c[k];
+    longest = std::max(longest, cached[k]);
+    const bool below = InFlight(f, i) < threshold;
+    const double uncached = prompt_tokens > cached[k] ? static_cast<double>(prompt_tokens - cached[k]) : 0;
+    const double cost = uncached + load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) /
+                                       static_cast<double>(f.spec(i).weight);
+    const uint64_t score = PreferenceScore(key, f, i);
+    if (best == SIZE_MAX || (below && !best_below) ||
+        (below == best_below && (cost < best_cost || (cost == best_cost && score > best_score)))) {
+      best = k;
+      best_below = below;
+      best_cost = cost;
+      best_score = score;
+    }
+  }
+  DecisionKind kind = !best_below                ? DecisionKind::kSaturated
+                      : longest == 0             ? DecisionKind::kLeastOutstanding
+                      : cached[best] == longest  ? DecisionKind::kAffinity
+                                                 : DecisionKind::kOverflow;
+  return Decision{c[best], kind, 0};
+}
+
 class CacheAwarePolicy final : public Policy {
  public:
   explicit CacheAwarePolicy(const RoutingOptions& o)
@@ -406,52 +476,173 @@ class CacheAwarePolicy final : public Policy {
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
     auto c = Candidates(r, f, false);
     if (c.empty()) return NoCandidate(r, f);
-    thread_local std::vector<uint64_t> seeds;
+    thread_local std::vector<uint64_t> seeds, cached;
     thread_local std::vector<uint32_t> matched;
     seeds.resize(c.size());
     matched.assign(c.size(), 0);
     for (size_t k = 0; k < c.size(); ++k) seeds[k] = f.placement_seed(c[k]);
     if (!r.blocks.empty()) index_.Match(r.blocks, seeds, matched);
-    const uint64_t key = r.key.placement_hash();
-    size_t best = SIZE_MAX;
-    bool best_below = false;
-    double best_cost = 0;
-    uint64_t best_score = 0;
-    uint32_t longest = 0;
-    for (size_t k = 0; k < c.size(); ++k) {
-      const uint32_t i = c[k];
-      longest = std::max(longest, matched[k]);
-      const bool below = InFlight(f, i) < threshold_;
-      const uint64_t cached = uint64_t{matched[k]} * block_tokens_;
-      const double uncached = r.work_tokens > cached ? static_cast<double>(r.work_tokens - cached) : 0;
-      const double cost = uncached + load_weight_ * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) /
-                                         static_cast<double>(f.spec(i).weight);
-      const uint64_t score = PreferenceScore(key, f, i);
-      if (best == SIZE_MAX || (below && !best_below) ||
-          (below == best_below && (cost < best_cost || (cost == best_cost && score > best_score)))) {
-        best = k;
-        best_below = below;
-        best_cost = cost;
-        best_score = score;
-      }
-    }
-    DecisionKind kind = !best_below            ? DecisionKind::kSaturated
-                        : longest == 0         ? DecisionKind::kLeastOutstanding
-                        : matched[best] == longest ? DecisionKind::kAffinity
-                                               : DecisionKind::kOverflow;
-    return Decision{c[best], kind, 0};
+    cached.resize(c.size());
+    for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
+    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_);
   }
   std::string_view name() const override { return "cache-aware"; }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
-    index_.Insert(r.blocks, f.placement_seed(d.instance));
+    for (uint64_t seed : departures_.Left(f)) index_.ForgetInstance(seed);
+    if (r.blocks.empty()) return;
+    const uint64_t seed = f.placement_seed(d.instance);
+    departures_.Note(seed);
+    index_.Insert(r.blocks, seed);
   }
-  const BlockIndex& index() const { return index_; }
 
  private:
   int32_t threshold_;
   uint32_t block_tokens_;
   double load_weight_;
   mutable BlockIndex index_;  // internally locked
+  Departures departures_;
+};
+
+// kv-aware (see policy.h): the engines' reported blocks (KvIndex) for instances whose event
+// stream is fresh, cache-aware's sent-block view (a BlockIndex fed by OnDispatched) for the
+// others. The pool's max_index_bytes is split evenly between the two indexes, so kv-aware's
+// bookkeeping stays under the same bound as cache-aware's.
+class KvAwarePolicy final : public Policy {
+ public:
+  explicit KvAwarePolicy(const RoutingOptions& o)
+      : threshold_(static_cast<int32_t>(o.concurrency_threshold)),
+        block_tokens_(std::max<uint32_t>(1, o.cache_aware.block_bytes / kBytesPerToken)),
+        max_tokens_(uint64_t{o.cache_aware.max_blocks} * block_tokens_),
+        load_weight_(o.cache_aware.load_weight),
+        sent_(BlockIndex::Options{o.cache_aware.capacity_blocks, o.cache_aware.max_index_bytes / 2}),
+        reported_(KvIndex::Options{o.cache_aware.capacity_blocks * block_tokens_,
+                                   o.cache_aware.max_index_bytes / 2}) {}
+
+  Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
+    auto c = Candidates(r, f, false);
+    if (c.empty()) return NoCandidate(r, f);
+    thread_local std::vector<uint64_t> seeds, cached;
+    thread_local std::vector<uint32_t> matched;
+    thread_local std::vector<KvIndex::InstanceMatch> reported;
+    seeds.resize(c.size());
+    matched.assign(c.size(), 0);
+    reported.assign(c.size(), KvIndex::InstanceMatch{});
+    for (size_t k = 0; k < c.size(); ++k) seeds[k] = f.placement_seed(c[k]);
+    if (!r.blocks.empty()) sent_.Match(r.blocks, seeds, matched);
+    bool any_fresh = false;
+    if (!r.prompt_tokens.empty()) {
+      reported_.Match(r.prompt_tokens, r.served_name, max_tokens_, seeds, reported, false);
+      for (const auto& m : reported) any_fresh |= m.fresh;
+    }
+    cached.resize(c.size());
+    if (!any_fresh) {  // exactly cache-aware
+      for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
+      return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_);
+    }
+    const uint64_t prompt = r.prompt_tokens.size();
+    for (size_t k = 0; k < c.size(); ++k) {
+      cached[k] = reported[k].fresh ? reported[k].matched_tokens
+                                    : std::min(prompt, uint64_t{matched[k]} * block_tokens_);
+    }
+    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_);
+  }
+  std::string_view name() const override { return "kv-aware"; }
+  void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
+    for (uint64_t seed : departures_.Left(f)) {
+      sent_.ForgetInstance(seed);
+      reported_.ForgetInstance(seed);
+    }
+    if (r.blocks.empty()) return;
+    const uint64_t seed = f.placement_seed(d.instance);
+    departures_.Note(seed);
+    sent_.Insert(r.blocks, seed);
+  }
+  void OnKvEvents(uint64_t seed, const KvEventBatch& batch) override {
+    departures_.Note(seed);
+    reported_.Apply(seed, batch);
+  }
+  void OnKvStreamLost(uint64_t seed) override { reported_.StreamLost(seed); }
+
+ private:
+  int32_t threshold_;
+  uint32_t block_tokens_;
+  uint64_t max_tokens_;  // of a prompt matched: as many as cache-aware's max_blocks of text
+  double load_weight_;
+  mutable BlockIndex sent_;    // internally locked
+  KvIndex reported_;           // internally locked
+  Departures departures_;
+};
+
+// dynamo-kv: our re-implementation of Dynamo's published KV router cost (see policy.h).
+class DynamoKvPolicy final : public Policy {
+ public:
+  explicit DynamoKvPolicy(const RoutingOptions& o)
+      : block_tokens_(std::max<uint32_t>(1, o.cache_aware.block_bytes / kBytesPerToken)),
+        max_tokens_(uint64_t{o.cache_aware.max_blocks} * block_tokens_),
+        reported_(KvIndex::Options{o.cache_aware.capacity_blocks * block_tokens_, o.cache_aware.max_index_bytes}) {}
+
+  Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng& rng) const override {
+    auto c = Candidates(r, f, false);
+    if (c.empty()) return NoCandidate(r, f);
+    thread_local std::vector<uint64_t> seeds;
+    thread_local std::vector<KvIndex::InstanceMatch> reported;
+    seeds.resize(c.size());
+    reported.assign(c.size(), KvIndex::InstanceMatch{});
+    for (size_t k = 0; k < c.size(); ++k) seeds[k] = f.placement_seed(c[k]);
+    reported_.Match(r.prompt_tokens, r.served_name, max_tokens_, seeds, reported, /*stale_too=*/true);
+    // A worker whose block size is not known yet (no event) counts in the others' block size,
+    // or vLLM's default of 16.
+    uint32_t fleet_block_size = kDefaultKvBlockSize;
+    for (const auto& m : reported) {
+      if (m.block_size != 0) fleet_block_size = m.block_size;
+    }
+    const double isl = r.prompt_tokens.empty() ? r.work_tokens : static_cast<double>(r.prompt_tokens.size());
+    size_t best = SIZE_MAX;
+    double best_logit = 0;
+    uint32_t ties = 0;
+    uint32_t longest = 0;
+    for (size_t k = 0; k < c.size(); ++k) {
+      const uint32_t bs = reported[k].block_size != 0 ? reported[k].block_size : fleet_block_size;
+      const double active = static_cast<double>(
+          std::max<int64_t>(0, f.state(c[k]).outstanding_tokens.load(std::memory_order_relaxed)));
+      DynamoWorkerLoad w;
+      w.block_size = bs;
+      w.isl_tokens = isl;
+      w.overlap_blocks = reported[k].matched_tokens / bs;
+      w.active_tokens = active;
+      w.active_blocks = active / bs;
+      w.new_blocks = std::ceil(isl / bs);
+      const double logit = DynamoKvLogit(w, kDynamoOverlapScoreWeight);
+      longest = std::max(longest, reported[k].matched_tokens);
+      // router_temperature 0: the minimum logit, uniformly at random among ties.
+      if (best == SIZE_MAX || logit < best_logit) {
+        best = k;
+        best_logit = logit;
+        ties = 1;
+      } else if (logit == best_logit && rng.Uniform(++ties) == 0) {
+        best = k;
+      }
+    }
+    const DecisionKind kind = longest == 0                           ? DecisionKind::kLeastOutstanding
+                              : reported[best].matched_tokens == longest ? DecisionKind::kAffinity
+                                                                         : DecisionKind::kOverflow;
+    return Decision{c[best], kind, 0};
+  }
+  std::string_view name() const override { return "dynamo-kv"; }
+  void OnDispatched(const RouteRequest&, const Decision&, const FleetSnapshot& f) override {
+    for (uint64_t seed : departures_.Left(f)) reported_.ForgetInstance(seed);
+  }
+  void OnKvEvents(uint64_t seed, const KvEventBatch& batch) override {
+    departures_.Note(seed);
+    reported_.Apply(seed, batch);
+  }
+
+ private:
+  static constexpr uint32_t kDefaultKvBlockSize = 16;
+  uint32_t block_tokens_;
+  uint64_t max_tokens_;
+  KvIndex reported_;  // internally locked
+  Departures departures_;
 };
 
 }  // namespace
@@ -463,18 +654,31 @@ std::string_view StrategyName(Strategy s) {
     case Strategy::kRoundRobin: return "round-robin";
     case Strategy::kPrefixAware: return "prefix-aware";
     case Strategy::kCacheAware: return "cache-aware";
+    case Strategy::kKvAware: return "kv-aware";
+    case Strategy::kDynamoKv: return "dynamo-kv";
   }
   return "unknown";
 }
 
 Result<Strategy> ParseStrategy(std::string_view name) {
   for (Strategy s : {Strategy::kRandom, Strategy::kLeastOutstanding, Strategy::kRoundRobin,
-                     Strategy::kPrefixAware, Strategy::kCacheAware}) {
+                     Strategy::kPrefixAware, Strategy::kCacheAware, Strategy::kKvAware,
+                     Strategy::kDynamoKv}) {
     if (name == StrategyName(s)) return s;
   }
   return Status::InvalidArgument(
       "strategy: '" + std::string(name) +
-      "' is not one of random, least-outstanding-requests, round-robin, prefix-aware, cache-aware");
+      "' is not one of random, least-outstanding-requests, round-robin, prefix-aware, cache-aware, "
+      "kv-aware, dynamo-kv");
+}
+
+double DynamoKvLogit(const DynamoWorkerLoad& w, double overlap_score_weight) {
+  const double bs = w.block_size;
+  // new_tokens = isl - overlap x block_size, clamped at 0 (Dynamo logs an error there).
+  const double new_tokens = std::max(0.0, w.isl_tokens - static_cast<double>(w.overlap_blocks) * bs);
+  const double prefill_blocks = (w.active_tokens + new_tokens) / bs;
+  const double decode_blocks = w.active_blocks + w.new_blocks;
+  return overlap_score_weight * prefill_blocks + decode_blocks;
 }
 
 std::string_view SpillModeName(SpillMode m) {
@@ -565,6 +769,8 @@ std::unique_ptr<Policy> MakePolicy(const RoutingOptions& o) {
     case Strategy::kRoundRobin: return std::make_unique<RoundRobinPolicy>();
     case Strategy::kPrefixAware: return std::make_unique<PrefixAwarePolicy>(o);
     case Strategy::kCacheAware: return std::make_unique<CacheAwarePolicy>(o);
+    case Strategy::kKvAware: return std::make_unique<KvAwarePolicy>(o);
+    case Strategy::kDynamoKv: return std::make_unique<DynamoKvPolicy>(o);
   }
   return nullptr;
 }
