@@ -127,6 +127,11 @@ enum class SpillMode { kNextPreferred, kLeastLoaded };
 enum class LoadMeasure { kRequests, kPromptTokens };
 
 std::string_view StrategyName(Strategy s);
+// Strategies that match RouteRequest::blocks, the block chain of the whole routing text
+// (cache-aware, and kv-aware for its fallback view): callers key and chain the whole text.
+inline bool UsesBlockChain(Strategy s) { return s == Strategy::kCacheAware || s == Strategy::kKvAware; }
+// Strategies that route on the engines' KV events (OnKvEvents) and RouteRequest::prompt_tokens.
+inline bool UsesKvEvents(Strategy s) { return s == Strategy::kKvAware || s == Strategy::kDynamoKv; }
 Result<Strategy> ParseStrategy(std::string_view name);
 std::string_view SpillModeName(SpillMode m);
 Result<SpillMode> ParseSpillMode(std::string_view name);
