@@ -155,10 +155,12 @@ TEST(KvAwareTest, GapMakesStaleAndFallsBackToSentView) {
   p->OnKvEvents(f->placement_seed(1), Stores(1, reported, 100));
   const Req r_reported(Concat(reported, Tokens(1, 8)));
   EXPECT_EQ(Pick(*p, r_reported, *f).instance, 1u);
-  // The gateway sends `sent` to instance 1 (its engine has not reported it yet).
+  // The gateway sends `sent` to instance 1; its engine has not reported it yet, but a recent
+  // dispatch counts as being computed there.
   const Req r_sent(sent);
   p->OnDispatched(r_sent.route, Decision{1, DecisionKind::kAffinity, 0}, *f);
-  EXPECT_EQ(Pick(*p, Req(Concat(sent, Tokens(3, 8))), *f).kind, DecisionKind::kLeastOutstanding);
+  EXPECT_EQ(Pick(*p, Req(Concat(sent, Tokens(3, 8))), *f).instance, 1u);
+  EXPECT_EQ(Pick(*p, Req(Concat(sent, Tokens(3, 8))), *f).kind, DecisionKind::kAffinity);
   // Batch 2 is lost: batch 3 arrives. Instance 1 is now judged on what it was sent.
   p->OnKvEvents(f->placement_seed(1), KvEventBatch{3, 0, {}, 0});
   const Decision d = Pick(*p, Req(Concat(sent, Tokens(3, 8))), *f);
@@ -170,6 +172,28 @@ TEST(KvAwareTest, GapMakesStaleAndFallsBackToSentView) {
   EXPECT_EQ(Pick(*p, r_reported, *f).instance, 2u);
   p->OnKvStreamLost(f->placement_seed(2));
   EXPECT_EQ(Pick(*p, r_reported, *f).kind, DecisionKind::kLeastOutstanding);
+}
+
+// A request dispatched moments ago counts as held where it went before that engine's events
+// report it (they come after the prefill, and late), but only for its most recent dispatches.
+TEST(KvAwareTest, RecentDispatchesCountUntilReported) {
+  auto f = Fleet(3);
+  auto p = MakePolicy(Options(Strategy::kKvAware));
+  for (uint32_t i = 0; i < 3; ++i) p->OnKvEvents(f->placement_seed(i), Stores(0, Tokens(900000 + i * 100, 16), 1));
+  const std::vector<uint32_t> doc = Tokens(1000, 4000);
+  const Req first(Concat(doc, Tokens(1, 8)));
+  const Decision d = Pick(*p, first, *f);
+  EXPECT_EQ(d.kind, DecisionKind::kLeastOutstanding);
+  p->OnDispatched(first.route, d, *f);
+  const Decision again = Pick(*p, Req(Concat(doc, Tokens(2, 8))), *f);
+  EXPECT_EQ(again.instance, d.instance);
+  EXPECT_EQ(again.kind, DecisionKind::kAffinity);
+  // Eight later dispatches to the same instance push it out of the recent ones.
+  for (uint32_t n = 0; n < 8; ++n) {
+    const Req other(Tokens(200000 + n * 5000, 400));
+    p->OnDispatched(other.route, Decision{d.instance, DecisionKind::kAffinity, 0}, *f);
+  }
+  EXPECT_EQ(Pick(*p, Req(Concat(doc, Tokens(3, 8))), *f).kind, DecisionKind::kLeastOutstanding);
 }
 
 // A publisher restart (sequence back to 0) clears what that instance reported, and its new
@@ -334,22 +358,27 @@ TEST(DynamoKvTest, DerivedExampleLogits) {
 }
 
 // The same example through the policy: A (5 of the request's 10 blocks reported, idle) is chosen
-// over B (nothing reported, 32 prompt tokens in flight); with A loaded it is not.
+// over B (nothing reported, a 32-token request of 2 blocks in flight); with A loaded it is not,
+// and once A's requests complete it is again.
 TEST(DynamoKvTest, PolicyChoosesAsTheDerivedExample) {
   auto f = Fleet(2);
   auto p = MakePolicy(Options(Strategy::kDynamoKv));
   const std::vector<uint32_t> prompt = Tokens(1000, 160);
-  p->OnKvEvents(f->placement_seed(0), Stores(0, std::vector<uint32_t>(prompt.begin(), prompt.begin() + 80), 1));
-  f->state(1).in_flight.store(1);
-  f->state(1).outstanding_tokens.store(32);
+  for (uint32_t i = 0; i < 2; ++i) p->OnKvEvents(f->placement_seed(i), KvEventBatch{0, 0, {}, 0});
+  p->OnKvEvents(f->placement_seed(0), Stores(1, std::vector<uint32_t>(prompt.begin(), prompt.begin() + 80), 1));
+  p->OnDispatched(Req(Tokens(50000, 32)).route, Decision{1, DecisionKind::kLeastOutstanding, 0}, *f);
+  // A: (0 + 80) / 16 + 0 + 10 = 15; B: (32 + 160) / 16 + 2 + 10 = 24.
   const Decision d = Pick(*p, Req(prompt), *f);
   EXPECT_EQ(d.instance, 0u);
   EXPECT_EQ(d.kind, DecisionKind::kAffinity);
-  // A with 320 prompt tokens in flight: (320 + 80) / 16 + 20 + 10 = 55 against B's
-  // (32 + 160) / 16 + 2 + 10 = 24.
-  f->state(0).outstanding_tokens.store(320);
+  // Two unrelated 160-token requests on A: (320 + 80) / 16 + 20 + 10 = 55 against B's 24.
+  for (uint32_t n = 0; n < 2; ++n) {
+    p->OnDispatched(Req(Tokens(70000 + n * 1000, 160)).route, Decision{0, DecisionKind::kLeastOutstanding, 0}, *f);
+  }
   EXPECT_EQ(Pick(*p, Req(prompt), *f).instance, 1u);
   EXPECT_EQ(Pick(*p, Req(prompt), *f).kind, DecisionKind::kOverflow);
+  for (uint32_t n = 0; n < 2; ++n) p->OnCompleted(Decision{0, DecisionKind::kLeastOutstanding, 0}, *f);
+  EXPECT_EQ(Pick(*p, Req(prompt), *f).instance, 0u);
 }
 
 // Dynamo breaks ties uniformly at random (temperature 0): equal workers share requests.

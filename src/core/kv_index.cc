@@ -36,13 +36,59 @@ void KvIndex::LinkNewest(Instance& in, uint32_t n) {
   if (in.oldest == kNone) in.oldest = n;
 }
 
+void KvIndex::Hold(Instance& in, uint64_t router, uint32_t n) {
+  Held& h = in.held[router];
+  ++h.count;
+  h.node = n;
+}
+
+void KvIndex::Release(Instance& in, uint64_t router, uint32_t n) {
+  auto it = in.held.find(router);
+  if (it == in.held.end()) return;
+  if (--it->second.count == 0) {
+    in.held.erase(it);
+  } else if (it->second.node == n) {
+    it->second.node = kNone;  // another engine block holds these tokens; Touch skips it
+  }
+}
+
+void KvIndex::Touch(uint64_t seed, std::span<const uint32_t> tokens, std::string_view served_name,
+                    size_t max_tokens) {
+  uint32_t bs = 0;
+  uint64_t chain_seed = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = instances_.find(seed);
+    if (it == instances_.end() || it->second.block_size == 0 || tokens.empty()) return;
+    bs = it->second.block_size;
+    chain_seed = KvChainSeed(!served_name.empty() && adapters_.contains(served_name) ? served_name
+                                                                                      : std::string_view());
+  }
+  thread_local std::vector<uint64_t> chain;
+  chain.clear();
+  KvBlockChain(tokens, bs, max_tokens / bs, chain_seed, chain);
+  std::lock_guard lock(mu_);
+  auto it = instances_.find(seed);
+  if (it == instances_.end() || it->second.block_size != bs) return;
+  Instance& in = it->second;
+  size_t held = 0;
+  while (held < chain.size() && in.held.contains(chain[held])) ++held;
+  // Last block first, so that the first ends up the most recently used.
+  for (size_t k = held; k-- > 0;) {
+    const uint32_t n = in.held.find(chain[k])->second.node;
+    if (n == kNone) continue;
+    Unlink(in, n);
+    LinkNewest(in, n);
+  }
+}
+
 void KvIndex::InsertNodeLocked(Instance& in, uint64_t engine, uint64_t router, uint64_t seq) {
   auto [it, inserted] = in.by_engine.try_emplace(engine, kNone);
   if (!inserted) {
     Node& node = in.nodes[it->second];
     if (node.router != router) {  // the engine reused a hash for other tokens: believe the newest
-      if (auto h = in.held.find(node.router); h != in.held.end() && --h->second == 0) in.held.erase(h);
-      ++in.held[router];
+      Release(in, node.router, it->second);
+      Hold(in, router, it->second);
       node.router = router;
     }
     node.seq = seq;
@@ -61,14 +107,14 @@ void KvIndex::InsertNodeLocked(Instance& in, uint64_t engine, uint64_t router, u
   }
   it->second = n;
   LinkNewest(in, n);
-  ++in.held[router];
+  Hold(in, router, n);
   ++entries_;
 }
 
 void KvIndex::EraseNodeLocked(Instance& in, uint32_t n) {
   Unlink(in, n);
   const Node& node = in.nodes[n];
-  if (auto h = in.held.find(node.router); h != in.held.end() && --h->second == 0) in.held.erase(h);
+  Release(in, node.router, n);
   in.by_engine.erase(node.engine);
   in.free.push_back(n);
   --entries_;
@@ -336,6 +382,17 @@ void KvIndex::Match(std::span<const uint32_t> tokens, std::string_view served_na
     while (held < chain.size() && it->second.held.contains(chain[held])) ++held;
     out[k].matched_tokens = static_cast<uint32_t>(held * out[k].block_size);
   }
+}
+
+uint64_t KvIndex::ChainSeedFor(std::string_view served_name) const {
+  std::lock_guard lock(mu_);
+  return KvChainSeed(!served_name.empty() && adapters_.contains(served_name) ? served_name : std::string_view());
+}
+
+uint32_t KvIndex::block_size(uint64_t seed) const {
+  std::lock_guard lock(mu_);
+  auto it = instances_.find(seed);
+  return it == instances_.end() ? 0 : it->second.block_size;
 }
 
 bool KvIndex::fresh(uint64_t seed) const {

@@ -43,9 +43,9 @@
 // At most kMaxMissingRanges gaps and kMaxTombstones tombstones are tracked per instance; beyond
 // that the instance stays stale until an AllBlocksCleared or a restart.
 //
-// Bounds, each least recently stored first (the blocks of one BlockStored are recorded from the
-// last to the first, so the first is the most recent, and a chain is dropped from its tail, as
-// engines evict): per instance `tokens_per_instance` tokens (its KV cache, so a lost BlockRemoved
+// Bounds, each least recently used first (used: stored, or its prefix sent to the instance,
+// Touch; the blocks of one BlockStored or Touch are recorded from the last to the first, so the
+// first is the most recent, and a chain is dropped from its tail, as engines evict): per instance `tokens_per_instance` tokens (its KV cache, so a lost BlockRemoved
 // cannot make the view grow without end); over all instances `max_bytes` of bookkeeping, at
 // kBytesPerEntry per held block or tombstone: beyond it the instance with the most entries
 // drops its tombstones first (it then stays stale until a clear or restart) and then its least
@@ -111,6 +111,12 @@ class KvIndex {
   // Applies one batch of instance `seed`'s events (see the file comment for the sequence rules).
   // Malformed events (block size 0, token count not block count x block size) are skipped.
   void Apply(uint64_t seed, const KvEventBatch& batch);
+  // A request for `tokens` was sent to instance `seed`: the leading blocks it holds become its
+  // most recently used (the first most recent of all), as the engine's use makes them, so the
+  // bounds drop what the engine is least likely to still hold (hits produce no events: without
+  // this, a hot prefix stored once would age in the index while the engine keeps it).
+  void Touch(uint64_t seed, std::span<const uint32_t> tokens, std::string_view served_name,
+             size_t max_tokens);
   // The instance's stream was lost: stale until its next batch arrives.
   void StreamLost(uint64_t seed);
   void ForgetInstance(uint64_t seed);
@@ -125,7 +131,11 @@ class KvIndex {
              std::span<const uint64_t> seeds, std::span<InstanceMatch> out,
              bool stale_too = false) const;
 
+  // The chain seed of a request for `served_name` (an adapter's when some engine reported
+  // blocks under that name, else the base model's).
+  uint64_t ChainSeedFor(std::string_view served_name) const;
   bool fresh(uint64_t seed) const;
+  uint32_t block_size(uint64_t seed) const;  // 0 = not known yet
   size_t entries() const;            // held blocks and tombstones, all instances
   size_t entries(uint64_t seed) const;
   size_t bytes() const { return entries() * kBytesPerEntry; }
@@ -140,9 +150,13 @@ class KvIndex {
     uint32_t newer;   // towards the most recently stored end
     uint32_t older;
   };
+  struct Held {
+    uint32_t count = 0;     // engine blocks with these tokens
+    uint32_t node = kNone;  // one of them (kNone: the one recorded was removed)
+  };
   struct Instance {
     std::unordered_map<uint64_t, uint32_t> by_engine;  // engine hash -> node
-    std::unordered_map<uint64_t, uint32_t> held;       // router hash -> nodes with it
+    std::unordered_map<uint64_t, Held> held;           // router hash -> nodes with it
     std::vector<Node> nodes;
     std::vector<uint32_t> free;
     uint32_t newest = kNone;
@@ -167,6 +181,8 @@ class KvIndex {
   void ClearBeforeLocked(Instance& in, uint64_t seq);
   // An AllBlocksCleared of batch `seq`: ClearBefore, and the missing batches before it are moot.
   void AllClearedLocked(Instance& in, uint64_t seq);
+  void Hold(Instance& in, uint64_t router, uint32_t n);
+  void Release(Instance& in, uint64_t router, uint32_t n);
   void InsertNodeLocked(Instance& in, uint64_t engine, uint64_t router, uint64_t seq);
   void EraseNodeLocked(Instance& in, uint32_t n);
   void Unlink(Instance& in, uint32_t n);

@@ -259,6 +259,25 @@ TEST(KvIndexTest, GlobalBoundHoldsMemoryUnderMaxBytes) {
   EXPECT_EQ(sum, index.entries());
 }
 
+// A prefix that keeps being sent to its instance (hits produce no events) stays in the index
+// under the bound: Touch makes it recently used; without it, it ages out as other blocks arrive.
+TEST(KvIndexTest, TouchKeepsHotPrefixUnderTheBound) {
+  const std::vector<uint32_t> hot = Tokens(5, 100 * kBs);
+  for (bool touch : {true, false}) {
+    KvIndex index(KvIndex::Options{1 << 30, 1 << 20});  // 8,192 entries
+    std::vector<uint64_t> hashes(100);
+    std::iota(hashes.begin(), hashes.end(), 1);
+    index.Apply(kSeed, Batch(0, {Stored(hashes, std::nullopt, hot)}));
+    for (uint64_t s = 1; s < 200; ++s) {
+      std::vector<uint64_t> other(64);
+      std::iota(other.begin(), other.end(), s << 20);
+      index.Apply(kSeed, Batch(s, {Stored(other, std::nullopt, Tokens(static_cast<uint32_t>(s * 100000), 64 * kBs))}));
+      if (touch) index.Touch(kSeed, hot, "", 1 << 20);
+    }
+    EXPECT_EQ(MatchOne(index, hot).matched_tokens, touch ? hot.size() : 0u) << touch;
+  }
+}
+
 // A forgotten instance holds nothing and is no longer listed.
 TEST(KvIndexTest, ForgetInstance) {
   KvIndex index = Index();

@@ -75,12 +75,13 @@
 //   the same KvIndex: per worker, logit = overlap_score_weight x prefill_blocks + decode_blocks
 //   (DynamoKvLogit), the lowest wins, ties uniformly at random (temperature 0). Like Dynamo it
 //   trusts its index as it is (no fallback for stale streams) and has no concurrency threshold.
-//   Where our interface differs: Dynamo tracks per worker the uncached prompt tokens of requests
-//   still in prefill (active_tokens) and the unique blocks of active requests (active_blocks);
-//   the Policy interface reports no prefill completion, so we take the in-flight requests'
-//   estimated prompt tokens for active_tokens and those over the block size for active_blocks,
-//   and all of the request's blocks as new (no de-duplication against active blocks). This
-//   over-counts load for requests past their prefill and for shared blocks.
+//   As Dynamo's router, it tracks per worker what it dispatched: each request adds its new
+//   prefill tokens (input minus overlap) to active_tokens and its new blocks (those not shared
+//   with the worker's recent dispatches, our stand-in for Dynamo's active-block set) to
+//   active_blocks. Where our interface differs: Dynamo removes a request's prefill tokens when
+//   its prefill completes and its blocks when it is freed; the Policy interface reports only
+//   completion, without the request's identity, so both totals lose one request's mean share at
+//   each completion. active_tokens thus also counts requests already decoding.
 //
 // Load measure (per pool): where load decides (least-outstanding-requests, the least-loaded spill
 // and the saturated fallback of prefix-aware), `requests` compares in-flight requests per unit of
@@ -163,7 +164,8 @@ struct CacheAwareOptions {
 };
 
 // cache-aware settings also configure kv-aware and dynamo-kv: the same load weight and index
-// bound (max_index_bytes, split evenly between kv-aware's two indexes), the per-instance bound in
+// bound (max_index_bytes: 1/9 to kv-aware's sent view, 8/9 to its KvIndex, so that both cover
+// about as many tokens; all of it to dynamo-kv's KvIndex), the per-instance bound in
 // tokens (capacity_blocks x block_bytes / 4) and the longest prompt matched (max_blocks x
 // block_bytes / 4 tokens).
 

@@ -22,6 +22,7 @@
 #include "core/block_chain.h"
 #include "core/fleet.h"
 #include "core/kv_events.h"
+#include "core/kv_index.h"
 #include "core/rng.h"
 #include "engine_model/kv_cache.h"
 #include "engine_model/scheduler.h"
@@ -280,6 +281,7 @@ class Simulation {
     uint32_t max_tokens = 0;
     uint32_t work_tokens = 0;  // the gateway's estimate, counted in the instance's load
     Decision decision;
+    std::shared_ptr<const FleetSnapshot> fleet;  // the snapshot the decision was made on
     std::optional<engine_model::EngineRequest> submit;  // until submitted
   };
 
@@ -492,6 +494,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   live.work_tokens = route.work_tokens;
   live.output_seed = engine_model::OutputSeed(prompt);
   live.decision = *d;
+  live.fleet = fleet_;
   if (bounds_) {
     std::vector<uint32_t> output(live.max_tokens);
     for (uint32_t i = 0; i < live.max_tokens; ++i) {
@@ -600,6 +603,7 @@ void Simulation::Finish(double t, uint64_t request_id, bool error) {
   Engine& engine = engines_[live.engine];
   engine.state->in_flight.fetch_sub(1, std::memory_order_relaxed);
   engine.state->outstanding_tokens.fetch_sub(live.work_tokens, std::memory_order_relaxed);
+  policy_->OnCompleted(live.decision, *live.fleet);
   report::RequestRecord& rec = records_[request_id];
   std::string reply;
   if (error) {
@@ -682,6 +686,14 @@ Result<SimRun> Simulation::Run() {
     // engine's metrics): its KV cache in tokens, at about 4 bytes of text per token.
     const uint64_t tokens = uint64_t{o_.profile.config.capacity_blocks} * o_.profile.config.block_size;
     routing.cache_aware.capacity_blocks = std::max<uint64_t>(1, tokens * 4 / routing.cache_aware.block_bytes);
+  }
+  if (UsesKvEvents(routing.strategy)) {
+    // The index bound sized, like the capacity, from the engines': every block the fleet can
+    // hold (kv-aware gives 8/9 of the bound to its KvIndex), at least the configured bound.
+    const uint64_t blocks = uint64_t{o_.instances} * o_.profile.config.capacity_blocks;
+    const uint64_t need = blocks * KvIndex::kBytesPerEntry / 8 * 9;
+    routing.cache_aware.max_index_bytes = std::min<uint64_t>(
+        64ull << 30, std::max(routing.cache_aware.max_index_bytes, need));
   }
   policy_ = MakePolicy(routing);
   kv_feed_ = UsesKvEvents(routing.strategy);
