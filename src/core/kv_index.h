@@ -45,11 +45,14 @@
 //
 // Bounds, each least recently used first (used: stored, or its prefix sent to the instance,
 // Touch; the blocks of one BlockStored or Touch are recorded from the last to the first, so the
-// first is the most recent, and a chain is dropped from its tail, as engines evict): per instance `tokens_per_instance` tokens (its KV cache, so a lost BlockRemoved
-// cannot make the view grow without end); over all instances `max_bytes` of bookkeeping, at
-// kBytesPerEntry per held block or tombstone: beyond it the instance with the most entries
-// drops its tombstones first (it then stays stale until a clear or restart) and then its least
-// recently stored block. Dropping a block the engine still holds only makes the view miss it.
+// first is the most recent, and a chain is dropped from its tail, as engines evict):
+//   - per instance, `tokens_per_instance` tokens (its KV cache: a lost BlockRemoved cannot make
+//     the view grow without end);
+//   - over all instances, `max_bytes` of bookkeeping at kBytesPerEntry per held block or
+//     tombstone: beyond it the instance with the most entries drops its tombstones first (it
+//     then stays stale until a clear or restart), then its least recently used block.
+// Dropping a block the engine still holds only makes the view miss it (and orphans the blocks
+// later stored after it).
 //
 // Instances are named by their placement seed (FleetSnapshot::placement_seed); ForgetInstance
 // drops one that left the fleet.

@@ -62,10 +62,15 @@
 //   reported block size and seeded with the served name when engines have reported blocks
 //   under it (a LoRA adapter), else with the base model's seed. The decision is cache-aware's,
 //   with the same options: the cost uses the prompt's exact token count and, per instance, the
-//   tokens of its longest held prefix. An instance whose event stream is not trustworthy (never
-//   heard from, a sequence gap not filled by a replay, a lost stream: see core/kv_index.h) is
-//   judged on cache-aware's view of what it was sent (a BlockIndex fed by OnDispatched, over
-//   RouteRequest::blocks) instead; when no candidate is fresh, or prompt_tokens is empty, the
+//   tokens of its longest held prefix, or of its longest prefix shared with one of the last 8
+//   requests dispatched there when that is longer (blocks being computed: their BlockStored
+//   comes after the prefill, and late; without this, two requests for a new document a few
+//   milliseconds apart would both find it nowhere). A dispatch also marks the reported blocks it
+//   uses as recently used (KvIndex::Touch: cache hits produce no events). An instance whose
+//   event stream is not trustworthy (never heard from, a sequence gap not filled by a replay, a
+//   lost stream: see core/kv_index.h) is judged on cache-aware's view of what it was sent (a
+//   BlockIndex fed by OnDispatched, over RouteRequest::blocks) instead, and its recent
+//   dispatches are not consulted; when no candidate is fresh, or prompt_tokens is empty, the
 //   decision is exactly cache-aware's. Ties go to the key's rendezvous preference, so replicas
 //   given the same events and load decide the same way. Kinds as cache-aware's.
 //

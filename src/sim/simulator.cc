@@ -306,6 +306,7 @@ class Simulation {
   Rng rng_;
   Rng kv_rng_;            // KV batch losses, apart from the routing's randomness
   bool kv_feed_ = false;  // the strategy reads KV events
+  uint64_t policy_index_bytes_ = 0;  // the index bound the policy was built with
   struct KvDelivery {
     uint32_t engine;
     KvEventBatch batch;
@@ -696,6 +697,7 @@ Result<SimRun> Simulation::Run() {
         64ull << 30, std::max(routing.cache_aware.max_index_bytes, need));
   }
   policy_ = MakePolicy(routing);
+  policy_index_bytes_ = routing.cache_aware.max_index_bytes;
   kv_feed_ = UsesKvEvents(routing.strategy);
   const KvEventFeed& feed = o_.kv_events;
   if (!(feed.delay_s >= 0 && std::isfinite(feed.delay_s))) {
@@ -790,6 +792,7 @@ Result<SimRun> Simulation::Run() {
     r.settings["kv_event_delay_s"] = o_.kv_events.delay_s;
     r.settings["kv_event_batch_interval_s"] = o_.kv_events.batch_interval_s;
     r.settings["kv_event_loss"] = o_.kv_events.loss;
+    r.settings["max_index_bytes"] = static_cast<double>(policy_index_bytes_);
   }
   r.settings["duration_s"] = o_.duration_s;
   r.settings["warmup_s"] = o_.warmup_s;
