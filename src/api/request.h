@@ -37,10 +37,10 @@ inline uint32_t EstimatePromptTokens(size_t body_bytes) {
   return tokens > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(tokens);
 }
 
-// How much of a request's text a pool keys: cache-aware pools their whole block chain's worth
-// (block_bytes x max_blocks, at most 64 MiB), the others their prefix_length.
+// How much of a request's text a pool keys: cache-aware and kv-aware pools their whole block
+// chain's worth (block_bytes x max_blocks, at most 64 MiB), the others their prefix_length.
 inline uint32_t KeyedLength(const RoutingOptions& o) {
-  if (o.strategy != Strategy::kCacheAware) return o.prefix_length;
+  if (!UsesBlockChain(o.strategy)) return o.prefix_length;
   const uint64_t n = uint64_t{o.cache_aware.block_bytes} * o.cache_aware.max_blocks;
   return static_cast<uint32_t>(n < (64ull << 20) ? n : (64ull << 20));
 }

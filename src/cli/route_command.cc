@@ -64,10 +64,12 @@ int RunRoute(const RouteArgs& a) {
   RoutingOptions options;
   auto strategy = ParseStrategy(a.strategy);
   if (!strategy.ok()) return Fail(strategy.status());
-  if (*strategy == Strategy::kCacheAware) {
+  if (UsesBlockChain(*strategy) || UsesKvEvents(*strategy)) {
     return Fail(Status::InvalidArgument(
-        "cache-aware decides from the requests the fleet was sent before; one request alone has "
-        "nothing to match (compare it with `prefix-router simulate --strategy cache-aware`)"));
+        std::string(StrategyName(*strategy)) +
+        " decides from what the fleet was sent before or reports it holds; one request alone has "
+        "nothing to match (compare it with `prefix-router simulate --strategy " +
+        std::string(StrategyName(*strategy)) + "`)"));
   }
   auto spill = ParseSpillMode(a.spill);
   if (!spill.ok()) return Fail(spill.status());

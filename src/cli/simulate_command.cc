@@ -44,6 +44,7 @@ struct SimulateArgs {
   bool no_bounds = false;
   unsigned jobs = 0;
   double saturation_duration_s = 900;
+  sim::KvEventFeed kv_events;
   std::string json, csv, report;
   bool quiet = false;
 };
@@ -78,6 +79,7 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   spec.base.series_window_s = a.window_s > 0 ? a.window_s : std::max(1.0, a.duration_s / 60);
   spec.base.trace_speed = a.trace_speed;
   spec.base.bounds = !a.no_bounds;
+  spec.base.kv_events = a.kv_events;
   spec.workloads = a.workloads;
   spec.strategies = a.strategies;
   spec.prefix_lengths = a.prefix_lengths;
@@ -162,8 +164,10 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   "prefix-aware (= prefix-aware-next-preferred), prefix-aware-least-loaded; a "
                   "prefix-aware name may end in -bF to set its balance factor (-b0: off); any name "
                   "may end in +tokens to measure load in outstanding prompt tokens "
-                  "(routing.load_measure: prompt-tokens), e.g. least-outstanding-requests+tokens. "
-                  "Peers, at their sources' defaults: " + PeerStrategyHelp())
+                  "(routing.load_measure: prompt-tokens), e.g. least-outstanding-requests+tokens; "
+                  "cache-aware (-wF: load weight F), kv-aware (the engines' KV events, cache-aware's "
+                  "view for stale streams), dynamo-kv (our re-implementation of Dynamo's KV router "
+                  "cost). Peers, at their sources' defaults: " + PeerStrategyHelp())
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--prefix-length", a->prefix_lengths,
@@ -218,6 +222,21 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--event", a->events,
                   "Scale event KIND[:INSTANCE]@SECONDS (repeatable): add@600, remove:instance-3@1200, "
                   "replace:instance-2@1800 (same name, cold cache)");
+  cmd->add_option("--kv-event-delay", a->kv_events.delay_s,
+                  "kv-aware, dynamo-kv: model seconds from the end of the engine step that produced a "
+                  "KV event batch to the router")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-event-interval", a->kv_events.batch_interval_s,
+                  "kv-aware, dynamo-kv: an engine publishes its KV events once this many model seconds "
+                  "passed since the batch's first (0 = one batch per engine step, as vLLM)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-event-loss", a->kv_events.loss,
+                  "kv-aware, dynamo-kv: probability that a KV event batch is lost (seeded); kv-aware "
+                  "routes an instance whose stream has a gap on cache-aware's view")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--no-bounds", a->no_bounds,
                 "Skip the LRU and infinite-cache hit-rate bounds (saves time and memory)");
   cmd->add_option("--saturation-duration", a->saturation_duration_s,

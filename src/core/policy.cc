@@ -8,9 +8,11 @@
 #include <limits>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/block_index.h"
+#include "core/kv_index.h"
 #include "core/key_homes.h"
 #include "core/placement.h"
 
@@ -407,6 +409,74 @@ class PrefixAwarePolicy final : public Policy {
 // The gateway's estimate, as in api::EstimatePromptTokens: about 4 bytes of text per token.
 constexpr uint32_t kBytesPerToken = 4;
 
+// The instances a learning policy has indexed, so that those that leave the fleet are forgotten:
+// when a dispatch comes with a snapshot other than the last one seen, the indexed instances it
+// no longer contains are returned (once). Internally locked.
+class Departures {
+ public:
+  void Note(uint64_t seed) {
+    std::lock_guard lock(mu_);
+    known_.insert(seed);
+  }
+  std::vector<uint64_t> Left(const FleetSnapshot& f) {
+    std::vector<uint64_t> left;
+    std::lock_guard lock(mu_);
+    if (&f == snapshot_) return left;
+    snapshot_ = &f;
+    std::unordered_set<uint64_t> present;
+    for (uint32_t i = 0; i < f.size(); ++i) present.insert(f.placement_seed(i));
+    for (auto it = known_.begin(); it != known_.end();) {
+      if (present.contains(*it)) {
+        ++it;
+      } else {
+        left.push_back(*it);
+        it = known_.erase(it);
+      }
+    }
+    return left;
+  }
+
+ private:
+  std::mutex mu_;
+  const FleetSnapshot* snapshot_ = nullptr;  // compared only, never dereferenced
+  std::unordered_set<uint64_t> known_;
+};
+
+// cache-aware's decision (the file comment) once each candidate's cached tokens are known: below
+// the threshold first, then the lowest cost, ties to the key's rendezvous preference.
+// REQUIRES: !c.empty(), cached.size() == c.size()
+Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
+                    std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold,
+                    double load_weight) {
+  const uint64_t key = r.key.placement_hash();
+  size_t best = SIZE_MAX;
+  bool best_below = false;
+  double best_cost = 0;
+  uint64_t best_score = 0;
+  uint64_t longest = 0;
+  for (size_t k = 0; k < c.size(); ++k) {
+    const uint32_t i = c[k];
+    longest = std::max(longest, cached[k]);
+    const bool below = InFlight(f, i) < threshold;
+    const double uncached = prompt_tokens > cached[k] ? static_cast<double>(prompt_tokens - cached[k]) : 0;
+    const double cost = uncached + load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) /
+                                       static_cast<double>(f.spec(i).weight);
+    const uint64_t score = PreferenceScore(key, f, i);
+    if (best == SIZE_MAX || (below && !best_below) ||
+        (below == best_below && (cost < best_cost || (cost == best_cost && score > best_score)))) {
+      best = k;
+      best_below = below;
+      best_cost = cost;
+      best_score = score;
+    }
+  }
+  DecisionKind kind = !best_below                ? DecisionKind::kSaturated
+                      : longest == 0             ? DecisionKind::kLeastOutstanding
+                      : cached[best] == longest  ? DecisionKind::kAffinity
+                                                 : DecisionKind::kOverflow;
+  return Decision{c[best], kind, 0};
+}
+
 class CacheAwarePolicy final : public Policy {
  public:
   explicit CacheAwarePolicy(const RoutingOptions& o)
@@ -418,52 +488,322 @@ class CacheAwarePolicy final : public Policy {
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
     auto c = Candidates(r, f, false);
     if (c.empty()) return NoCandidate(r, f);
-    thread_local std::vector<uint64_t> seeds;
+    thread_local std::vector<uint64_t> seeds, cached;
     thread_local std::vector<uint32_t> matched;
     seeds.resize(c.size());
     matched.assign(c.size(), 0);
     for (size_t k = 0; k < c.size(); ++k) seeds[k] = f.placement_seed(c[k]);
     if (!r.blocks.empty()) index_.Match(r.blocks, seeds, matched);
-    const uint64_t key = r.key.placement_hash();
-    size_t best = SIZE_MAX;
-    bool best_below = false;
-    double best_cost = 0;
-    uint64_t best_score = 0;
-    uint32_t longest = 0;
-    for (size_t k = 0; k < c.size(); ++k) {
-      const uint32_t i = c[k];
-      longest = std::max(longest, matched[k]);
-      const bool below = InFlight(f, i) < threshold_;
-      const uint64_t cached = uint64_t{matched[k]} * block_tokens_;
-      const double uncached = r.work_tokens > cached ? static_cast<double>(r.work_tokens - cached) : 0;
-      const double cost = uncached + load_weight_ * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) /
-                                         static_cast<double>(f.spec(i).weight);
-      const uint64_t score = PreferenceScore(key, f, i);
-      if (best == SIZE_MAX || (below && !best_below) ||
-          (below == best_below && (cost < best_cost || (cost == best_cost && score > best_score)))) {
-        best = k;
-        best_below = below;
-        best_cost = cost;
-        best_score = score;
-      }
-    }
-    DecisionKind kind = !best_below            ? DecisionKind::kSaturated
-                        : longest == 0         ? DecisionKind::kLeastOutstanding
-                        : matched[best] == longest ? DecisionKind::kAffinity
-                                               : DecisionKind::kOverflow;
-    return Decision{c[best], kind, 0};
+    cached.resize(c.size());
+    for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
+    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_);
   }
   std::string_view name() const override { return "cache-aware"; }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
-    index_.Insert(r.blocks, f.placement_seed(d.instance));
+    for (uint64_t seed : departures_.Left(f)) index_.ForgetInstance(seed);
+    if (r.blocks.empty()) return;
+    const uint64_t seed = f.placement_seed(d.instance);
+    departures_.Note(seed);
+    index_.Insert(r.blocks, seed);
   }
-  const BlockIndex& index() const { return index_; }
 
  private:
   int32_t threshold_;
   uint32_t block_tokens_;
   double load_weight_;
   mutable BlockIndex index_;  // internally locked
+  Departures departures_;
+};
+
+// The token-block chains of the last kPerInstance requests dispatched to each instance: blocks
+// its engine is about to compute, or computing, whose BlockStored has not reached the router yet
+// (events come after the prefill, and late). Without them two requests for a new document a few
+// milliseconds apart would both see it nowhere and could be sent to two instances. Recent
+// dispatches are the least likely to be evicted, so counting them held costs little precision.
+// Bounded: kPerInstance chains of at most the matched prompt length per instance. Internally
+// locked.
+class RecentChains {
+ public:
+  static constexpr size_t kPerInstance = 8;
+
+  void Add(uint64_t seed, std::vector<uint64_t> chain) {
+    std::lock_guard lock(mu_);
+    Ring& ring = rings_[seed];
+    ring.chains[ring.next] = std::move(chain);
+    ring.next = (ring.next + 1) % kPerInstance;
+  }
+  // The longest common prefix, in blocks, of `chain` with a recent chain of `seed`.
+  size_t Match(uint64_t seed, std::span<const uint64_t> chain) const {
+    std::lock_guard lock(mu_);
+    auto it = rings_.find(seed);
+    if (it == rings_.end() || chain.empty()) return 0;
+    size_t best = 0;
+    for (const std::vector<uint64_t>& c : it->second.chains) {
+      const size_t n = std::min(c.size(), chain.size());
+      size_t k = 0;
+      while (k < n && c[k] == chain[k]) ++k;
+      best = std::max(best, k);
+    }
+    return best;
+  }
+  void Forget(uint64_t seed) {
+    std::lock_guard lock(mu_);
+    rings_.erase(seed);
+  }
+
+ private:
+  struct Ring {
+    std::array<std::vector<uint64_t>, kPerInstance> chains;
+    size_t next = 0;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Ring> rings_;
+};
+
+// The chains of one request's prompt, one per block size, computed once per pick.
+class PromptChains {
+ public:
+  PromptChains(const RouteRequest& r, uint64_t chain_seed, uint64_t max_tokens)
+      : r_(r), seed_(chain_seed), max_tokens_(max_tokens) {}
+  std::span<const uint64_t> At(uint32_t block_size) {
+    for (auto& [bs, chain] : chains_) {
+      if (bs == block_size) return chain;
+    }
+    chains_.emplace_back(block_size, std::vector<uint64_t>());
+    KvBlockChain(r_.prompt_tokens, block_size, max_tokens_ / block_size, seed_, chains_.back().second);
+    return chains_.back().second;
+  }
+
+ private:
+  const RouteRequest& r_;
+  uint64_t seed_;
+  uint64_t max_tokens_;
+  std::vector<std::pair<uint32_t, std::vector<uint64_t>>> chains_;
+};
+
+// Records the prompt chain of a request dispatched to instance `seed` (once its block size is known).
+void NoteRecent(const KvIndex& index, RecentChains& recent, const RouteRequest& r, uint64_t seed,
+                uint64_t max_tokens) {
+  if (r.prompt_tokens.empty()) return;
+  const uint32_t bs = index.block_size(seed);
+  if (bs == 0) return;
+  std::vector<uint64_t> chain;
+  KvBlockChain(r.prompt_tokens, bs, max_tokens / bs, index.ChainSeedFor(r.served_name), chain);
+  recent.Add(seed, std::move(chain));
+}
+
+// kv-aware (see policy.h): the engines' reported blocks (KvIndex) for instances whose event
+// stream is fresh, cache-aware's sent-block view (a BlockIndex fed by OnDispatched) for the
+// others. The pool's max_index_bytes is split between the two indexes so that both cover about
+// as many tokens (the sent view has 64-token blocks at 64 bytes each, the reported view engine
+// blocks, 16 tokens in vLLM, at 128 bytes each: 1/9 and 8/9), so kv-aware's bookkeeping stays
+// under the same bound as cache-aware's.
+class KvAwarePolicy final : public Policy {
+ public:
+  explicit KvAwarePolicy(const RoutingOptions& o)
+      : threshold_(static_cast<int32_t>(o.concurrency_threshold)),
+        block_tokens_(std::max<uint32_t>(1, o.cache_aware.block_bytes / kBytesPerToken)),
+        max_tokens_(uint64_t{o.cache_aware.max_blocks} * block_tokens_),
+        load_weight_(o.cache_aware.load_weight),
+        sent_(BlockIndex::Options{o.cache_aware.capacity_blocks, o.cache_aware.max_index_bytes / 9}),
+        reported_(KvIndex::Options{o.cache_aware.capacity_blocks * block_tokens_,
+                                   o.cache_aware.max_index_bytes / 9 * 8}) {}
+
+  Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
+    auto c = Candidates(r, f, false);
+    if (c.empty()) return NoCandidate(r, f);
+    thread_local std::vector<uint64_t> seeds, cached;
+    thread_local std::vector<uint32_t> matched;
+    thread_local std::vector<KvIndex::InstanceMatch> reported;
+    seeds.resize(c.size());
+    matched.assign(c.size(), 0);
+    reported.assign(c.size(), KvIndex::InstanceMatch{});
+    for (size_t k = 0; k < c.size(); ++k) seeds[k] = f.placement_seed(c[k]);
+    if (!r.blocks.empty()) sent_.Match(r.blocks, seeds, matched);
+    bool any_fresh = false;
+    if (!r.prompt_tokens.empty()) {
+      reported_.Match(r.prompt_tokens, r.served_name, max_tokens_, seeds, reported, false);
+      for (const auto& m : reported) any_fresh |= m.fresh;
+    }
+    cached.resize(c.size());
+    if (!any_fresh) {  // exactly cache-aware
+      for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
+      return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_);
+    }
+    const uint64_t prompt = r.prompt_tokens.size();
+    PromptChains chains(r, reported_.ChainSeedFor(r.served_name), max_tokens_);
+    for (size_t k = 0; k < c.size(); ++k) {
+      if (!reported[k].fresh) {
+        cached[k] = std::min(prompt, uint64_t{matched[k]} * block_tokens_);
+        continue;
+      }
+      cached[k] = reported[k].matched_tokens;
+      if (const uint32_t bs = reported[k].block_size; bs != 0) {  // and what is being computed
+        const size_t pending = recent_.Match(seeds[k], chains.At(bs));
+        cached[k] = std::max<uint64_t>(cached[k], uint64_t{pending} * bs);
+      }
+    }
+    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_);
+  }
+  std::string_view name() const override { return "kv-aware"; }
+  void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
+    for (uint64_t seed : departures_.Left(f)) {
+      sent_.ForgetInstance(seed);
+      reported_.ForgetInstance(seed);
+      recent_.Forget(seed);
+    }
+    const uint64_t seed = f.placement_seed(d.instance);
+    departures_.Note(seed);
+    if (!r.blocks.empty()) sent_.Insert(r.blocks, seed);
+    if (!r.prompt_tokens.empty()) reported_.Touch(seed, r.prompt_tokens, r.served_name, max_tokens_);
+    NoteRecent(reported_, recent_, r, seed, max_tokens_);
+  }
+  void OnKvEvents(uint64_t seed, const KvEventBatch& batch) override {
+    departures_.Note(seed);
+    reported_.Apply(seed, batch);
+  }
+  void OnKvStreamLost(uint64_t seed) override { reported_.StreamLost(seed); }
+
+ private:
+  int32_t threshold_;
+  uint32_t block_tokens_;
+  uint64_t max_tokens_;  // of a prompt matched: as many as cache-aware's max_blocks of text
+  double load_weight_;
+  mutable BlockIndex sent_;    // internally locked
+  KvIndex reported_;           // internally locked
+  RecentChains recent_;        // internally locked
+  Departures departures_;
+};
+
+// dynamo-kv: our re-implementation of Dynamo's published KV router cost (see policy.h).
+class DynamoKvPolicy final : public Policy {
+ public:
+  explicit DynamoKvPolicy(const RoutingOptions& o)
+      : block_tokens_(std::max<uint32_t>(1, o.cache_aware.block_bytes / kBytesPerToken)),
+        max_tokens_(uint64_t{o.cache_aware.max_blocks} * block_tokens_),
+        reported_(KvIndex::Options{o.cache_aware.capacity_blocks * block_tokens_, o.cache_aware.max_index_bytes}) {}
+
+  Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng& rng) const override {
+    auto c = Candidates(r, f, false);
+    if (c.empty()) return NoCandidate(r, f);
+    thread_local std::vector<uint64_t> seeds;
+    thread_local std::vector<KvIndex::InstanceMatch> reported;
+    thread_local std::vector<Active> active;
+    seeds.resize(c.size());
+    for (size_t k = 0; k < c.size(); ++k) seeds[k] = f.placement_seed(c[k]);
+    Inputs(r, seeds, reported);
+    ReadActive(seeds, active);
+    PromptChains chains(r, reported_.ChainSeedFor(r.served_name), max_tokens_);
+    size_t best = SIZE_MAX;
+    double best_logit = 0;
+    uint32_t ties = 0;
+    uint32_t longest = 0;
+    for (size_t k = 0; k < c.size(); ++k) {
+      const DynamoWorkerLoad w = Load(r, seeds[k], reported[k], active[k], chains);
+      const double logit = DynamoKvLogit(w, kDynamoOverlapScoreWeight);
+      longest = std::max(longest, reported[k].matched_tokens);
+      // router_temperature 0: the minimum logit, uniformly at random among ties.
+      if (best == SIZE_MAX || logit < best_logit) {
+        best = k;
+        best_logit = logit;
+        ties = 1;
+      } else if (logit == best_logit && rng.Uniform(++ties) == 0) {
+        best = k;
+      }
+    }
+    const DecisionKind kind = longest == 0                           ? DecisionKind::kLeastOutstanding
+                              : reported[best].matched_tokens == longest ? DecisionKind::kAffinity
+                                                                         : DecisionKind::kOverflow;
+    return Decision{c[best], kind, 0};
+  }
+  std::string_view name() const override { return "dynamo-kv"; }
+  void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
+    for (uint64_t seed : departures_.Left(f)) {
+      reported_.ForgetInstance(seed);
+      recent_.Forget(seed);
+      std::lock_guard lock(mu_);
+      active_.erase(seed);
+    }
+    const uint64_t seed = f.placement_seed(d.instance);
+    departures_.Note(seed);
+    // Dynamo's add_request: the request's new prefill tokens and new blocks become active.
+    std::vector<KvIndex::InstanceMatch> reported;
+    const uint64_t one[] = {seed};
+    Inputs(r, one, reported);
+    PromptChains chains(r, reported_.ChainSeedFor(r.served_name), max_tokens_);
+    const DynamoWorkerLoad w = Load(r, seed, reported[0], Active{}, chains);
+    {
+      std::lock_guard lock(mu_);
+      Active& a = active_[seed];
+      a.tokens += std::max(0.0, w.isl_tokens - static_cast<double>(w.overlap_blocks) * w.block_size);
+      a.blocks += w.new_blocks;
+      ++a.requests;
+    }
+    if (!r.prompt_tokens.empty()) reported_.Touch(seed, r.prompt_tokens, r.served_name, max_tokens_);
+    NoteRecent(reported_, recent_, r, seed, max_tokens_);
+  }
+  // Dynamo's free: the completion carries no request identity here, so the instance's active
+  // totals lose one request's mean share.
+  void OnCompleted(const Decision& d, const FleetSnapshot& f) override {
+    if (d.instance >= f.size()) return;
+    std::lock_guard lock(mu_);
+    auto it = active_.find(f.placement_seed(d.instance));
+    if (it == active_.end() || it->second.requests == 0) return;
+    Active& a = it->second;
+    a.tokens -= a.tokens / a.requests;
+    a.blocks -= a.blocks / a.requests;
+    if (--a.requests == 0) a = Active{};
+  }
+  void OnKvEvents(uint64_t seed, const KvEventBatch& batch) override {
+    departures_.Note(seed);
+    reported_.Apply(seed, batch);
+  }
+
+ private:
+  struct Active {
+    double tokens = 0;  // new prefill tokens of the requests in flight
+    double blocks = 0;  // their new blocks
+    uint32_t requests = 0;
+  };
+  static constexpr uint32_t kDefaultKvBlockSize = 16;
+
+  void Inputs(const RouteRequest& r, std::span<const uint64_t> seeds,
+              std::vector<KvIndex::InstanceMatch>& reported) const {
+    reported.assign(seeds.size(), KvIndex::InstanceMatch{});
+    reported_.Match(r.prompt_tokens, r.served_name, max_tokens_, seeds, reported, /*stale_too=*/true);
+  }
+  void ReadActive(std::span<const uint64_t> seeds, std::vector<Active>& out) const {
+    out.assign(seeds.size(), Active{});
+    std::lock_guard lock(mu_);
+    for (size_t k = 0; k < seeds.size(); ++k) {
+      if (auto it = active_.find(seeds[k]); it != active_.end()) out[k] = it->second;
+    }
+  }
+  // One worker's inputs. A worker whose block size is not known yet (no event) counts in vLLM's
+  // default of 16.
+  DynamoWorkerLoad Load(const RouteRequest& r, uint64_t seed, const KvIndex::InstanceMatch& m,
+                        const Active& a, PromptChains& chains) const {
+    const uint32_t bs = m.block_size != 0 ? m.block_size : kDefaultKvBlockSize;
+    DynamoWorkerLoad w;
+    w.block_size = bs;
+    w.isl_tokens = r.prompt_tokens.empty() ? r.work_tokens : static_cast<double>(r.prompt_tokens.size());
+    w.overlap_blocks = m.matched_tokens / bs;
+    w.active_tokens = a.tokens;
+    w.active_blocks = a.blocks;
+    // Blocks of the request not among the worker's active ones: Dynamo de-duplicates against
+    // its active sequences; we against the worker's recent dispatches (RecentChains).
+    const size_t shared = r.prompt_tokens.empty() ? 0 : recent_.Match(seed, chains.At(bs));
+    w.new_blocks = std::max(0.0, std::ceil(w.isl_tokens / bs) - static_cast<double>(shared));
+    return w;
+  }
+
+  uint32_t block_tokens_;
+  uint64_t max_tokens_;
+  KvIndex reported_;  // internally locked
+  RecentChains recent_;  // internally locked
+  Departures departures_;
+  mutable std::mutex mu_;  // guards active_
+  std::unordered_map<uint64_t, Active> active_;  // by placement seed
 };
 
 }  // namespace
@@ -475,18 +815,31 @@ std::string_view StrategyName(Strategy s) {
     case Strategy::kRoundRobin: return "round-robin";
     case Strategy::kPrefixAware: return "prefix-aware";
     case Strategy::kCacheAware: return "cache-aware";
+    case Strategy::kKvAware: return "kv-aware";
+    case Strategy::kDynamoKv: return "dynamo-kv";
   }
   return "unknown";
 }
 
 Result<Strategy> ParseStrategy(std::string_view name) {
   for (Strategy s : {Strategy::kRandom, Strategy::kLeastOutstanding, Strategy::kRoundRobin,
-                     Strategy::kPrefixAware, Strategy::kCacheAware}) {
+                     Strategy::kPrefixAware, Strategy::kCacheAware, Strategy::kKvAware,
+                     Strategy::kDynamoKv}) {
     if (name == StrategyName(s)) return s;
   }
   return Status::InvalidArgument(
       "strategy: '" + std::string(name) +
-      "' is not one of random, least-outstanding-requests, round-robin, prefix-aware, cache-aware");
+      "' is not one of random, least-outstanding-requests, round-robin, prefix-aware, cache-aware, "
+      "kv-aware, dynamo-kv");
+}
+
+double DynamoKvLogit(const DynamoWorkerLoad& w, double overlap_score_weight) {
+  const double bs = w.block_size;
+  // new_tokens = isl - overlap x block_size, clamped at 0 (Dynamo logs an error there).
+  const double new_tokens = std::max(0.0, w.isl_tokens - static_cast<double>(w.overlap_blocks) * bs);
+  const double prefill_blocks = (w.active_tokens + new_tokens) / bs;
+  const double decode_blocks = w.active_blocks + w.new_blocks;
+  return overlap_score_weight * prefill_blocks + decode_blocks;
 }
 
 std::string_view SpillModeName(SpillMode m) {
@@ -583,6 +936,8 @@ std::unique_ptr<Policy> MakePolicy(const RoutingOptions& o) {
     case Strategy::kRoundRobin: return std::make_unique<RoundRobinPolicy>();
     case Strategy::kPrefixAware: return std::make_unique<PrefixAwarePolicy>(o);
     case Strategy::kCacheAware: return std::make_unique<CacheAwarePolicy>(o);
+    case Strategy::kKvAware: return std::make_unique<KvAwarePolicy>(o);
+    case Strategy::kDynamoKv: return std::make_unique<DynamoKvPolicy>(o);
   }
   return nullptr;
 }

@@ -54,6 +54,40 @@
 //   affinity (the chosen instance has the longest match), overflow (another had a longer
 //   match but cost more), least-outstanding (no candidate holds any block).
 //
+// kv-aware (precise; the engines' cooperation needed): the engines' KV cache events (vLLM's
+//   BlockStored / BlockRemoved / AllBlocksCleared, through OnKvEvents) feed a KvIndex
+//   (core/kv_index.h) of the token blocks each instance reports it holds, keyed on hashes the
+//   router recomputes from the events' token ids. A request's chain comes from
+//   RouteRequest::prompt_tokens (the engine-compatible tokenization), cut in the instance's
+//   reported block size and seeded with the served name when engines have reported blocks
+//   under it (a LoRA adapter), else with the base model's seed. The decision is cache-aware's,
+//   with the same options: the cost uses the prompt's exact token count and, per instance, the
+//   tokens of its longest held prefix, or of its longest prefix shared with one of the last 8
+//   requests dispatched there when that is longer (blocks being computed: their BlockStored
+//   comes after the prefill, and late; without this, two requests for a new document a few
+//   milliseconds apart would both find it nowhere). A dispatch also marks the reported blocks it
+//   uses as recently used (KvIndex::Touch: cache hits produce no events). An instance whose
+//   event stream is not trustworthy (never heard from, a sequence gap not filled by a replay, a
+//   lost stream: see core/kv_index.h) is judged on cache-aware's view of what it was sent (a
+//   BlockIndex fed by OnDispatched, over RouteRequest::blocks) instead, and its recent
+//   dispatches are not consulted; when no candidate is fresh, or prompt_tokens is empty, the
+//   decision is exactly cache-aware's. Ties go to the key's rendezvous preference, so replicas
+//   given the same events and load decide the same way. Kinds as cache-aware's.
+//
+// dynamo-kv: our re-implementation of Dynamo's published KV router cost (ai-dynamo/dynamo
+//   lib/llm/src/kv_router/scheduler.rs @ db19bd2a, sequence.rs @ 581ee33e, 2025; defaults of
+//   KvRouterConfig::default: overlap_score_weight 1.0, router_temperature 0), a peer baseline on
+//   the same KvIndex: per worker, logit = overlap_score_weight x prefill_blocks + decode_blocks
+//   (DynamoKvLogit), the lowest wins, ties uniformly at random (temperature 0). Like Dynamo it
+//   trusts its index as it is (no fallback for stale streams) and has no concurrency threshold.
+//   As Dynamo's router, it tracks per worker what it dispatched: each request adds its new
+//   prefill tokens (input minus overlap) to active_tokens and its new blocks (those not shared
+//   with the worker's recent dispatches, our stand-in for Dynamo's active-block set) to
+//   active_blocks. Where our interface differs: Dynamo removes a request's prefill tokens when
+//   its prefill completes and its blocks when it is freed; the Policy interface reports only
+//   completion, without the request's identity, so both totals lose one request's mean share at
+//   each completion. active_tokens thus also counts requests already decoding.
+//
 // Load measure (per pool): where load decides (least-outstanding-requests, the least-loaded spill
 // and the saturated fallback of prefix-aware), `requests` compares in-flight requests per unit of
 // weight; `prompt-tokens` compares outstanding work: the estimated prompt tokens of the requests in
@@ -73,8 +107,9 @@
 // available (not ejected or drained) are candidates. Instances listed in RouteRequest::exclude
 // (already tried by a retry) are skipped but keep their rank.
 //
-// Learning policies (cache-aware, KV-aware) receive dispatch and completion events through the
-// On* hooks; the stateless strategies here ignore them.
+// Learning policies (cache-aware, kv-aware, dynamo-kv) receive dispatch and completion events
+// through the On* hooks; the stateless strategies here ignore them. They forget an instance that
+// left the fleet at the first dispatch made on a snapshot without it.
 #pragma once
 
 #include <atomic>
@@ -92,11 +127,24 @@
 
 namespace prefix_router {
 
-enum class Strategy { kRandom, kLeastOutstanding, kRoundRobin, kPrefixAware, kCacheAware };
+enum class Strategy {
+  kRandom,
+  kLeastOutstanding,
+  kRoundRobin,
+  kPrefixAware,
+  kCacheAware,
+  kKvAware,
+  kDynamoKv,
+};
 enum class SpillMode { kNextPreferred, kLeastLoaded };
 enum class LoadMeasure { kRequests, kPromptTokens, kEngine };
 
 std::string_view StrategyName(Strategy s);
+// Strategies that match RouteRequest::blocks, the block chain of the whole routing text
+// (cache-aware, and kv-aware for its fallback view): callers key and chain the whole text.
+inline bool UsesBlockChain(Strategy s) { return s == Strategy::kCacheAware || s == Strategy::kKvAware; }
+// Strategies that route on the engines' KV events (OnKvEvents) and RouteRequest::prompt_tokens.
+inline bool UsesKvEvents(Strategy s) { return s == Strategy::kKvAware || s == Strategy::kDynamoKv; }
 Result<Strategy> ParseStrategy(std::string_view name);
 std::string_view SpillModeName(SpillMode m);
 Result<SpillMode> ParseSpillMode(std::string_view name);
@@ -126,6 +174,29 @@ struct CacheAwareOptions {
   double load_weight = 0.1;              // cost of a queued prompt token vs an uncached one
   bool operator==(const CacheAwareOptions&) const = default;
 };
+
+// cache-aware settings also configure kv-aware and dynamo-kv: the same load weight and index
+// bound (max_index_bytes: 1/9 to kv-aware's sent view, 8/9 to its KvIndex, so that both cover
+// about as many tokens; all of it to dynamo-kv's KvIndex), the per-instance bound in
+// tokens (capacity_blocks x block_bytes / 4) and the longest prompt matched (max_blocks x
+// block_bytes / 4 tokens).
+
+// One worker's inputs to Dynamo's KV router cost (dynamo-kv, see the file comment): the request's
+// input length in tokens and blocks, its leading blocks cached on the worker, and the worker's
+// active prefill tokens and active blocks.
+struct DynamoWorkerLoad {
+  double isl_tokens = 0;
+  uint32_t block_size = 16;      // > 0
+  uint32_t overlap_blocks = 0;
+  double active_tokens = 0;
+  double active_blocks = 0;
+  double new_blocks = 0;         // request blocks not among the worker's active blocks
+};
+// Dynamo's default overlap_score_weight (KvRouterConfig::default, 2025).
+inline constexpr double kDynamoOverlapScoreWeight = 1.0;
+// overlap_score_weight x (active_tokens + max(0, isl - overlap x block_size)) / block_size
+//   + active_blocks + new_blocks; lower is better.
+double DynamoKvLogit(const DynamoWorkerLoad& w, double overlap_score_weight);
 
 // Per-pool routing settings.
 struct RoutingOptions {

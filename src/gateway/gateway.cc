@@ -629,7 +629,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     const Pool& pool = rs->PoolFor(component.value_or(""));
     parsed = api::ParseNative(body, api::KeyedLength(pool.options), HeaderValue(req, api::kRoutingGroupHeader),
                               component, pool.normaliser.get(),
-                              pool.options.strategy == Strategy::kCacheAware ? &ThreadKeyedText() : nullptr);
+                              UsesBlockChain(pool.options.strategy) ? &ThreadKeyedText() : nullptr);
   } else {
     // The pool (and so prefix_length) depends on the model, which is in the body: parse with
     // the largest prefix length in use, then cut to the pool's own if it is shorter.
@@ -641,7 +641,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     if (parsed.ok() && api::HasPrefixKey(api_kind)) {
       const Pool& pool = rs->PoolFor(parsed->served_name);
       const bool patterns = pool.normaliser && pool.normaliser->has_patterns();
-      const bool chained = pool.options.strategy == Strategy::kCacheAware;
+      const bool chained = UsesBlockChain(pool.options.strategy);
       if (api::KeyedLength(pool.options) != max_len || patterns || chained) {
         parsed = ThreadParser().Parse(api_kind, body, api::KeyedLength(pool.options), false,
                                       chained ? &ThreadKeyedText() : nullptr, pool.normaliser.get());
@@ -669,7 +669,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   const Pool& pool = rs->PoolFor(p.served_name);
   // cache-aware: the keyed text's block chain (owned here: retries route by it after awaits).
   std::vector<uint64_t> chain;
-  if (pool.options.strategy == Strategy::kCacheAware && api::HasPrefixKey(api_kind)) {
+  if (UsesBlockChain(pool.options.strategy) && api::HasPrefixKey(api_kind)) {
     chain = BuildBlockChain(ThreadKeyedText(), pool.options.cache_aware.block_bytes,
                             pool.options.cache_aware.max_blocks, BlockChainSeed(p.served_name, p.routing_group));
   }

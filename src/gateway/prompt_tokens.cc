@@ -5,7 +5,7 @@
 namespace prefix_router::gateway {
 
 bool WantsPromptTokens(const RoutingOptions& options) {
-  return StrategyName(options.strategy) == "kv-aware";
+  return UsesKvEvents(options.strategy);
 }
 
 Result<std::vector<uint32_t>> EnginePromptTokens(api::ApiKind api, std::string_view body) {

@@ -63,7 +63,7 @@ json::object PoolJson(std::string_view name, const Pool& pool, size_t instances)
     out["spill_mode"] = SpillModeName(o.spill);
     out["balance_factor"] = o.balance_factor;
   }
-  if (o.strategy == Strategy::kCacheAware) {
+  if (UsesBlockChain(o.strategy) || UsesKvEvents(o.strategy)) {
     out["concurrency_threshold"] = o.concurrency_threshold;
     out["block_bytes"] = o.cache_aware.block_bytes;
     out["capacity_blocks"] = o.cache_aware.capacity_blocks;

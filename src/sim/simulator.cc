@@ -4,12 +4,16 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <queue>
+#include <span>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 
 #include <xxhash.h>
 
@@ -17,6 +21,8 @@
 #include "api/openai_request.h"
 #include "core/block_chain.h"
 #include "core/fleet.h"
+#include "core/kv_events.h"
+#include "core/kv_index.h"
 #include "core/peer_policies.h"
 #include "core/rng.h"
 #include "engine_model/kv_cache.h"
@@ -180,14 +186,69 @@ class Bounds {
   uint64_t next_id_ = 1;
 };
 
+// One engine's KV event publisher: the cache's callbacks collected into the batch being built,
+// consecutive blocks of one chain in one BlockStored and consecutive evictions in one
+// BlockRemoved (as vLLM groups a request's blocks), numbered from 0 (KvEventBatch::seq).
+class KvPublisher final : public engine_model::KvEventListener {
+ public:
+  explicit KvPublisher(uint32_t block_size) : block_size_(block_size) {}
+
+  void OnBlockStored(uint64_t hash, uint64_t parent_hash, std::span<const uint32_t> token_ids,
+                     std::string_view adapter) override {
+    if (!batch_.events.empty()) {
+      auto* last = std::get_if<KvBlockStored>(&batch_.events.back());
+      if (last != nullptr && last->block_hashes.back() == parent_hash && last->adapter == adapter) {
+        last->block_hashes.push_back(hash);
+        last->token_ids.insert(last->token_ids.end(), token_ids.begin(), token_ids.end());
+        return;
+      }
+    }
+    KvBlockStored e;
+    e.block_hashes.push_back(hash);
+    if (parent_hash != engine_model::kRootParentHash) e.parent_hash = parent_hash;
+    e.token_ids.assign(token_ids.begin(), token_ids.end());
+    e.block_size = block_size_;
+    e.adapter = std::string(adapter);
+    e.medium = "GPU";
+    batch_.events.push_back(std::move(e));
+  }
+  void OnBlockRemoved(uint64_t hash) override {
+    if (!batch_.events.empty()) {
+      if (auto* last = std::get_if<KvBlockRemoved>(&batch_.events.back())) {
+        last->block_hashes.push_back(hash);
+        return;
+      }
+    }
+    batch_.events.push_back(KvBlockRemoved{{hash}, "GPU"});
+  }
+  void OnAllCleared() override { batch_.events.push_back(KvAllBlocksCleared{}); }
+
+  bool empty() const { return batch_.events.empty(); }
+  // The batch built so far, numbered, stamped `ts`; a new one starts.
+  KvEventBatch Take(double ts) {
+    KvEventBatch b = std::move(batch_);
+    batch_ = KvEventBatch{};
+    b.seq = next_seq_++;
+    b.ts = ts;
+    b.data_parallel_rank = 0;
+    return b;
+  }
+
+ private:
+  uint32_t block_size_;
+  KvEventBatch batch_;
+  uint64_t next_seq_ = 0;
+};
+
 class Simulation {
  public:
-  explicit Simulation(const SimOptions& options) : o_(options), rng_(options.seed ^ 0x51A1) {}
+  explicit Simulation(const SimOptions& options)
+      : o_(options), rng_(options.seed ^ 0x51A1), kv_rng_(options.seed ^ 0x6B76) {}
 
   Result<SimRun> Run();
 
  private:
-  enum class EvType : uint8_t { kSessionStart, kSend, kSubmit, kStepEnd, kScale };
+  enum class EvType : uint8_t { kSessionStart, kSend, kSubmit, kStepEnd, kScale, kKvDeliver };
   struct Ev {
     double t;
     uint64_t seq;
@@ -199,7 +260,9 @@ class Simulation {
   struct Engine {
     std::string name;
     uint32_t share_index = 0;
+    std::unique_ptr<KvPublisher> publisher;  // with a KV event feed; before the scheduler using it
     std::unique_ptr<StepScheduler> scheduler;
+    double kv_batch_opened = -1;             // batching interval: the open batch's first step end
     std::shared_ptr<InstanceState> state;
     const engine_model::StepResult* last = nullptr;  // of the step in progress
     bool stepping = false;
@@ -219,6 +282,7 @@ class Simulation {
     uint32_t max_tokens = 0;
     uint32_t work_tokens = 0;  // the gateway's estimate, counted in the instance's load
     Decision decision;
+    std::shared_ptr<const FleetSnapshot> fleet;  // the snapshot the decision was made on
     std::optional<engine_model::EngineRequest> submit;  // until submitted
   };
 
@@ -236,10 +300,20 @@ class Simulation {
   void StepEnd(double t, uint32_t engine);
   void Finish(double t, uint64_t request_id, bool error);
   Status Scale(double t, const ScaleEvent& e);
+  void PublishKv(double t, uint32_t engine);
+  void DeliverKv();
   uint32_t AddEngine(const std::string& name);
 
   const SimOptions& o_;
   Rng rng_;
+  Rng kv_rng_;            // KV batch losses, apart from the routing's randomness
+  bool kv_feed_ = false;  // the strategy reads KV events
+  uint64_t policy_index_bytes_ = 0;  // the index bound the policy was built with
+  struct KvDelivery {
+    uint32_t engine;
+    KvEventBatch batch;
+  };
+  std::deque<KvDelivery> kv_in_flight_;  // published, not yet delivered (constant delay: FIFO)
   std::unique_ptr<Policy> policy_;
   std::unique_ptr<workload::Workload> workload_;
   std::priority_queue<Ev, std::vector<Ev>, std::greater<>> queue_;
@@ -282,7 +356,8 @@ uint32_t Simulation::AddEngine(const std::string& name) {
   } else {
     e.share_index = static_cast<uint32_t>(it - share_names_.begin());
   }
-  e.scheduler = std::make_unique<StepScheduler>(o_.profile.config);
+  if (kv_feed_) e.publisher = std::make_unique<KvPublisher>(o_.profile.config.block_size);
+  e.scheduler = std::make_unique<StepScheduler>(o_.profile.config, e.publisher.get());
   engines_.push_back(std::move(e));
   return static_cast<uint32_t>(engines_.size() - 1);
 }
@@ -357,12 +432,12 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   // The routing decision, from the body the gateway would receive.
   const std::string body = workload::RenderBody(*r, /*stream=*/false, o_.default_model);
   Result<api::ParsedRequest> parsed = Status::Internal("unset");
-  const bool chained = o_.routing.strategy == Strategy::kCacheAware;
+  const bool chained = UsesBlockChain(o_.routing.strategy);
   // A peer that matches text reads its own length of it (the key is then over that length too,
   // which such a peer does not use).
   const uint32_t peer_text = o_.peer.empty() ? 0 : PeerTextLength(o_.peer);
   const uint32_t keyed_length = peer_text > 0 ? peer_text : api::KeyedLength(o_.routing);
-  std::string* keyed = chained || peer_text > 0 ? &keyed_text_ : nullptr;
+  std::string* keyed = &keyed_text_;  // at most keyed_length: cheap for the prefix strategies
   if (r->api == api::ApiKind::kNative) {
     std::optional<std::string_view> group;
     if (!r->routing_group.empty()) group = r->routing_group;
@@ -393,7 +468,8 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   route.served_name = "";  // every simulated instance serves every model
   route.work_tokens = api::EstimatePromptTokens(body.size());  // as the gateway estimates it
   if (chained) route.blocks = chain_;
-  if (peer_text > 0) route.text = keyed_text_;
+  route.text = keyed_text_;
+  route.prompt_tokens = prompt;  // the engine's tokens, as the emulator's /tokenize gives them
   Result<Decision> d = policy_->Pick(route, *fleet_, rng_);
   if (!d.ok()) {
     rec.error = true;
@@ -424,6 +500,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   live.work_tokens = route.work_tokens;
   live.output_seed = engine_model::OutputSeed(prompt);
   live.decision = *d;
+  live.fleet = fleet_;
   if (bounds_) {
     std::vector<uint32_t> output(live.max_tokens);
     for (uint32_t i = 0; i < live.max_tokens; ++i) {
@@ -505,7 +582,34 @@ void Simulation::StepEnd(double t, uint32_t engine_id) {
     }
   }
   engine.stepping = false;
+  PublishKv(t, engine_id);
   StartStep(t, engine_id);
+}
+
+void Simulation::PublishKv(double t, uint32_t engine_id) {
+  Engine& engine = engines_[engine_id];
+  if (!engine.publisher || engine.publisher->empty()) return;
+  const KvEventFeed& feed = o_.kv_events;
+  if (feed.batch_interval_s > 0) {
+    if (engine.kv_batch_opened < 0) engine.kv_batch_opened = t;
+    if (t - engine.kv_batch_opened < feed.batch_interval_s && engine.scheduler->HasWork()) return;
+  }
+  engine.kv_batch_opened = -1;
+  KvEventBatch batch = engine.publisher->Take(t);
+  if (feed.loss > 0 && kv_rng_.NextDouble() < feed.loss) return;  // lost on the way
+  kv_in_flight_.push_back(KvDelivery{engine_id, std::move(batch)});
+  Push(t + feed.delay_s, EvType::kKvDeliver, 0);
+}
+
+void Simulation::DeliverKv() {
+  if (kv_in_flight_.empty()) return;
+  KvDelivery d = std::move(kv_in_flight_.front());
+  kv_in_flight_.pop_front();
+  const Engine& engine = engines_[d.engine];
+  if (!engine.routable) return;  // removed or replaced: the router no longer listens to it
+  const std::optional<uint32_t> i = fleet_->Find(engine.name);
+  if (!i) return;
+  policy_->OnKvEvents(fleet_->placement_seed(*i), d.batch);
 }
 
 void Simulation::Finish(double t, uint64_t request_id, bool error) {
@@ -516,6 +620,7 @@ void Simulation::Finish(double t, uint64_t request_id, bool error) {
   Engine& engine = engines_[live.engine];
   engine.state->in_flight.fetch_sub(1, std::memory_order_relaxed);
   engine.state->outstanding_tokens.fetch_sub(live.work_tokens, std::memory_order_relaxed);
+  policy_->OnCompleted(live.decision, *live.fleet);
   report::RequestRecord& rec = records_[request_id];
   std::string reply;
   if (error) {
@@ -593,11 +698,19 @@ Result<SimRun> Simulation::Run() {
   workload_ = std::move(*w);
   session_rate_ = o_.rate_rps / std::max(1.0, workload_->mean_turns());
   RoutingOptions routing = o_.routing;
-  if (routing.strategy == Strategy::kCacheAware) {
+  if (UsesBlockChain(routing.strategy) || UsesKvEvents(routing.strategy)) {
     // The index's capacity per instance from the engine's own (as a gateway reads it from an
     // engine's metrics): its KV cache in tokens, at about 4 bytes of text per token.
     const uint64_t tokens = uint64_t{o_.profile.config.capacity_blocks} * o_.profile.config.block_size;
     routing.cache_aware.capacity_blocks = std::max<uint64_t>(1, tokens * 4 / routing.cache_aware.block_bytes);
+  }
+  if (UsesKvEvents(routing.strategy)) {
+    // The index bound sized, like the capacity, from the engines': every block the fleet can
+    // hold (kv-aware gives 8/9 of the bound to its KvIndex), at least the configured bound.
+    const uint64_t blocks = uint64_t{o_.instances} * o_.profile.config.capacity_blocks;
+    const uint64_t need = blocks * KvIndex::kBytesPerEntry / 8 * 9;
+    routing.cache_aware.max_index_bytes = std::min<uint64_t>(
+        64ull << 30, std::max(routing.cache_aware.max_index_bytes, need));
   }
   if (o_.peer.empty()) {
     policy_ = MakePolicy(routing);
@@ -606,6 +719,16 @@ Result<SimRun> Simulation::Run() {
     if (!peer.ok()) return peer.status();
     policy_ = std::move(*peer);
   }
+  policy_index_bytes_ = routing.cache_aware.max_index_bytes;
+  kv_feed_ = o_.peer.empty() && UsesKvEvents(routing.strategy);
+  const KvEventFeed& feed = o_.kv_events;
+  if (!(feed.delay_s >= 0 && std::isfinite(feed.delay_s))) {
+    return Status::InvalidArgument("kv event delay must be >= 0 seconds");
+  }
+  if (!(feed.batch_interval_s >= 0 && std::isfinite(feed.batch_interval_s))) {
+    return Status::InvalidArgument("kv event batch interval must be >= 0 seconds");
+  }
+  if (!(feed.loss >= 0 && feed.loss <= 1)) return Status::InvalidArgument("kv event loss must be between 0 and 1");
   if (o_.routing.key_normalisation.enabled()) {
     auto n = api::KeyNormaliser::Create(o_.routing.key_normalisation);
     if (!n.ok()) return Status::InvalidArgument("key normalisation: " + n.status().message());
@@ -659,6 +782,9 @@ Result<SimRun> Simulation::Run() {
       case EvType::kStepEnd:
         StepEnd(now, static_cast<uint32_t>(ev.a));
         break;
+      case EvType::kKvDeliver:
+        DeliverKv();
+        break;
       case EvType::kScale:
         if (now < o_.duration_s) {
           if (Status s = Scale(now, events[ev.a]); !s.ok()) return s;
@@ -685,6 +811,12 @@ Result<SimRun> Simulation::Run() {
   r.settings["prefix_length"] = o_.routing.prefix_length;
   r.settings["concurrency_threshold"] = o_.routing.concurrency_threshold;
   if (o_.routing.strategy == Strategy::kPrefixAware) r.settings["balance_factor"] = o_.routing.balance_factor;
+  if (kv_feed_) {
+    r.settings["kv_event_delay_s"] = o_.kv_events.delay_s;
+    r.settings["kv_event_batch_interval_s"] = o_.kv_events.batch_interval_s;
+    r.settings["kv_event_loss"] = o_.kv_events.loss;
+    r.settings["max_index_bytes"] = static_cast<double>(policy_index_bytes_);
+  }
   r.settings["duration_s"] = o_.duration_s;
   r.settings["warmup_s"] = o_.warmup_s;
   if (o_.arrivals == Arrivals::kClosed) {
@@ -748,8 +880,9 @@ Result<ScaleEvent> ParseScaleEvent(std::string_view text) {
 }
 
 std::vector<std::string_view> StrategyNames() {
-  std::vector<std::string_view> names{"random", "least-outstanding-requests", "round-robin", "prefix-aware",
-                                      "prefix-aware-next-preferred", "prefix-aware-least-loaded", "cache-aware"};
+  std::vector<std::string_view> names{"random",      "least-outstanding-requests", "round-robin",
+                                      "prefix-aware", "prefix-aware-next-preferred", "prefix-aware-least-loaded",
+                                      "cache-aware",  "kv-aware",                    "dynamo-kv"};
   for (std::string_view peer : PeerStrategyNames()) names.push_back(peer);
   return names;
 }

@@ -24,6 +24,16 @@
 // receiving requests; those in flight finish; its cache is gone), `replace` one (same name, so
 // the same keys, but a cold cache: a restart).
 //
+// KV events (kv-aware, dynamo-kv): each engine publishes what its cache stores and evicts
+// (engine_model::KvEventListener -> KvEventBatch, as vLLM's publisher does), one batch per engine
+// step with events by default (vLLM drains its events every step), numbered from 0 per engine.
+// A batch reaches the policy's OnKvEvents `delay_s` model seconds after the step that produced it
+// ends, or is lost with probability `loss` (seeded: the same run loses the same batches), so
+// kv-aware is not an oracle. With `batch_interval_s` > 0 a batch is published once that long has
+// passed since its first event's step (or when the engine goes idle). A removed instance's
+// events stop reaching the router (it unsubscribed); a replaced one is a new engine whose stream
+// starts again at sequence 0 (a restart).
+//
 // Bounds: the hit rate of one LRU cache with the fleet's total KV capacity, and of an infinite
 // cache, seeing every request in dispatch order (prompt, then its output, as the engines cache
 // them): what no router could beat with this fleet's memory, and with unbounded memory.
@@ -66,6 +76,13 @@ std::vector<std::string_view> StrategyNames();
 
 enum class Arrivals { kClosed, kOpen };
 
+// How KV events reach the router (see the file comment); used by strategies that read them.
+struct KvEventFeed {
+  double delay_s = 0.05;         // model seconds from the end of the step to the router
+  double batch_interval_s = 0;   // 0 = one batch per engine step
+  double loss = 0;               // probability that a batch is lost, 0..1
+};
+
 struct SimOptions {
   std::string workload = "long-context";
   workload::ParamMap params;
@@ -92,6 +109,7 @@ struct SimOptions {
   std::vector<ScaleEvent> events;
   bool bounds = false;             // compute the LRU and infinite-cache bounds
   std::string default_model = "default";
+  KvEventFeed kv_events;
 };
 
 struct SimRun {
