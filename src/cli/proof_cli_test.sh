@@ -54,7 +54,7 @@ check "simulate report is self-contained HTML" sh -c "grep -q '<svg' '$work/sim.
 
 # report: the runs of several results files in one table and one page; errors by exit code.
 "$bin" simulate --profile tiny-test --workload sharegpt-like --param turns_max=2 --strategy random \
-  --instances 2 --rate 5 --duration 30 --warmup 5 --json "$work/r1.json" --quiet >/dev/null 2>&1
+  --instances 2 --rate 5 --duration 30 --warmup 5 --label-suffix +small --json "$work/r1.json" --quiet >/dev/null 2>&1
 check "report merges results files" sh -c "'$bin' report '$work/sim.json' '$work/r1.json' --out '$work/both.html' \
   --json '$work/both.json' --title 'Both' > '$work/report.txt'"
 check "report keeps every run" python3 -c "
@@ -62,6 +62,7 @@ import json
 runs = json.load(open('$work/both.json'))
 assert len(runs) == 5, len(runs)
 assert sorted(set(r['instances'] for r in runs)) == [2], runs
+assert [r['strategy'] for r in runs if r['strategy'].endswith('+small')] == ['random+small'], runs
 "
 check "report prints the table and writes HTML" sh -c "grep -q '5 run(s) from 2 file(s)' '$work/report.txt' && \
   grep -q '<h1>Both</h1>' '$work/both.html' && ! grep -qE 'https?://|<script' '$work/both.html'"

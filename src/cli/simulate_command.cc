@@ -46,6 +46,7 @@ struct SimulateArgs {
   double saturation_duration_s = 900;
   sim::KvEventFeed kv_events;
   std::string json, csv, report;
+  std::string label_suffix;
   bool quiet = false;
 };
 
@@ -86,6 +87,7 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   spec.thresholds = a.thresholds;
   spec.instances = a.instances;
   spec.seeds = a.seeds;
+  spec.label_suffix = a.label_suffix;
   const int load_options = !a.load_pct.empty() + !a.rates.empty() + !a.concurrency.empty();
   if (load_options > 1) return Fail("give one of --load, --rate and --concurrency");
   if (!a.rates.empty()) {
@@ -243,6 +245,10 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   "Model seconds of the closed-loop run that measures random's saturation throughput")
       ->capture_default_str();
   cmd->add_option("--jobs", a->jobs, "Runs simulated in parallel (default: one per core)");
+  cmd->add_option("--label-suffix", a->label_suffix,
+                  "Appended to every run's strategy name in the results (e.g. +canonical), so that "
+                  "runs made by separate commands with other settings stay apart in `prefix-router "
+                  "report`");
   cmd->add_option("--json", a->json, "Write the results as JSON (docs/results-format.md)");
   cmd->add_option("--csv", a->csv, "Write the results as CSV");
   cmd->add_option("--report", a->report, "Write a self-contained HTML report");

@@ -43,6 +43,30 @@ std::string PeerStrategyHelp() {
          "hash-balance-factor 150, -fN to set it, -f0 = HAProxy's default, off)";
 }
 
+std::string StrategyOrigin(std::string_view name) {
+  if (name == kSglang) {
+    return "our re-implementation of SGLang's published cache-aware router (sgl-project/sglang "
+           "sgl-router cache_aware.rs @ 026f853b; CLI defaults 0.3 / 64 / 1.5)";
+  }
+  if (name == kSglangMinLoad) {
+    return "our re-implementation of SGLang's cache-aware router with PR #14650's miss rule "
+           "(sgl-model-gateway @ 053b63ff)";
+  }
+  if (name == kGie) {
+    return "our re-implementation of llm-d/GIE's published prefix-cache, queue and KV-utilisation "
+           "scorers (gateway-api-inference-extension @ a172f54a; weights 3/2/2, 64-character blocks)";
+  }
+  if (auto factor = HaproxyFactor(name)) {
+    return "our re-implementation of HAProxy's published consistent hashing with bounded loads "
+           "(src/lb_chash.c, 1.7+; hash-balance-factor " + std::to_string(*factor) + ")";
+  }
+  if (name == "dynamo-kv") {
+    return "our re-implementation of Dynamo's published KV router cost (ai-dynamo/dynamo "
+           "kv_router/scheduler.rs @ db19bd2a; overlap_score_weight 1.0, temperature 0)";
+  }
+  return "";
+}
+
 bool IsPeerStrategy(std::string_view name) {
   return name == kSglang || name == kSglangMinLoad || name == kGie || HaproxyFactor(name).has_value();
 }

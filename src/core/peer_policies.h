@@ -28,6 +28,10 @@ std::vector<std::string_view> PeerStrategyNames();
 // One line per name: what it re-implements, from which source (for --help).
 std::string PeerStrategyHelp();
 bool IsPeerStrategy(std::string_view name);
+// For reports: "our re-implementation of X's published policy (source, version, defaults)" for a
+// strategy name (as simulate names it) that re-implements a peer, dynamo-kv included; "" for
+// ours and for unknown names.
+std::string StrategyOrigin(std::string_view name);
 
 // How much routing text (RouteRequest::text) the peer reads, in the parser's units (characters
 // on the OpenAI API, bytes on the native one): SGLang all of it (up to 64 MiB), GIE its

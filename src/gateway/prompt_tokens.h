@@ -29,8 +29,8 @@
 
 namespace prefix_router::gateway {
 
-// True for pools whose policy routes on prompt tokens: the kv-aware strategy. Compared by name
-// so that this compiles before and after the strategy exists (until then it is never true).
+// True for pools whose policy routes on prompt tokens: the strategies that read the engines' KV
+// events (kv-aware, dynamo-kv; core/policy.h UsesKvEvents).
 bool WantsPromptTokens(const RoutingOptions& options);
 
 // The prompt's token ids as the engine emulator computes them for this body on `api`'s path

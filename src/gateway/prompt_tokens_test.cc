@@ -38,19 +38,18 @@ TEST(PromptTokens, CompletionNativeAndErrors) {
   EXPECT_FALSE(EnginePromptTokens(api::ApiKind::kResponses, "{}").ok());
 }
 
-// Only the kv-aware strategy asks for tokens; every strategy on main today does not.
-TEST(PromptTokens, WantedByKvAwareOnly) {
+// Only the strategies that read KV events ask for tokens.
+TEST(PromptTokens, WantedByKvEventStrategiesOnly) {
   for (Strategy s : {Strategy::kRandom, Strategy::kLeastOutstanding, Strategy::kRoundRobin,
                      Strategy::kPrefixAware, Strategy::kCacheAware}) {
     RoutingOptions o;
     o.strategy = s;
     EXPECT_FALSE(WantsPromptTokens(o)) << StrategyName(s);
   }
-  Result<Strategy> kv = ParseStrategy("kv-aware");
-  if (kv.ok()) {  // once the strategy exists
+  for (Strategy s : {Strategy::kKvAware, Strategy::kDynamoKv}) {
     RoutingOptions o;
-    o.strategy = *kv;
-    EXPECT_TRUE(WantsPromptTokens(o));
+    o.strategy = s;
+    EXPECT_TRUE(WantsPromptTokens(o)) << StrategyName(s);
   }
 }
 

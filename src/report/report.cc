@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/peer_policies.h"
 #include "report/chart.h"
 #include "report/text.h"
 
@@ -836,6 +837,96 @@ std::string DetailsTable(const std::vector<RunResult>& runs, const Palette& pale
   return out;
 }
 
+// ---- Peers -----------------------------------------------------------------------------------
+
+// One row of the peers table: a strategy (with its prefix length when its key depends on it) on
+// one experiment (workload, fleet size, source, with or without scale events), over its seeds.
+struct PeerRow {
+  std::string label, origin;
+  size_t seeds = 0;
+  double p90_lo = kNaN, p90_hi = kNaN, hit_lo = kNaN, hit_hi = kNaN, share_lo = kNaN, share_hi = kNaN;
+  bool balanced = true;
+};
+
+void Widen(double v, double& lo, double& hi) {
+  if (!std::isfinite(v)) return;
+  lo = std::isnan(lo) ? v : std::min(lo, v);
+  hi = std::isnan(hi) ? v : std::max(hi, v);
+}
+
+std::string Range(double lo, double hi, bool percent) {
+  auto one = [&](double v) { return percent ? FormatPercent(v) : FormatSeconds(v); };
+  if (std::isnan(lo)) return "-";
+  return lo == hi ? one(lo) : one(lo) + " - " + one(hi);
+}
+
+bool KeyedByPrefixLength(const std::string& strategy) {
+  return strategy.rfind("prefix-aware", 0) == 0 || strategy.rfind("haproxy-chash-bl", 0) == 0;
+}
+
+std::string PeersSection(const std::vector<RunResult>& runs) {
+  bool any_peer = false;
+  for (const RunResult& r : runs) any_peer = any_peer || !StrategyOrigin(r.strategy).empty();
+  if (!any_peer) return "";
+  struct Experiment {
+    std::string title;
+    std::vector<PeerRow> rows;
+  };
+  std::vector<Experiment> experiments;
+  for (const RunResult& r : runs) {
+    auto ev = r.settings.find("scale_events");
+    const bool scaled = ev != r.settings.end() && ev->second > 0;
+    const std::string title = fmt::format("{}{}, {} instances, {}", r.workload, scaled ? " with scale events" : "",
+                                          r.instances, r.source);
+    auto e = std::find_if(experiments.begin(), experiments.end(), [&](const Experiment& x) { return x.title == title; });
+    if (e == experiments.end()) {
+      experiments.push_back({title, {}});
+      e = experiments.end() - 1;
+    }
+    std::string label = r.strategy;
+    auto pl = r.settings.find("prefix_length");
+    if (KeyedByPrefixLength(r.strategy) && pl != r.settings.end()) {
+      label += fmt::format(" prefix_length={}", FormatValue(pl->second));
+    }
+    auto row = std::find_if(e->rows.begin(), e->rows.end(), [&](const PeerRow& x) { return x.label == label; });
+    if (row == e->rows.end()) {
+      const std::string origin = StrategyOrigin(r.strategy);
+      e->rows.push_back({label, origin.empty() ? "ours" : origin});
+      row = e->rows.end() - 1;
+    }
+    ++row->seeds;
+    Widen(r.ttft_p90_s, row->p90_lo, row->p90_hi);
+    Widen(r.hit_rate, row->hit_lo, row->hit_hi);
+    if (ShareKnown(r)) {
+      const auto [lo, hi] = ShareRange(r);
+      Widen(lo, row->share_lo, row->share_hi);
+      Widen(hi, row->share_lo, row->share_hi);
+      row->balanced = row->balanced && ShareInBand(r);
+    }
+  }
+  std::string out =
+      "<section>\n<h2 id=\"peers\">Peers</h2>\n<p class=\"caption\">Every strategy of each "
+      "experiment over its seeds (lowest - highest across seeds): TTFT P90, KV cache hit rate and the "
+      "range of per-instance shares. Rows not marked ours are our re-implementations of the peers' "
+      "published policies at their sources' defaults; the source is named in each row. A share "
+      "range marked * leaves the balance band on some seed.</p>\n";
+  for (const Experiment& e : experiments) {
+    out += "<h3>" + HtmlEscape(e.title) + "</h3>\n<table>\n<thead><tr><th>strategy</th><th>what it is</th>"
+           "<th>seeds</th><th>TTFT P90</th><th>hit rate</th><th>share min-max</th></tr></thead>\n<tbody>\n";
+    for (const PeerRow& row : e.rows) {
+      out += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td></tr>\n",
+          HtmlEscape(row.label), HtmlEscape(row.origin), row.seeds, Range(row.p90_lo, row.p90_hi, false),
+          Range(row.hit_lo, row.hit_hi, true),
+          std::isnan(row.share_lo) ? std::string("-")
+                                   : fmt::format("{:.1f}-{:.1f}%", row.share_lo * 100, row.share_hi * 100),
+          row.balanced ? "" : "*");
+    }
+    out += "</tbody>\n</table>\n";
+  }
+  return out + "</section>\n";
+}
+
 }  // namespace
 
 std::string ComparisonTable(const std::vector<RunResult>& runs) {
@@ -899,6 +990,7 @@ std::string ReportHtml(const std::vector<RunResult>& runs, const ReportOptions& 
   const Palette palette(runs);
   const std::vector<Block> blocks = MakeBlocks(runs);
   const std::vector<Sweep> sweeps = FindSweeps(runs);
+  const std::string peers = PeersSection(runs);
   std::vector<std::string> workloads;
   for (const Block& b : blocks) {
     if (std::find(workloads.begin(), workloads.end(), b.workload) == workloads.end()) {
@@ -926,6 +1018,7 @@ std::string ReportHtml(const std::vector<RunResult>& runs, const ReportOptions& 
                          HtmlEscape(workloads[w]));
     }
     if (!sweeps.empty()) out += "<li><a href=\"#sweeps\">sweeps</a></li>";
+    if (!peers.empty()) out += "<li><a href=\"#peers\">peers</a></li>";
     out += "<li><a href=\"#details\">run details</a></li></ul></nav>\n";
   }
 
@@ -967,6 +1060,7 @@ std::string ReportHtml(const std::vector<RunResult>& runs, const ReportOptions& 
     out += "</section>\n";
   }
 
+  out += peers;
   if (!runs.empty()) {
     out += "<section>\n<h2 id=\"details\">Run details</h2>\n";
     out += DetailsTable(runs, palette) + "\n</section>\n";

@@ -39,8 +39,12 @@ struct ReportOptions {
 // settings.prefix_length, settings.concurrency_threshold, settings.load_pct or instances) as
 // tables and line charts of TTFT P50/P90 and hit rate against the swept setting; bounds
 // (extra.lru_bound_hit_rate, extra.infinite_bound_hit_rate) beside the hit rates; when runs carry
-// both client and engine TTFTs, both are shown and labelled. Every run's JSON settings appear in
-// a details table at the end.
+// both client and engine TTFTs, both are shown and labelled. When some run's strategy re-implements
+// a peer (core/peer_policies.h StrategyOrigin), a peers table lists every strategy of each
+// experiment (workload, fleet size, source, with or without scale events) over its seeds: TTFT
+// P90 and hit rate (lowest - highest across seeds), the range of per-instance shares, and what
+// it is (ours, or the peer's source). Every run's JSON settings appear in a details table at the
+// end.
 std::string ReportHtml(const std::vector<RunResult>& runs, const ReportOptions& options);
 
 }  // namespace prefix_router::report

@@ -393,5 +393,34 @@ TEST(ChartTest, TickLabels) {
   EXPECT_EQ(chart::TickLabel(65536, chart::Format::kNumber), "65536");
 }
 
+// With a peer's re-implementation among the runs, the report has a peers table: one row per
+// strategy and experiment over its seeds, ranges across seeds, the source of each peer; scale
+// runs are their own experiment; prefix-aware rows carry their prefix length.
+TEST(ReportHtml, PeersTableNamesSourcesAndRangesOverSeeds) {
+  std::vector<RunResult> runs;
+  for (uint64_t seed : {1, 2, 3}) {
+    runs.push_back(MakeRun("kv-aware", 0.07, 0.073 + 0.001 * seed, 20, seed));
+    runs.push_back(MakeRun("sglang-cache-aware", 0.07, 0.08, 20, seed));
+  }
+  runs.push_back(MakeRun("prefix-aware", 0.07, 0.09, 20, 1));
+  runs.back().settings["prefix_length"] = 8192;
+  runs.push_back(MakeRun("kv-aware", 0.07, 0.1, 20, 1));
+  runs.back().settings["scale_events"] = 3;
+  runs.back().share = {0.1, 0.2, 0.1, 0.1, 0.2, 0.2, 0.1};
+  const std::string html = ReportHtml(runs, {});
+  EXPECT_THAT(html, HasSubstr("<h2 id=\"peers\">Peers</h2>"));
+  EXPECT_THAT(html, HasSubstr("<h3>long-context, 7 instances, simulate</h3>"));
+  EXPECT_THAT(html, HasSubstr("<h3>long-context with scale events, 7 instances, simulate</h3>"));
+  EXPECT_THAT(html, HasSubstr("<tr><td>kv-aware</td><td>ours</td><td>3</td><td>0.074 s - 0.076 s</td>"));
+  EXPECT_THAT(html, HasSubstr("<td>sglang-cache-aware</td><td>our re-implementation of SGLang&#39;s"));
+  EXPECT_THAT(html, HasSubstr("<td>prefix-aware prefix_length=8192</td><td>ours</td><td>1</td>"));
+  EXPECT_THAT(html, HasSubstr("<td>10.0-20.0%*</td>"));  // the scale run's shares leave the band
+}
+
+// Without a peer, no peers table.
+TEST(ReportHtml, NoPeersTableWithoutPeers) {
+  EXPECT_THAT(ReportHtml(ThreeStrategies(), {}), Not(HasSubstr("id=\"peers\"")));
+}
+
 }  // namespace
 }  // namespace prefix_router::report

@@ -819,6 +819,8 @@ Result<SimRun> Simulation::Run() {
   }
   r.settings["duration_s"] = o_.duration_s;
   r.settings["warmup_s"] = o_.warmup_s;
+  // Runs with scale events are another experiment than the steady state of the same workload.
+  if (!o_.events.empty()) r.settings["scale_events"] = static_cast<double>(o_.events.size());
   if (o_.arrivals == Arrivals::kClosed) {
     r.settings["concurrency"] = o_.concurrency;
   } else {

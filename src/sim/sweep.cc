@@ -74,7 +74,7 @@ Result<std::vector<report::RunResult>> RunSweep(
                 Planned p{spec.base, load};
                 p.options.workload = w;
                 p.options.routing = *parsed;
-                p.options.strategy_label = strategy;
+                p.options.strategy_label = strategy + spec.label_suffix;
                 if (IsPeerStrategy(strategy)) p.options.peer = strategy;
                 p.options.instances = n;
                 p.options.seed = seed;

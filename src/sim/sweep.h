@@ -32,6 +32,9 @@ struct SweepSpec {
   std::vector<uint64_t> seeds{1};
   LoadKind load_kind = LoadKind::kPercentOfSaturation;
   std::vector<double> loads{70};
+  // Appended to every run's strategy label in the results ("+canonical": runs of one strategy
+  // made by separate commands with other settings, read side by side by `prefix-router report`).
+  std::string label_suffix;
   // Saturation measurement (LoadKind::kPercentOfSaturation).
   uint32_t saturation_users_per_instance = 32;
   double saturation_duration_s = 900;
