@@ -196,6 +196,35 @@ TEST(KvAwareTest, RecentDispatchesCountUntilReported) {
   EXPECT_EQ(Pick(*p, Req(Concat(doc, Tokens(3, 8))), *f).kind, DecisionKind::kLeastOutstanding);
 }
 
+// A gateway started while its engines ran joins every stream mid-stream (first batch at seq
+// 100): the instances are fresh, routed on the blocks they report, and, being partial (blocks
+// held before the join are never reported), on what the gateway sent them when that is more;
+// a restart makes the view complete and the sent view no longer counts.
+TEST(KvAwareTest, JoinedMidStreamRoutesOnReportedBlocks) {
+  auto f = Fleet(3);
+  auto p = MakePolicy(Options(Strategy::kKvAware));
+  StartStreams(*p, *f, 100);
+  const std::vector<uint32_t> doc = Tokens(1000, 4000);
+  p->OnKvEvents(f->placement_seed(2), Stores(101, doc, 500));
+  Decision d = Pick(*p, Req(Concat(doc, Tokens(7, 30))), *f);
+  EXPECT_EQ(d.instance, 2u);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  // `sent` goes to instance 1, then eight other requests, so it is no longer a recent dispatch;
+  // instance 1's engine never reports it (a hit on a block stored before the join).
+  const std::vector<uint32_t> sent = Tokens(50000, 4000);
+  const Req r_sent(sent);
+  p->OnDispatched(r_sent.route, Decision{1, DecisionKind::kAffinity, 0}, *f);
+  for (uint32_t n = 0; n < 8; ++n) {
+    const Req other(Tokens(200000 + n * 5000, 400));
+    p->OnDispatched(other.route, Decision{1, DecisionKind::kAffinity, 0}, *f);
+  }
+  d = Pick(*p, Req(Concat(sent, Tokens(3, 8))), *f);
+  EXPECT_EQ(d.instance, 1u);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  p->OnKvEvents(f->placement_seed(1), KvEventBatch{0, 0, {}, 0});  // restarted: complete
+  EXPECT_EQ(Pick(*p, Req(Concat(sent, Tokens(3, 8))), *f).kind, DecisionKind::kLeastOutstanding);
+}
+
 // A publisher restart (sequence back to 0) clears what that instance reported, and its new
 // events count at once.
 TEST(KvAwareTest, RestartClearsTheInstance) {

@@ -189,7 +189,10 @@ void KvIndex::AllClearedLocked(Instance& in, uint64_t seq) {
   // Events before the clear no longer matter: nor do their missing batches.
   while (!in.missing.empty() && in.missing.front().second <= seq) in.missing.erase(in.missing.begin());
   if (!in.missing.empty() && in.missing.front().first < seq) in.missing.front().first = seq;
-  if (seq + 1 >= in.next) in.untracked = false;  // a live clear: nothing before it matters
+  if (seq + 1 >= in.next) {  // a live clear: nothing before it matters
+    in.untracked = false;
+    in.partial = false;
+  }
 }
 
 void KvIndex::StoreLocked(Instance& in, const KvBlockStored& e, uint64_t seq, bool replayed) {
@@ -253,15 +256,16 @@ void KvIndex::Apply(uint64_t seed, const KvEventBatch& batch) {
   Instance& in = instances_[seed];
   const uint64_t s = batch.seq;
   bool replayed = false;
-  if (!in.seen) {
+  if (!in.seen) {  // joined at s: exact for every event from s on, partial when s > 0
     in.seen = true;
-    AddMissingLocked(in, 0, s);
+    in.partial = s > 0;
     in.next = s + 1;
   } else if (s == 0) {  // the publisher restarted: a new engine cache
     ClearBeforeLocked(in, UINT64_MAX);
     DropTombstonesLocked(in);
     in.missing.clear();
     in.untracked = false;
+    in.partial = false;
     in.block_size = 0;
     in.next = 1;
   } else if (s >= in.next) {
@@ -343,6 +347,7 @@ void KvIndex::Match(std::span<const uint32_t> tokens, std::string_view served_na
       auto it = instances_.find(seeds[k]);
       if (it == instances_.end()) continue;
       out[k].fresh = it->second.fresh();
+      out[k].partial = out[k].fresh && it->second.partial;
       out[k].block_size = it->second.block_size;
     }
   }
@@ -376,6 +381,7 @@ void KvIndex::Match(std::span<const uint32_t> tokens, std::string_view served_na
       continue;
     }
     out[k].fresh = it->second.fresh();
+    out[k].partial = out[k].fresh && it->second.partial;
     if (!out[k].fresh && !stale_too) continue;
     const std::vector<uint64_t>& chain = chain_for(out[k].block_size);
     size_t held = 0;
@@ -393,6 +399,12 @@ uint32_t KvIndex::block_size(uint64_t seed) const {
   std::lock_guard lock(mu_);
   auto it = instances_.find(seed);
   return it == instances_.end() ? 0 : it->second.block_size;
+}
+
+bool KvIndex::partial(uint64_t seed) const {
+  std::lock_guard lock(mu_);
+  auto it = instances_.find(seed);
+  return it != instances_.end() && it->second.partial;
 }
 
 bool KvIndex::fresh(uint64_t seed) const {

@@ -138,10 +138,16 @@ TEST(KvIndexTest, GapMakesStaleUntilCleared) {
   std::vector<uint32_t> tokens = Tokens(0, 8);
   index.Match(tokens, "", 1 << 20, seeds, out, /*stale_too=*/true);
   EXPECT_EQ(out[0].matched_tokens, 8u);
-  // More batches in sequence do not make it fresh: seq 1 is still missing.
+  // More batches in sequence do not make it fresh: seq 1 is still missing (an unfilled gap is
+  // not given up on: see the file comment's measurement); nor does the stream being lost.
   for (uint64_t s = 3; s < 20; ++s) index.Apply(kSeed, Batch(s, {}));
+  index.StreamLost(kSeed);
+  index.Apply(kSeed, Batch(20, {}));
   EXPECT_FALSE(index.fresh(kSeed));
-  index.Apply(kSeed, Batch(20, {KvAllBlocksCleared{}}));
+  EXPECT_FALSE(index.partial(kSeed));
+  index.Match(tokens, "", 1 << 20, seeds, out, /*stale_too=*/true);
+  EXPECT_EQ(out[0].matched_tokens, 8u);  // the view was kept
+  index.Apply(kSeed, Batch(21, {KvAllBlocksCleared{}}));
   EXPECT_TRUE(index.fresh(kSeed));
   EXPECT_EQ(index.entries(kSeed), 0u);
 }
@@ -183,14 +189,54 @@ TEST(KvIndexTest, RestartClearsAndAccepts) {
   EXPECT_TRUE(index.fresh(kSeed));
 }
 
-// Joining a stream mid-way (first batch above 0) leaves the earlier blocks unknown: stale; an
-// instance never heard from is not fresh either.
-TEST(KvIndexTest, JoiningMidStreamIsStale) {
+// Joining a stream mid-way (a gateway started while its engine ran: first batch at seq 100) is
+// fresh and partial: the instance is routed on the blocks it reports from then on; batches from
+// before the join are ignored. An instance never heard from is not fresh.
+TEST(KvIndexTest, JoiningMidStreamIsFreshAndPartial) {
   KvIndex index = Index();
   EXPECT_FALSE(index.fresh(kSeed));
-  index.Apply(kSeed, Batch(42, {Stored({1}, std::nullopt, Tokens(0, 4))}));
-  EXPECT_FALSE(index.fresh(kSeed));
   EXPECT_FALSE(MatchOne(index, Tokens(0, 4)).fresh);
+  index.Apply(kSeed, Batch(100, {Stored({1}, std::nullopt, Tokens(0, 4))}));
+  EXPECT_TRUE(index.fresh(kSeed));
+  EXPECT_TRUE(index.partial(kSeed));
+  auto m = MatchOne(index, Tokens(0, 8));
+  EXPECT_TRUE(m.fresh);
+  EXPECT_TRUE(m.partial);
+  EXPECT_EQ(m.matched_tokens, 4u);
+  // A batch from before the join (a late or replayed one) is ignored, not taken for a replay.
+  index.Apply(kSeed, Removed(50, {1}));
+  EXPECT_EQ(MatchOne(index, Tokens(0, 4)).matched_tokens, 4u);
+  // The view never claims more than the engine holds: removing a block stored before the join
+  // (unknown) is a no-op, removing one stored since takes it away.
+  index.Apply(kSeed, Removed(101, {99}));
+  index.Apply(kSeed, Batch(102, {Stored({2}, 1, Tokens(4, 4))}));
+  EXPECT_EQ(MatchOne(index, Tokens(0, 8)).matched_tokens, 8u);
+  index.Apply(kSeed, Removed(103, {1}));
+  EXPECT_EQ(MatchOne(index, Tokens(0, 8)).matched_tokens, 0u);
+  EXPECT_TRUE(index.fresh(kSeed));
+  // After the join the usual rules hold: a gap is stale.
+  index.Apply(kSeed, Batch(105, {}));
+  EXPECT_FALSE(index.fresh(kSeed));
+  EXPECT_FALSE(MatchOne(index, Tokens(0, 4)).partial);  // partial is reported for fresh views only
+}
+
+// A mid-stream join stays partial until the view is known complete: a live AllBlocksCleared
+// (nothing held before it matters) or a publisher restart; a stream starting at 0 never is.
+TEST(KvIndexTest, PartialEndsAtClearOrRestart) {
+  KvIndex index = Index();
+  index.Apply(kSeed, Batch(0, {}));
+  EXPECT_FALSE(index.partial(kSeed));
+  index.Apply(kSeed + 1, Batch(9, {}));
+  index.Apply(kSeed + 2, Batch(9, {}));
+  EXPECT_TRUE(index.partial(kSeed + 1));
+  for (uint64_t s = 10; s < 40; ++s) index.Apply(kSeed + 1, Batch(s, {}));
+  EXPECT_TRUE(index.partial(kSeed + 1));  // however many batches follow
+  index.Apply(kSeed + 1, Batch(40, {KvAllBlocksCleared{}}));
+  EXPECT_FALSE(index.partial(kSeed + 1));
+  EXPECT_TRUE(index.fresh(kSeed + 1));
+  index.Apply(kSeed + 2, Batch(0, {}));
+  EXPECT_FALSE(index.partial(kSeed + 2));
+  EXPECT_TRUE(index.fresh(kSeed + 2));
 }
 
 // A lost stream is stale until the next batch; in sequence it shows nothing was missed.

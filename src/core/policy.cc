@@ -594,7 +594,8 @@ void NoteRecent(const KvIndex& index, RecentChains& recent, const RouteRequest& 
 
 // kv-aware (see policy.h): the engines' reported blocks (KvIndex) for instances whose event
 // stream is fresh, cache-aware's sent-block view (a BlockIndex fed by OnDispatched) for the
-// others. The pool's max_index_bytes is split between the two indexes so that both cover about
+// others, and the larger of the two for a fresh instance joined mid-stream (its view misses what
+// was held before the join: KvIndex's file comment). The pool's max_index_bytes is split between the two indexes so that both cover about
 // as many tokens (the sent view has 64-token blocks at 64 bytes each, the reported view engine
 // blocks, 16 tokens in vLLM, at 128 bytes each: 1/9 and 8/9), so kv-aware's bookkeeping stays
 // under the same bound as cache-aware's.
@@ -638,6 +639,9 @@ class KvAwarePolicy final : public Policy {
         continue;
       }
       cached[k] = reported[k].matched_tokens;
+      if (reported[k].partial) {  // joined mid-stream: the sent view may know more
+        cached[k] = std::max(cached[k], std::min(prompt, uint64_t{matched[k]} * block_tokens_));
+      }
       if (const uint32_t bs = reported[k].block_size; bs != 0) {  // and what is being computed
         const size_t pending = recent_.Match(seeds[k], chains.At(bs));
         cached[k] = std::max<uint64_t>(cached[k], uint64_t{pending} * bs);
