@@ -1,0 +1,172 @@
+// Cache-state routing: decision time with the index lookup, and the indexes' memory against their
+// bounds (issue 7). Pure core: the request's block chain / prompt tokens are given, as the gateway
+// passes them after parsing (parsing is in decision_bench).
+// Run: build/release/src/index_bench
+//   BM_PrefixAwarePick      baseline in the same run: rendezvous placement of a precomputed key
+//   BM_CacheAwarePick       an 8,000-token document's 125-block chain against the sent-block index
+//   BM_KvAwarePick          its 8,050 prompt tokens (hashed into 503 blocks in the pick) against
+//                           the engines' reported blocks (630 such documents over 7 or 64 instances)
+//   BM_KvIndexFill          events for far more blocks than the bound allows: counters show the
+//                           estimated bytes and the heap the index really holds, against the bound
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/block_chain.h"
+#include "core/fleet.h"
+#include "core/kv_events.h"
+#include "core/kv_index.h"
+#include "core/policy.h"
+#include "core/rng.h"
+
+namespace prefix_router::bench {
+namespace {
+
+constexpr uint32_t kBlockSize = 16;
+constexpr uint32_t kDocumentTokens = 8000;  // the published benchmark's shared prefix
+// 630 documents over the fleet (90 per instance on 7): the kv-aware index holds them all within
+// its default bound at either fleet size.
+uint32_t DocumentsPerInstance(uint32_t instances) { return 630 / instances; }
+
+std::shared_ptr<const FleetSnapshot> Fleet(uint32_t n) {
+  std::vector<InstanceSpec> specs;
+  for (uint32_t i = 0; i < n; ++i) specs.push_back(InstanceSpec{"instance-" + std::to_string(i)});
+  return std::move(FleetSnapshot::Create(std::move(specs))).value();
+}
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+std::vector<uint32_t> DocumentTokens(uint64_t doc, uint32_t n = kDocumentTokens) {
+  std::vector<uint32_t> t(n);
+  for (uint32_t j = 0; j < n; ++j) t[j] = 1000 + static_cast<uint32_t>(Mix(doc * 1'000'003 + j) % 127000);
+  return t;
+}
+
+// One BlockStored of a whole document, with engine hashes unique to (instance, document).
+KvBlockStored Stored(uint64_t instance, uint64_t doc) {
+  KvBlockStored s;
+  s.token_ids = DocumentTokens(doc);
+  s.block_size = kBlockSize;
+  s.medium = "GPU";
+  for (uint32_t b = 0; b < kDocumentTokens / kBlockSize; ++b) {
+    s.block_hashes.push_back(Mix((instance << 40) ^ (doc << 12) ^ b));
+  }
+  return s;
+}
+
+size_t HeapInUse() { return mallinfo2().uordblks; }
+
+RoutingOptions Options(Strategy s) {
+  RoutingOptions o;
+  o.strategy = s;
+  o.prefix_length = 32768;
+  return o;
+}
+
+void BM_PrefixAwarePick(benchmark::State& state) {
+  auto fleet = Fleet(static_cast<uint32_t>(state.range(0)));
+  auto policy = MakePolicy(Options(Strategy::kPrefixAware));
+  Rng rng(1);
+  RouteRequest r;
+  r.key = PrefixKey{Mix(1), Mix(2)};
+  for (auto _ : state) benchmark::DoNotOptimize(policy->Pick(r, *fleet, rng));
+}
+BENCHMARK(BM_PrefixAwarePick)->Arg(7)->Arg(64);
+
+void BM_CacheAwarePick(benchmark::State& state) {
+  const uint32_t n = static_cast<uint32_t>(state.range(0));
+  auto fleet = Fleet(n);
+  auto policy = MakePolicy(Options(Strategy::kCacheAware));
+  const uint64_t seed = BlockChainSeed("", "");
+  // The fleet was sent 630 documents (about 32,000 characters each: 125 blocks of 256 bytes).
+  std::vector<uint64_t> chain;
+  for (uint32_t i = 0; i < n; ++i) {
+    for (uint32_t d = 0; d < DocumentsPerInstance(n); ++d) {
+      chain.clear();
+      for (uint32_t b = 0; b < 125; ++b) chain.push_back(Mix(Mix(i * 1000 + d) + b));
+      RouteRequest sent;
+      sent.blocks = chain;
+      policy->OnDispatched(sent, Decision{i}, *fleet);
+    }
+  }
+  chain.clear();
+  for (uint32_t b = 0; b < 125; ++b) chain.push_back(Mix(Mix(3 * 1000 + 5) + b));  // held by instance 3
+  RouteRequest r;
+  r.blocks = chain;
+  r.key = PrefixKey{seed, 0};
+  r.work_tokens = kDocumentTokens;
+  Rng rng(1);
+  for (auto _ : state) benchmark::DoNotOptimize(policy->Pick(r, *fleet, rng));
+}
+BENCHMARK(BM_CacheAwarePick)->Arg(7)->Arg(64);
+
+void BM_KvAwarePick(benchmark::State& state) {
+  const uint32_t n = static_cast<uint32_t>(state.range(0));
+  auto fleet = Fleet(n);
+  auto policy = MakePolicy(Options(Strategy::kKvAware));
+  for (uint32_t i = 0; i < n; ++i) {
+    uint64_t seq = 0;
+    for (uint32_t d = 0; d < DocumentsPerInstance(n); ++d) {
+      KvEventBatch batch;
+      batch.seq = seq++;
+      batch.events.push_back(Stored(i, i * 1000 + d));
+      policy->OnKvEvents(fleet->placement_seed(i), batch);
+    }
+  }
+  std::vector<uint32_t> prompt = DocumentTokens(3 * 1000 + 5);  // held by instance 3
+  for (uint32_t j = 0; j < 50; ++j) prompt.push_back(2000 + j);   // the question
+  RouteRequest r;
+  r.prompt_tokens = prompt;
+  r.key = PrefixKey{Mix(7), Mix(8)};
+  r.work_tokens = static_cast<uint32_t>(prompt.size());
+  Rng rng(1);
+  auto first = policy->Pick(r, *fleet, rng);
+  state.counters["picks_holder"] = first.ok() && first->instance == 3 ? 1 : 0;
+  for (auto _ : state) benchmark::DoNotOptimize(policy->Pick(r, *fleet, rng));
+  state.counters["prompt_tokens"] = static_cast<double>(prompt.size());
+}
+BENCHMARK(BM_KvAwarePick)->Arg(7)->Arg(64);
+
+// 7 instances report 400 documents each (1.4M blocks) into an index bounded at range(0) MiB.
+void BM_KvIndexFill(benchmark::State& state) {
+  const uint64_t bound = static_cast<uint64_t>(state.range(0)) << 20;
+  size_t entries = 0, estimated = 0, heap = 0;
+  for (auto _ : state) {
+    const size_t heap_before = HeapInUse();
+    auto index = std::make_unique<KvIndex>(KvIndex::Options{1u << 20, bound});
+    for (uint64_t i = 0; i < 7; ++i) {
+      uint64_t seq = 0;
+      for (uint64_t d = 0; d < 400; ++d) {
+        KvEventBatch batch;
+        batch.seq = seq++;
+        batch.events.push_back(Stored(i, i * 100000 + d));
+        index->Apply(i + 1, batch);
+      }
+    }
+    entries = index->entries();
+    estimated = index->bytes();
+    heap = HeapInUse() - heap_before;
+    benchmark::DoNotOptimize(index.get());
+  }
+  state.counters["bound_bytes"] = static_cast<double>(bound);
+  state.counters["entries"] = static_cast<double>(entries);
+  state.counters["estimated_bytes"] = static_cast<double>(estimated);
+  state.counters["heap_bytes"] = static_cast<double>(heap);
+  state.counters["heap_over_bound"] = static_cast<double>(heap) / static_cast<double>(bound);
+}
+BENCHMARK(BM_KvIndexFill)->Arg(8)->Arg(32)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace prefix_router::bench
+
+BENCHMARK_MAIN();
