@@ -39,16 +39,9 @@ std::shared_ptr<const FleetSnapshot> Fleet(uint32_t n) {
   return std::move(FleetSnapshot::Create(std::move(specs))).value();
 }
 
-uint64_t Mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 std::vector<uint32_t> DocumentTokens(uint64_t doc, uint32_t n = kDocumentTokens) {
   std::vector<uint32_t> t(n);
-  for (uint32_t j = 0; j < n; ++j) t[j] = 1000 + static_cast<uint32_t>(Mix(doc * 1'000'003 + j) % 127000);
+  for (uint32_t j = 0; j < n; ++j) t[j] = 1000 + static_cast<uint32_t>(Mix64(doc * 1'000'003 + j) % 127000);
   return t;
 }
 
@@ -59,7 +52,7 @@ KvBlockStored Stored(uint64_t instance, uint64_t doc) {
   s.block_size = kBlockSize;
   s.medium = "GPU";
   for (uint32_t b = 0; b < kDocumentTokens / kBlockSize; ++b) {
-    s.block_hashes.push_back(Mix((instance << 40) ^ (doc << 12) ^ b));
+    s.block_hashes.push_back(Mix64((instance << 40) ^ (doc << 12) ^ b));
   }
   return s;
 }
@@ -78,7 +71,7 @@ void BM_PrefixAwarePick(benchmark::State& state) {
   auto policy = MakePolicy(Options(Strategy::kPrefixAware));
   Rng rng(1);
   RouteRequest r;
-  r.key = PrefixKey{Mix(1), Mix(2)};
+  r.key = PrefixKey{Mix64(1), Mix64(2)};
   for (auto _ : state) benchmark::DoNotOptimize(policy->Pick(r, *fleet, rng));
 }
 BENCHMARK(BM_PrefixAwarePick)->Arg(7)->Arg(64);
@@ -93,14 +86,14 @@ void BM_CacheAwarePick(benchmark::State& state) {
   for (uint32_t i = 0; i < n; ++i) {
     for (uint32_t d = 0; d < DocumentsPerInstance(n); ++d) {
       chain.clear();
-      for (uint32_t b = 0; b < 125; ++b) chain.push_back(Mix(Mix(i * 1000 + d) + b));
+      for (uint32_t b = 0; b < 125; ++b) chain.push_back(Mix64(Mix64(i * 1000 + d) + b));
       RouteRequest sent;
       sent.blocks = chain;
       policy->OnDispatched(sent, Decision{i}, *fleet);
     }
   }
   chain.clear();
-  for (uint32_t b = 0; b < 125; ++b) chain.push_back(Mix(Mix(3 * 1000 + 5) + b));  // held by instance 3
+  for (uint32_t b = 0; b < 125; ++b) chain.push_back(Mix64(Mix64(3 * 1000 + 5) + b));  // held by instance 3
   RouteRequest r;
   r.blocks = chain;
   r.key = PrefixKey{seed, 0};
@@ -127,7 +120,7 @@ void BM_KvAwarePick(benchmark::State& state) {
   for (uint32_t j = 0; j < 50; ++j) prompt.push_back(2000 + j);   // the question
   RouteRequest r;
   r.prompt_tokens = prompt;
-  r.key = PrefixKey{Mix(7), Mix(8)};
+  r.key = PrefixKey{Mix64(7), Mix64(8)};
   r.work_tokens = static_cast<uint32_t>(prompt.size());
   Rng rng(1);
   auto first = policy->Pick(r, *fleet, rng);

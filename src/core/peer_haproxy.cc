@@ -3,17 +3,9 @@
 #include <algorithm>
 #include <memory>
 
+#include "core/rng.h"
+
 namespace prefix_router {
-namespace {
-
-uint64_t Mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 uint64_t HaproxyTotalSlots(uint64_t served, uint32_t factor) {
   return ((served + 1) * factor + 99) / 100;

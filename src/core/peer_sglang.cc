@@ -5,15 +5,10 @@
 #include <queue>
 #include <tuple>
 
+#include "core/rng.h"
+
 namespace prefix_router {
 namespace {
-
-uint64_t Mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 // The position in a hash map's iteration order we give `tenant` in the map salted `salt`.
 uint64_t MapOrder(uint64_t salt, uint64_t tenant) { return Mix64(salt ^ Mix64(tenant)); }

@@ -8,15 +8,22 @@
 
 namespace prefix_router {
 
+// One step of splitmix64 (Steele, Lea and Flood): a fast 64-bit mix of a counter, for seeding
+// and for deterministic pseudo-random values derived from ids (the tokenizer, workloads, the
+// peers' stand-ins for hash-map order and ring points). Pure; not for security.
+inline uint64_t Mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
 class Rng {
  public:
   explicit Rng(uint64_t seed = 0x5eed) {
     for (auto& s : s_) {
+      s = Mix64(seed);
       seed += 0x9E3779B97F4A7C15ULL;
-      uint64_t z = seed;
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-      s = z ^ (z >> 31);
     }
   }
 

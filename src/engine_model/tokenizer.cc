@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/prefix_key.h"  // xxhash.h, with XXH_STATIC_LINKING_ONLY handled
+#include "core/rng.h"
 
 namespace prefix_router::engine_model {
 namespace {
@@ -78,13 +79,6 @@ void ForEachPiece(std::string_view s, Emit&& emit) {
       ++i;
     }
   }
-}
-
-inline uint64_t Mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
 }
 
 void AppendNonTextPart(uint64_t digest, std::vector<uint32_t>& out) {

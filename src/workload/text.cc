@@ -4,17 +4,11 @@
 #include <set>
 #include <vector>
 
+#include "core/rng.h"
 #include "engine_model/tokenizer.h"
 
 namespace prefix_router::workload {
 namespace {
-
-uint64_t Mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 // Common English words (2 to 7 letters), drawn 40% of the time as in real prose, where the
 // hundred most frequent words make up about half of all running words.
