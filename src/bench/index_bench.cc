@@ -57,7 +57,11 @@ KvBlockStored Stored(uint64_t instance, uint64_t doc) {
   return s;
 }
 
-size_t HeapInUse() { return mallinfo2().uordblks; }
+// In use: the heap's chunks and the large ones malloc maps on their own.
+size_t HeapInUse() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
 
 RoutingOptions Options(Strategy s) {
   RoutingOptions o;

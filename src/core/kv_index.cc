@@ -103,6 +103,7 @@ void KvIndex::InsertNodeLocked(Instance& in, uint64_t engine, uint64_t router, u
     in.nodes[n] = Node{engine, router, seq, kNone, kNone};
   } else {
     n = static_cast<uint32_t>(in.nodes.size());
+    if (in.nodes.size() == in.nodes.capacity()) in.nodes.reserve(in.nodes.size() + in.nodes.size() / 4 + 16);
     in.nodes.push_back(Node{engine, router, seq, kNone, kNone});
   }
   it->second = n;
@@ -125,6 +126,84 @@ void KvIndex::EraseNodeLocked(Instance& in, uint32_t n) {
     in.free.shrink_to_fit();
     in.newest = in.oldest = kNone;
   }
+}
+
+namespace {
+
+// What the allocator hands out for `n` bytes (glibc: 8 bytes of header, 16-byte steps, at least
+// 32), so a hash-map node is counted as the memory it takes.
+constexpr size_t AllocBytes(size_t n) { return std::max<size_t>(32, (n + 8 + 15) / 16 * 16); }
+// An array's block: a large one (from glibc's least mmap threshold, 128 KiB) may be mapped on
+// its own, in whole 4 KiB pages.
+constexpr size_t ArrayBytes(size_t n) {
+  if (n == 0) return 0;
+  return n < (128u << 10) ? AllocBytes(n) : (n + 16 + 4095) / 4096 * 4096;
+}
+
+template <typename Map>
+size_t MapBytes(const Map& m) {
+  // A node: the next pointer and the value (std::hash of an integer caches no hash code).
+  constexpr size_t node = AllocBytes(sizeof(void*) + sizeof(typename Map::value_type));
+  const size_t buckets = m.bucket_count() > 1 ? ArrayBytes(m.bucket_count() * sizeof(void*)) : 0;  // 1: built in
+  return m.size() * node + buckets;
+}
+
+template <typename Vec>
+size_t VectorBytes(const Vec& v) {
+  return ArrayBytes(v.capacity() * sizeof(typename Vec::value_type));
+}
+
+}  // namespace
+
+size_t KvIndex::BytesLocked(const Instance& in) {
+  return AllocBytes(sizeof(void*) + sizeof(std::pair<const uint64_t, Instance>)) + sizeof(void*) +
+         MapBytes(in.by_engine) + MapBytes(in.held) + MapBytes(in.tombstones) + VectorBytes(in.nodes) +
+         VectorBytes(in.free) + VectorBytes(in.missing);
+}
+
+size_t KvIndex::TotalBytesLocked() const {
+  // The index itself, its tables of instances and adapters, its scratch chain.
+  size_t total = sizeof(KvIndex) + ArrayBytes(instances_.bucket_count() * sizeof(void*)) +
+                 ArrayBytes(adapters_.bucket_count() * sizeof(void*)) + VectorBytes(scratch_);
+  for (const std::string& a : adapters_) {
+    total += AllocBytes(sizeof(void*) + sizeof(std::string) + sizeof(size_t)) + a.capacity();
+  }
+  for (const auto& [seed, in] : instances_) total += BytesLocked(in);
+  return total;
+}
+
+size_t KvIndex::bytes() const {
+  std::lock_guard lock(mu_);
+  return TotalBytesLocked();
+}
+
+void KvIndex::MaybeShrinkLocked(Instance& in) {
+  const size_t live = in.by_engine.size();
+  if (in.nodes.capacity() < 64 || live >= in.nodes.capacity() / 2) return;
+  // Renumber the live nodes densely, oldest first, keeping the recency order.
+  std::vector<uint32_t> renumbered(in.nodes.size(), kNone);  // old number -> new
+  std::vector<Node> nodes;
+  nodes.reserve(live + live / 4 + 16);
+  for (uint32_t n = in.oldest; n != kNone; n = in.nodes[n].newer) {
+    renumbered[n] = static_cast<uint32_t>(nodes.size());
+    nodes.push_back(in.nodes[n]);
+  }
+  const uint32_t size = static_cast<uint32_t>(nodes.size());
+  for (uint32_t k = 0; k < size; ++k) {
+    nodes[k].older = k == 0 ? kNone : k - 1;
+    nodes[k].newer = k + 1 == size ? kNone : k + 1;
+  }
+  for (auto& [engine, n] : in.by_engine) n = renumbered[n];
+  for (auto& [router, h] : in.held) {
+    if (h.node != kNone) h.node = renumbered[h.node];
+  }
+  in.oldest = size == 0 ? kNone : 0;
+  in.newest = size == 0 ? kNone : size - 1;
+  in.nodes = std::move(nodes);
+  in.free.clear();
+  in.free.shrink_to_fit();
+  in.by_engine.rehash(0);
+  in.held.rehash(0);
 }
 
 uint64_t KvIndex::CapacityBlocks(const Instance& in) const {
@@ -298,18 +377,23 @@ void KvIndex::Apply(uint64_t seed, const KvEventBatch& batch) {
 void KvIndex::EnforceBoundsLocked(Instance& touched) {
   const uint64_t capacity = CapacityBlocks(touched);
   while (touched.by_engine.size() > capacity) EraseNodeLocked(touched, touched.oldest);
-  const size_t max_entries = std::max<size_t>(1, options_.max_bytes / kBytesPerEntry);
-  while (entries_ > max_entries) {
+  MaybeShrinkLocked(touched);
+  // What every instance's containers hold, kept up to date by each instance's change.
+  size_t total = TotalBytesLocked();
+  while (entries_ > 0 && total > options_.max_bytes) {
     Instance* largest = nullptr;
     for (auto& [seed, in] : instances_) {
       if (largest == nullptr || in.entries() > largest->entries()) largest = &in;
     }
+    const size_t before = BytesLocked(*largest);
     if (!largest->tombstones.empty()) {
       DropTombstonesLocked(*largest);
       if (!largest->missing.empty()) largest->untracked = true;
     } else {
       EraseNodeLocked(*largest, largest->oldest);
     }
+    MaybeShrinkLocked(*largest);
+    total = total - before + BytesLocked(*largest);
   }
 }
 

@@ -72,9 +72,13 @@
 // first is the most recent, and a chain is dropped from its tail, as engines evict):
 //   - per instance, `tokens_per_instance` tokens (its KV cache: a lost BlockRemoved cannot make
 //     the view grow without end);
-//   - over all instances, `max_bytes` of bookkeeping at kBytesPerEntry per held block or
-//     tombstone: beyond it the instance with the most entries drops its tombstones first (it
-//     then stays stale until a clear or restart), then its least recently used block.
+//   - over all instances, `max_bytes` of bookkeeping, counted as what the containers hold
+//     (bytes(): vector capacities, hash-map nodes and bucket arrays, each instance's record),
+//     not per entry: beyond it the instance with the most entries drops its tombstones first (it
+//     then stays stale until a clear or restart), then its least recently used block. An
+//     instance whose blocks fall below half its node capacity is compacted (nodes renumbered,
+//     maps rehashed), so memory an instance held at its peak is given back, amortised over the
+//     drops; the node vector grows by a quarter, not double, so little is held unused.
 // Dropping a block the engine still holds only makes the view miss it (and orphans the blocks
 // later stored after it).
 //
@@ -110,10 +114,12 @@ void KvBlockChain(std::span<const uint32_t> tokens, uint32_t block_size, size_t 
 
 class KvIndex {
  public:
-  // Bookkeeping per held block, an estimate: two hash-map nodes and buckets (engine hash ->
-  // block, router hash -> reference count: about 40 bytes each with libstdc++'s allocator
-  // rounding) and the block's record (32 bytes), rounded up. A tombstone costs less.
-  static constexpr size_t kBytesPerEntry = 128;
+  // Bookkeeping per held block, an estimate for sizing `max_bytes` (the bound itself counts what
+  // the containers hold, see bytes()): two hash-map nodes (engine hash -> block, router hash ->
+  // reference count: 32 bytes each with the allocator's rounding) and their buckets (8 to 16
+  // bytes each), the block's record (32 bytes, up to a quarter more unused) and its free-list
+  // slot, rounded up.
+  static constexpr size_t kBytesPerEntry = 160;
   static constexpr size_t kMaxMissingRanges = 32;
   static constexpr size_t kMaxTombstones = 4096;
   static constexpr size_t kMaxAdapters = 1024;
@@ -167,7 +173,11 @@ class KvIndex {
   uint32_t block_size(uint64_t seed) const;  // 0 = not known yet
   size_t entries() const;            // held blocks and tombstones, all instances
   size_t entries(uint64_t seed) const;
-  size_t bytes() const { return entries() * kBytesPerEntry; }
+  // The memory the index's containers hold, all instances: vector capacities x element size,
+  // hash-map nodes (with the allocator's rounding) and bucket arrays, each instance's record.
+  // Stays at most max_bytes once any block is held (instances' records alone may exceed a tiny
+  // bound).
+  size_t bytes() const;
   uint64_t orphaned_blocks() const;  // BlockStored blocks skipped for an unknown parent
 
  private:
@@ -205,6 +215,11 @@ class KvIndex {
   };
 
   uint64_t CapacityBlocks(const Instance& in) const;
+  static size_t BytesLocked(const Instance& in);
+  size_t TotalBytesLocked() const;
+  // Gives back the memory of an instance holding well under its capacity (amortised: only when
+  // its blocks are below half its node capacity). Renumbers its nodes.
+  void MaybeShrinkLocked(Instance& in);
   void StoreLocked(Instance& in, const KvBlockStored& e, uint64_t seq, bool replayed);
   void RemoveLocked(Instance& in, const KvBlockRemoved& e, uint64_t seq, bool replayed);
   // Drops the blocks and tombstones of events before `seq` (UINT64_MAX: all of them).

@@ -305,12 +305,39 @@ TEST(KvIndexTest, GlobalBoundHoldsMemoryUnderMaxBytes) {
   EXPECT_EQ(sum, index.entries());
 }
 
+// Instances filled one after another each peak before the global bound moves their blocks to
+// the next: what their containers then hold (capacity, not entries) still stays under max_bytes,
+// and the compacted instances keep matching their most recent blocks.
+TEST(KvIndexTest, GlobalBoundCountsCapacityAfterInstancesShrink) {
+  const uint64_t max_bytes = 1 << 20;
+  KvIndex index(KvIndex::Options{1 << 30, max_bytes});
+  constexpr uint64_t kInstances = 7, kBatches = 60;
+  for (uint64_t inst = 0; inst < kInstances; ++inst) {
+    for (uint64_t s = 0; s < kBatches; ++s) {
+      std::vector<uint64_t> hashes(64);
+      std::iota(hashes.begin(), hashes.end(), (inst << 32) + s * 64);
+      index.Apply(inst, Batch(s, {Stored(hashes, std::nullopt, Tokens(static_cast<uint32_t>(inst * 1000000 + s * 1000), 64 * kBs))}));
+      ASSERT_LE(index.bytes(), max_bytes) << inst << " " << s;
+    }
+  }
+  EXPECT_GT(index.entries(), max_bytes / KvIndex::kBytesPerEntry * 3 / 4);  // used, not emptied
+  for (uint64_t inst = 0; inst < kInstances; ++inst) {
+    const auto last = Tokens(static_cast<uint32_t>(inst * 1000000 + (kBatches - 1) * 1000), 64 * kBs);
+    EXPECT_EQ(MatchOne(index, last, "", inst).matched_tokens, last.size()) << inst;
+    // Removal by engine hash still finds the renumbered blocks.
+    std::vector<uint64_t> hashes(64);
+    std::iota(hashes.begin(), hashes.end(), (inst << 32) + (kBatches - 1) * 64);
+    index.Apply(inst, Removed(kBatches, hashes));
+    EXPECT_EQ(MatchOne(index, last, "", inst).matched_tokens, 0u) << inst;
+  }
+}
+
 // A prefix that keeps being sent to its instance (hits produce no events) stays in the index
 // under the bound: Touch makes it recently used; without it, it ages out as other blocks arrive.
 TEST(KvIndexTest, TouchKeepsHotPrefixUnderTheBound) {
   const std::vector<uint32_t> hot = Tokens(5, 100 * kBs);
   for (bool touch : {true, false}) {
-    KvIndex index(KvIndex::Options{1 << 30, 1 << 20});  // 8,192 entries
+    KvIndex index(KvIndex::Options{1 << 30, 1 << 20});  // about 7,000 entries
     std::vector<uint64_t> hashes(100);
     std::iota(hashes.begin(), hashes.end(), 1);
     index.Apply(kSeed, Batch(0, {Stored(hashes, std::nullopt, hot)}));
