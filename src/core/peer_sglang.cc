@@ -278,7 +278,8 @@ uint64_t SglangRadixTree::EvictBySize(uint64_t max_chars) {
     heap.pop();
     auto count = chars_.find(t);
     if (count == chars_.end() || count->second <= max_chars) continue;
-    std::erase_if(n->tenants, [&](const auto& e) { return e.first == t; });
+    // (an init-capture: clang 14 cannot capture a structured binding)
+    std::erase_if(n->tenants, [&tenant = t](const auto& e) { return e.first == tenant; });
     count->second -= std::min(count->second, n->chars);
     ++removed;
     Node* parent = n->parent;
