@@ -874,6 +874,16 @@ Result<LoadMeasure> ParseLoadMeasure(std::string_view name) {
                                  "' is not one of requests, prompt-tokens, engine");
 }
 
+std::string_view TokenizerSourceName(TokenizerSource t) {
+  return t == TokenizerSource::kEngine ? "engine" : "local";
+}
+
+Result<TokenizerSource> ParseTokenizerSource(std::string_view name) {
+  if (name == "local") return TokenizerSource::kLocal;
+  if (name == "engine") return TokenizerSource::kEngine;
+  return Status::InvalidArgument("tokenizer: '" + std::string(name) + "' is not one of local, engine");
+}
+
 std::string_view DecisionKindName(DecisionKind k) {
   switch (k) {
     case DecisionKind::kAffinity: return "affinity";

@@ -138,6 +138,11 @@ enum class Strategy {
 };
 enum class SpillMode { kNextPreferred, kLeastLoaded };
 enum class LoadMeasure { kRequests, kPromptTokens, kEngine };
+// Where the gateway gets RouteRequest::prompt_tokens for the strategies that read KV events:
+// kLocal, the engine-compatible tokenizer built into the gateway (the emulator's); kEngine, the
+// POST /tokenize endpoint of an instance of the pool (vLLM's), one round trip per request.
+// Policies ignore it (gateway/prompt_tokens.h documents the trade-off).
+enum class TokenizerSource { kLocal, kEngine };
 
 std::string_view StrategyName(Strategy s);
 // Strategies that match RouteRequest::blocks, the block chain of the whole routing text
@@ -150,6 +155,8 @@ std::string_view SpillModeName(SpillMode m);
 Result<SpillMode> ParseSpillMode(std::string_view name);
 std::string_view LoadMeasureName(LoadMeasure m);  // "requests" | "prompt-tokens" | "engine"
 Result<LoadMeasure> ParseLoadMeasure(std::string_view name);
+std::string_view TokenizerSourceName(TokenizerSource t);  // "local" | "engine"
+Result<TokenizerSource> ParseTokenizerSource(std::string_view name);
 
 // Limits the managed service documents for PrefixLength and ConcurrencyThreshold.
 inline constexpr uint32_t kMinPrefixLength = 1024;
@@ -214,6 +221,8 @@ struct RoutingOptions {
   // What the key is computed over (api/key_normalisation.h); policies ignore it, the parsers
   // apply it. Checked by api::CompileKeyNormalisation, not by Validate().
   KeyNormalisation key_normalisation;
+  // Where kv-aware and dynamo-kv pools get the prompt's tokens (see TokenizerSource).
+  TokenizerSource tokenizer = TokenizerSource::kLocal;
 
   // Checks ranges; the message names the field and its allowed range.
   Status Validate() const;

@@ -202,6 +202,23 @@ TEST(PolicyTest, ParseSpillModeAcceptsDocumentedNames) {
   }
 }
 
+// The tokenizer source round-trips its two names, defaults to local and refuses others by name.
+TEST(PolicyTest, ParseTokenizerSourceAcceptsDocumentedNames) {
+  for (TokenizerSource t : {TokenizerSource::kLocal, TokenizerSource::kEngine}) {
+    Result<TokenizerSource> parsed = ParseTokenizerSource(TokenizerSourceName(t));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, t);
+  }
+  EXPECT_EQ(TokenizerSourceName(TokenizerSource::kEngine), "engine");
+  EXPECT_EQ(RoutingOptions{}.tokenizer, TokenizerSource::kLocal);
+  for (std::string_view bad : {"", "vllm", "Engine", "emulator"}) {
+    Result<TokenizerSource> parsed = ParseTokenizerSource(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("tokenizer: '"), std::string::npos);
+    EXPECT_NE(parsed.status().message().find("local, engine"), std::string::npos);
+  }
+}
+
 TEST(PolicyTest, ParseLoadMeasureAcceptsDocumentedNames) {
   ASSERT_TRUE(ParseLoadMeasure("requests").ok());
   EXPECT_EQ(*ParseLoadMeasure("requests"), LoadMeasure::kRequests);

@@ -160,6 +160,58 @@ Result<EngineHttpRequest> ParseEngineRequest(std::string_view path, std::string_
   return r;
 }
 
+Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body) {
+  json::error_code ec;
+  json::value doc = json::parse(json::string_view(body.data(), body.size()), ec);
+  if (ec) return Invalid("invalid JSON: " + ec.message());
+  if (!doc.is_object()) return Invalid("the request body must be a JSON object");
+  const json::object& o = doc.as_object();
+  auto flag = [&o](const char* key, bool fallback) -> Result<bool> {
+    const json::value* v = o.if_contains(key);
+    if (!v || v->is_null()) return fallback;
+    if (!v->is_bool()) return Invalid(std::string(key) + ": expected a boolean");
+    return v->as_bool();
+  };
+  TokenizeRequest out;
+  if (const json::value* m = o.if_contains("model"); m && m->is_string()) out.model = std::string(m->as_string());
+  EngineHttpRequest r;
+  if (const json::value* msgs = o.if_contains("messages")) {
+    if (Status s = ReadMessages(*msgs, r); !s.ok()) return s;
+    Result<bool> generation = flag("add_generation_prompt", true);
+    if (!generation.ok()) return generation.status();
+    out.tokens.push_back(engine_model::kBeginOfText);
+    for (const engine_model::ChatMessage& m : r.messages) engine_model::AppendChatMessage(m, out.tokens);
+    if (*generation) engine_model::AppendGenerationPrompt(out.tokens);
+    return out;
+  }
+  const json::value* p = o.if_contains("prompt");
+  if (!p) return Invalid("the body needs messages or prompt");
+  if (Status s = ReadPrompt(*p, r); !s.ok()) return s;
+  if (r.prompt_is_ids) {
+    out.tokens = std::move(r.prompt_ids);
+    return out;
+  }
+  Result<bool> special = flag("add_special_tokens", true);
+  if (!special.ok()) return special.status();
+  if (*special) {
+    out.tokens = engine_model::RenderCompletion(r.prompt);
+  } else {
+    engine_model::Tokenize(r.prompt, out.tokens);
+  }
+  return out;
+}
+
+std::string TokenizeResponseBody(const std::vector<uint32_t>& tokens, uint32_t max_model_len) {
+  std::string out = "{\"count\":" + std::to_string(tokens.size()) +
+                    ",\"max_model_len\":" + std::to_string(max_model_len) + ",\"tokens\":[";
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(tokens[i]);
+  }
+  out += "],\"token_strs\":null}";
+  return out;
+}
+
 std::vector<uint32_t> PromptTokens(const EngineHttpRequest& r) {
   if (r.shape == RequestShape::kChat) return engine_model::RenderChat(r.messages);
   if (r.prompt_is_ids) return r.prompt_ids;

@@ -48,6 +48,19 @@ Result<EngineHttpRequest> ParseEngineRequest(std::string_view path, std::string_
 // The prompt's token ids, through the chat template for chat requests.
 std::vector<uint32_t> PromptTokens(const EngineHttpRequest& r);
 
+// POST /tokenize in vLLM's shape: {"model", "messages", "add_generation_prompt" (default
+// true)} tokenizes a chat through the chat template; {"model", "prompt": string | [ids],
+// "add_special_tokens" (default true: <|begin_of_text|> first)} a completion prompt (ids are
+// returned as given). For the same messages or prompt, the tokens are those a generation
+// request gets (PromptTokens), so a router may route on them (gateway/prompt_tokens.h).
+struct TokenizeRequest {
+  std::string model;  // "" = the base model
+  std::vector<uint32_t> tokens;
+};
+Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body);
+// {"count":N,"max_model_len":L,"tokens":[...],"token_strs":null}
+std::string TokenizeResponseBody(const std::vector<uint32_t>& tokens, uint32_t max_model_len);
+
 struct Usage {
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;

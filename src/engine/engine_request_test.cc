@@ -7,6 +7,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <string>
 
 namespace prefix_router::engine {
@@ -64,6 +65,42 @@ TEST(EngineRequestTest, ParsesCompletionPrompts) {
   ASSERT_TRUE(ids.ok());
   EXPECT_TRUE(ids->prompt_is_ids);
   EXPECT_EQ(PromptTokens(*ids), (std::vector<uint32_t>{5, 6, 7}));
+}
+
+// /tokenize in vLLM's shape: chat messages give a generation request's prompt tokens (the
+// generation prompt only when asked, as by default); a completion prompt gets
+// <|begin_of_text|> unless add_special_tokens is false; ids come back as given.
+TEST(EngineRequestTest, TokenizeMatchesGenerationPromptTokens) {
+  const std::string messages = R"("messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}])";
+  auto generate = ParseEngineRequest("/v1/chat/completions", "{" + messages + "}");
+  ASSERT_TRUE(generate.ok());
+  auto chat = ParseTokenizeRequest(R"({"model":"m",)" + messages + "}");
+  ASSERT_TRUE(chat.ok()) << chat.status().ToString();
+  EXPECT_EQ(chat->model, "m");
+  EXPECT_EQ(chat->tokens, PromptTokens(*generate));
+  auto bare = ParseTokenizeRequest("{" + messages + R"(,"add_generation_prompt":false})");
+  ASSERT_TRUE(bare.ok());
+  ASSERT_LT(bare->tokens.size(), chat->tokens.size());
+  EXPECT_TRUE(std::equal(bare->tokens.begin(), bare->tokens.end(), chat->tokens.begin()));
+
+  auto completion = ParseTokenizeRequest(R"({"prompt":"abc def"})");
+  ASSERT_TRUE(completion.ok());
+  auto generate_completion = ParseEngineRequest("/v1/completions", R"({"prompt":"abc def"})");
+  ASSERT_TRUE(generate_completion.ok());
+  EXPECT_EQ(completion->tokens, PromptTokens(*generate_completion));
+  auto plain = ParseTokenizeRequest(R"({"prompt":"abc def","add_special_tokens":false})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->tokens, std::vector<uint32_t>(completion->tokens.begin() + 1, completion->tokens.end()));
+  auto ids = ParseTokenizeRequest(R"({"prompt":[9,8,7]})");
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids->tokens, (std::vector<uint32_t>{9, 8, 7}));
+
+  for (std::string_view bad : {"[]", "{}", R"({"prompt":3})", R"({"messages":[]})",
+                               R"({"prompt":"x","add_special_tokens":"yes"})", "{"}) {
+    EXPECT_FALSE(ParseTokenizeRequest(bad).ok()) << bad;
+  }
+  EXPECT_EQ(TokenizeResponseBody({5, 6}, 4096), R"({"count":2,"max_model_len":4096,"tokens":[5,6],"token_strs":null})");
+  EXPECT_EQ(TokenizeResponseBody({}, 8), R"({"count":0,"max_model_len":8,"tokens":[],"token_strs":null})");
 }
 
 // /invocations picks the shape from the body; TGI's shape never streams.

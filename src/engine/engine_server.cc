@@ -214,6 +214,8 @@ net::awaitable<void> EngineServer::Handle(http::Exchange& ex) {
   if (req.method() == bhttp::verb::post &&
       (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/invocations")) {
     co_await HandleGenerate(ex, path);
+  } else if (req.method() == bhttp::verb::post && path == "/tokenize") {
+    co_await HandleTokenize(ex);
   } else if (req.method() == bhttp::verb::get && path == "/v1/models") {
     co_await HandleModels(ex);
   } else if (req.method() == bhttp::verb::get && (path == "/health" || path == "/ping")) {
@@ -244,6 +246,22 @@ net::awaitable<void> EngineServer::HandleModels(http::Exchange& ex) {
   for (const auto& a : options_.adapters) body += "," + entry(a, options_.model);
   body += "]}";
   co_await ex.Send(JsonResponse(200, std::move(body)));
+}
+
+net::awaitable<void> EngineServer::HandleTokenize(http::Exchange& ex) {
+  auto parsed = ParseTokenizeRequest(ex.request().body());
+  if (!parsed.ok()) {
+    co_await ex.Send(JsonResponse(400, VllmErrorBody(400, "BadRequestError", parsed.status().message())));
+    co_return;
+  }
+  const std::string& model = parsed->model;
+  if (!model.empty() && model != options_.model &&
+      std::find(options_.adapters.begin(), options_.adapters.end(), model) == options_.adapters.end()) {
+    co_await ex.Send(
+        JsonResponse(404, VllmErrorBody(404, "NotFoundError", "The model `" + model + "` does not exist.")));
+    co_return;
+  }
+  co_await ex.Send(JsonResponse(200, TokenizeResponseBody(parsed->tokens, profile_.config.max_model_len)));
 }
 
 net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::string_view path) {

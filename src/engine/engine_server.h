@@ -12,6 +12,10 @@
 // (modelled seconds, TTFT including the profile's per-request overhead), are therefore free of
 // loopback and scheduling jitter, so time-scaled runs can be read in model time.
 //
+// Routes: POST /v1/chat/completions, /v1/completions, /invocations; POST /tokenize (vLLM's:
+// the prompt's token ids, as a router routing on tokens asks for them); GET /v1/models,
+// /health, /ping, /metrics.
+//
 // Everything runs on one I/O thread: the HTTP handlers and the engine loop share it, so the
 // scheduler needs no lock. That thread is the engine's whole CPU budget, as in vLLM's
 // single-process front end.
@@ -85,6 +89,8 @@ class EngineServer final : public http::Handler {
   net::awaitable<void> Loop();
   net::awaitable<void> HandleGenerate(http::Exchange& ex, std::string_view path);
   net::awaitable<void> HandleModels(http::Exchange& ex);
+  // POST /tokenize (engine_request.h TokenizeRequest): no scheduling, answered at once.
+  net::awaitable<void> HandleTokenize(http::Exchange& ex);
   void Wake();
   double WallModelNow() const;
 

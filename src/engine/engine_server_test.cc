@@ -644,6 +644,28 @@ TEST(EngineServerTest, UnknownAdapterIs404InVllmShape) {
   EXPECT_EQ(Metric(engine->port(), R"(vllm:prefix_cache_queries_total{model_name="llama"})"), 0);
 }
 
+// POST /tokenize answers vLLM's shape with the prompt's tokens: as many as a chat completion of
+// the same messages counts, for the base model or an adapter; unknown models are 404, broken
+// bodies 400, both in vLLM's error shape; tokenizing schedules nothing.
+TEST(EngineServerTest, TokenizeAnswersThePromptTokens) {
+  auto engine = StartEngine(Options("tiny-test", 0.01, {"sql-lora"}));
+  ASSERT_NE(engine, nullptr);
+  const auto messages = Question("What is a prefix cache?");
+  const ClientResponse r = Post(engine->port(), "/tokenize", ChatBody(messages));
+  ASSERT_EQ(r.status(), 200) << r.body();
+  EXPECT_EQ(r.Header("content-type"), "application/json");
+  const json::value v = Parse(r.body());
+  const size_t prompt = RenderedTokens(messages);
+  EXPECT_EQ(Int(v, {"count"}), static_cast<int64_t>(prompt));
+  ASSERT_TRUE(At(v, {"tokens"}) && At(v, {"tokens"})->is_array());
+  EXPECT_EQ(At(v, {"tokens"})->as_array().size(), prompt);
+  EXPECT_GT(Int(v, {"max_model_len"}), 0);
+  ASSERT_EQ(Post(engine->port(), "/tokenize", ChatBody(messages, {.model = "sql-lora"})).status(), 200);
+  ExpectVllmError(Post(engine->port(), "/tokenize", ChatBody(messages, {.model = "other"})), 404, "NotFoundError");
+  ExpectVllmError(Post(engine->port(), "/tokenize", R"({"messages":7})"), 400, "BadRequestError");
+  EXPECT_EQ(Metric(engine->port(), R"(vllm:prefix_cache_queries_total{model_name="llama"})"), 0);
+}
+
 // A served adapter answers under its own name, and its KV blocks are its own: the same prompt
 // on the base model and on the adapter never hits the other's blocks.
 TEST(EngineServerTest, AdapterWorksAndKeepsItsOwnCacheBlocks) {

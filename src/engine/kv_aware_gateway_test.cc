@@ -61,10 +61,24 @@ double BatchesSeen(gateway::Gateway& g, const std::string& instance) {
   return at == std::string::npos ? 0 : std::stod(text.substr(at + series.size()));
 }
 
+// The sum of a counter family's series whose labels contain `labels` (0 when none).
+double CounterSum(gateway::Gateway& g, const std::string& family, const std::string& labels) {
+  const std::string text = g.metrics().Render();
+  double sum = 0;
+  for (size_t at = text.find(family + "{"); at != std::string::npos; at = text.find(family + "{", at + 1)) {
+    const size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end - at);
+    if (line.find(labels) == std::string::npos) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
 // Each document is first sent straight to one engine (not through the gateway); the same
 // document with another question, sent through the gateway, then lands on that engine, for
-// every engine in turn. Under cache-aware or prefix-aware the gateway could only guess.
-TEST(KvAwareGatewayTest, FollowsTheBlocksEnginesReport) {
+// every engine in turn. Under cache-aware or prefix-aware the gateway could only guess. With
+// `tokenizer`: engine, the prompt tokens come from the emulators' /tokenize, once per request.
+void FollowsTheBlocksEnginesReport(TokenizerSource tokenizer) {
   spdlog::set_level(spdlog::level::warn);
   std::vector<std::unique_ptr<EngineServer>> engines;
   for (int i = 0; i < 3; ++i) {
@@ -78,6 +92,7 @@ TEST(KvAwareGatewayTest, FollowsTheBlocksEnginesReport) {
   config.timeouts.drain = 1;
   config.decision_headers = true;
   config.routing.strategy = Strategy::kKvAware;
+  config.routing.tokenizer = tokenizer;
   const std::vector<std::string> names = {"e0", "e1", "e2"};
   for (int i = 0; i < 3; ++i) {
     gateway::InstanceConfig ic{names[i], "http://127.0.0.1:" + std::to_string(engines[i]->port())};
@@ -119,11 +134,21 @@ TEST(KvAwareGatewayTest, FollowsTheBlocksEnginesReport) {
     EXPECT_EQ(r.Header("x-prefix-router-instance"), names[target]) << "round " << round;
     EXPECT_EQ(r.Header("x-prefix-router-decision"), "affinity") << "round " << round;
   }
+  const double asked = CounterSum(gw, "prefix_router_tokenize_requests_total", "outcome=\"ok\"");
+  EXPECT_EQ(asked, tokenizer == TokenizerSource::kEngine ? 6 : 0);
+  EXPECT_EQ(CounterSum(gw, "prefix_router_tokenize_requests_total", "outcome=\"failed\""), 0);
   gw.Stop();
   for (auto& e : engines) {
     e->Stop();
     e->Wait();
   }
+}
+
+TEST(KvAwareGatewayTest, FollowsTheBlocksEnginesReport) { FollowsTheBlocksEnginesReport(TokenizerSource::kLocal); }
+
+// The same through the engines' /tokenize (what a vLLM fleet needs): the same decisions.
+TEST(KvAwareGatewayTest, FollowsTheBlocksWithTheEnginesTokenizer) {
+  FollowsTheBlocksEnginesReport(TokenizerSource::kEngine);
 }
 
 }  // namespace

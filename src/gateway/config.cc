@@ -181,6 +181,7 @@ struct RoutingPatch {
   std::optional<uint32_t> concurrency_threshold;
   std::optional<SpillMode> spill;
   std::optional<LoadMeasure> load_measure;
+  std::optional<TokenizerSource> tokenizer;
   std::optional<double> balance_factor;
   // cache_aware, field by field.
   std::optional<uint32_t> block_bytes, max_blocks;
@@ -201,6 +202,7 @@ struct RoutingPatch {
     if (concurrency_threshold) o.concurrency_threshold = *concurrency_threshold;
     if (spill) o.spill = *spill;
     if (load_measure) o.load_measure = *load_measure;
+    if (tokenizer) o.tokenizer = *tokenizer;
     if (block_bytes) o.cache_aware.block_bytes = *block_bytes;
     if (max_blocks) o.cache_aware.max_blocks = *max_blocks;
     if (capacity_blocks) o.cache_aware.capacity_blocks = *capacity_blocks;
@@ -272,7 +274,7 @@ Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& o
   return ForEachField(
       n, path,
       {"routing_strategy", "prefix_length", "concurrency_threshold", "spill_mode", "balance_factor",
-       "max_in_flight", "load_measure", "key_normalisation", "cache_aware"},
+       "max_in_flight", "load_measure", "tokenizer", "key_normalisation", "cache_aware"},
       [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "key_normalisation") return ReadKeyNormalisation(v, p, out);
         if (key == "cache_aware") return ReadCacheAware(v, p, out);
@@ -298,6 +300,14 @@ Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& o
           Result<LoadMeasure> r = ParseLoadMeasure(name);
           if (!r.ok()) return WithPath(r.status(), p);
           out.load_measure = *r;
+          return Status::Ok();
+        }
+        if (key == "tokenizer") {
+          std::string name;
+          if (Status s = ReadString(v, p, name); !s.ok()) return s;
+          Result<TokenizerSource> r = ParseTokenizerSource(name);
+          if (!r.ok()) return WithPath(r.status(), p);
+          out.tokenizer = *r;
           return Status::Ok();
         }
         if (key == "balance_factor") {
@@ -584,7 +594,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
           return ForEachField(
               v, p,
               {"connect", "first_byte", "idle", "total", "client_read", "client_write",
-               "client_idle", "drain", "kv_events_silence"},
+               "client_idle", "drain", "kv_events_silence", "tokenize"},
               [&t](const std::string& k, const YAML::Node& x, const std::string& xp) {
                 double* field = k == "connect"        ? &t.connect
                                 : k == "first_byte"   ? &t.first_byte
@@ -594,6 +604,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
                                 : k == "client_write" ? &t.client_write
                                 : k == "client_idle"  ? &t.client_idle
                                 : k == "kv_events_silence" ? &t.kv_events_silence
+                                : k == "tokenize"     ? &t.tokenize
                                                       : &t.drain;
                 return ReadSeconds(x, xp, *field);
               });
@@ -1407,7 +1418,8 @@ Status ValidateTimeouts(const TimeoutsConfig& t) {
                          Bound{"idle", t.idle, 3600}, Bound{"client_read", t.client_read, 3600},
                          Bound{"client_write", t.client_write, 3600},
                          Bound{"client_idle", t.client_idle, 3600},
-                         Bound{"kv_events_silence", t.kv_events_silence, 86400}}) {
+                         Bound{"kv_events_silence", t.kv_events_silence, 86400},
+                         Bound{"tokenize", t.tokenize, 600}}) {
     if (Status s = CheckPositiveSeconds(Child("timeouts", b.field), b.value, b.max); !s.ok()) {
       return s;
     }

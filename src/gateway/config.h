@@ -14,7 +14,7 @@
 //                                   # 403, 404, 410, 421 or 501 (OpenAI-style JSON error)
 //   routing:                        # the default pool's settings
 //     routing_strategy: random      # random | least-outstanding-requests | round-robin |
-//                                   # prefix-aware | cache-aware
+//                                   # prefix-aware | cache-aware | kv-aware | dynamo-kv
 //     prefix_length: 2048           # 1024..65536; bytes (native API) or characters (OpenAI API)
 //     concurrency_threshold: 64     # 1..1024 in-flight requests per instance
 //     spill_mode: next-preferred    # next-preferred | least-loaded
@@ -34,6 +34,11 @@
 //                                   # (dispatched or retrying) a new one gets 429 with
 //                                   # Retry-After: 1 (prefix_router_rejected_requests_total
 //                                   # {reason="pool_in_flight"}); 0 = no ceiling
+//     tokenizer: local              # kv-aware, dynamo-kv: where the prompt's token ids come from:
+//                                   # local = the gateway's engine-compatible tokenizer (matches
+//                                   # the emulator); engine = POST /tokenize on a routable instance
+//                                   # of the pool (vLLM), one round trip per request
+//                                   # (gateway/prompt_tokens.h)
 //     cache_aware:                  # cache-aware's block index (core/policy.h)
 //       block_bytes: 256            # routing text per block, 16..65536
 //       max_blocks: 4096            # blocks per request, 1..65536 (block_bytes x max_blocks of
@@ -81,6 +86,8 @@
 //     drain: 30                     # SIGTERM: how long in-flight requests may finish, [0, 3600]
 //     kv_events_silence: 60         # an instance's KV event stream silent this long is stale
 //                                   # (kv-aware falls back until it resumes), (0, 86400]
+//     tokenize: 1                   # an instance's /tokenize answer (tokenizer: engine), (0, 600];
+//                                   # past it the request routes without tokens (cache-aware's view)
 //   retries:
 //     max_retries: 2                # 0..10 further instances tried before any byte reached the client
 //   health:
@@ -318,6 +325,9 @@ struct TimeoutsConfig {
   double drain = 30;
   // An instance's KV event stream silent for longer is stale (gateway/kv_events.h), (0, 86400].
   double kv_events_silence = 60;
+  // A /tokenize answer (routing.tokenizer: engine), (0, 600]; later, the request routes without
+  // the tokens.
+  double tokenize = 1;
 };
 
 struct HealthConfig {

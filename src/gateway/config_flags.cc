@@ -120,6 +120,13 @@ LoadMeasure ConvertFlag<LoadMeasure>(const std::string& flag, const std::string&
 }
 
 template <>
+TokenizerSource ConvertFlag<TokenizerSource>(const std::string& flag, const std::string& value) {
+  Result<TokenizerSource> r = ParseTokenizerSource(value);
+  if (!r.ok()) Reject(flag, AfterField(r.status()));
+  return *r;
+}
+
+template <>
 LogFormat ConvertFlag<LogFormat>(const std::string& flag, const std::string& value) {
   Result<LogFormat> r = ParseLogFormat(value);
   if (!r.ok()) Reject(flag, AfterField(r.status()));
@@ -152,7 +159,7 @@ std::string Help(const std::string& field, const std::string& what, const std::s
 // BuildConfig helpers.
 
 bool HasRoutingFlags(const ConfigFlags& f) {
-  return f.strategy || f.prefix_length || f.concurrency_threshold || f.spill_mode || f.load_measure ||
+  return f.strategy || f.prefix_length || f.concurrency_threshold || f.spill_mode || f.load_measure || f.tokenizer ||
          f.balance_factor || f.max_in_flight || f.canonical_json || !f.exclude_fields.empty() ||
          !f.exclude_patterns.empty();
 }
@@ -163,6 +170,7 @@ void ApplyRoutingFlags(const ConfigFlags& f, RoutingOptions& o) {
   if (f.concurrency_threshold) o.concurrency_threshold = *f.concurrency_threshold;
   if (f.spill_mode) o.spill = *f.spill_mode;
   if (f.load_measure) o.load_measure = *f.load_measure;
+  if (f.tokenizer) o.tokenizer = *f.tokenizer;
   if (f.balance_factor) o.balance_factor = *f.balance_factor;
   if (f.max_in_flight) o.max_in_flight = *f.max_in_flight;
   if (f.canonical_json) o.key_normalisation.canonical_json = *f.canonical_json;
@@ -196,6 +204,7 @@ Status InheritRoutingFlags(const ConfigFlags& flags, GatewayConfig& config) {
       }
       if (flags.spill_mode && unset("spill_mode")) options.spill = *flags.spill_mode;
       if (flags.load_measure && unset("load_measure")) options.load_measure = *flags.load_measure;
+      if (flags.tokenizer && unset("tokenizer")) options.tokenizer = *flags.tokenizer;
       if (flags.balance_factor && unset("balance_factor")) {
         options.balance_factor = *flags.balance_factor;
       }
@@ -274,6 +283,14 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
                 "running and waiting requests the engines report on their /metrics (scraped every "
                 "engine_metrics.interval) plus those sent since, one view shared by gateway replicas",
                 std::string(LoadMeasureName(d.routing.load_measure)), "requests | prompt-tokens | engine"));
+  AddValue(cmd, "--tokenizer", flags.tokenizer, "SOURCE",
+           Help("routing.tokenizer",
+                "where kv-aware and dynamo-kv get the prompt's token ids to match the blocks the "
+                "engines report: local, the gateway's engine-compatible tokenizer (the emulator's; "
+                "it does not match a real model's), or engine, POST /tokenize on a routable "
+                "instance of the pool (vLLM), one round trip per request bounded by "
+                "timeouts.tokenize",
+                std::string(TokenizerSourceName(d.routing.tokenizer)), "local | engine"));
   cmd.add_option_function<std::string>(
          "--balance-factor",
          [&flags](const std::string& value) {

@@ -46,6 +46,7 @@ struct ConfigFlags {
   std::optional<uint32_t> concurrency_threshold;    // --concurrency-threshold
   std::optional<SpillMode> spill_mode;              // --spill-mode
   std::optional<LoadMeasure> load_measure;          // --load-measure
+  std::optional<TokenizerSource> tokenizer;         // --tokenizer
   std::optional<double> balance_factor;             // --balance-factor
   std::optional<uint32_t> max_in_flight;            // --max-in-flight
   // routing.key_normalisation

@@ -148,6 +148,16 @@ TEST(BuildConfig, EveryScalarFlagSetsItsField) {
   EXPECT_EQ(c.health.passive_failures, 0u);
 }
 
+// --tokenizer sets routing.tokenizer; an unknown source is refused naming the flag and the choices.
+TEST(BuildConfig, TokenizerFlagSetsTheRoutingSection) {
+  GatewayConfig c = Build({"--instance", "http://a:1", "--strategy", "kv-aware", "--tokenizer", "engine"});
+  EXPECT_EQ(c.routing.tokenizer, TokenizerSource::kEngine);
+  EXPECT_EQ(Build({"--instance", "http://a:1"}).routing.tokenizer, TokenizerSource::kLocal);
+  const std::string error = ParseErrorOf({"--tokenizer", "vllm"});
+  EXPECT_TRUE(Contains(error, "--tokenizer")) << error;
+  EXPECT_TRUE(Contains(error, "local, engine")) << error;
+}
+
 // --log-format and --access-log set log.format and log.access_log; --no-access-log clears it.
 TEST(BuildConfig, LogFlagsSetTheLogSection) {
   GatewayConfig c = Build({"--instance", "http://a:1", "--log-format", "json", "--access-log"});
@@ -166,7 +176,7 @@ TEST(ParseFlags, AbsentFlagsStayUnset) {
   EXPECT_TRUE(f.config_file.empty());
   EXPECT_FALSE(f.listen || f.io_threads || f.decision_headers || f.strategy || f.prefix_length ||
                f.concurrency_threshold || f.spill_mode || f.load_measure || f.balance_factor ||
-               f.unknown_path_status ||
+               f.unknown_path_status || f.tokenizer ||
                f.max_request_body_bytes ||
                f.max_header_bytes || f.connect_timeout || f.first_byte_timeout || f.idle_timeout ||
                f.total_timeout || f.client_read_timeout || f.client_write_timeout ||
@@ -393,6 +403,7 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--concurrency-threshold", {"routing.concurrency_threshold", "64"}},
       {"--spill-mode", {"routing.spill_mode", "next-preferred"}},
       {"--load-measure", {"routing.load_measure", "requests"}},
+      {"--tokenizer", {"routing.tokenizer", "local"}},
       {"--balance-factor", {"routing.balance_factor", "1.5"}},
       {"--canonical-json", {"routing.key_normalisation.canonical_json", "false"}},
       {"--exclude-field", {"routing.key_normalisation.exclude_fields", "none"}},

@@ -305,6 +305,27 @@ TEST(ParseConfigYaml, StrategyAndSpillErrorsCarryThePath) {
                    {"pools.llama.spill_mode: 'anywhere' is not one of next-preferred, least-loaded"});
   ExpectParseError("pools:\n  llama: {load_measure: tokens}\n",
                    {"pools.llama.load_measure: 'tokens' is not one of requests, prompt-tokens, engine"});
+  ExpectParseError("pools:\n  llama: {tokenizer: vllm}\n",
+                   {"pools.llama.tokenizer: 'vllm' is not one of local, engine"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.timeouts.tokenize = 0; }),
+                {"timeouts.tokenize: 0 is outside the allowed range (0, 600]"});
+}
+
+// routing.tokenizer and timeouts.tokenize: defaults local and 1 s; a pool inherits the routing
+// section's tokenizer unless it sets its own.
+TEST(ParseConfigYaml, TokenizerSourceAndTimeout) {
+  GatewayConfig d = Parse("instances: [{url: 'http://a:1'}]\n");
+  EXPECT_EQ(d.routing.tokenizer, TokenizerSource::kLocal);
+  EXPECT_EQ(d.timeouts.tokenize, 1);
+  GatewayConfig c = Parse(
+      "routing: {routing_strategy: kv-aware, tokenizer: engine}\n"
+      "pools:\n  a: {prefix_length: 4096}\n  b: {tokenizer: local}\n"
+      "timeouts: {tokenize: 0.25}\n"
+      "instances: [{url: 'http://a:1'}]\n");
+  EXPECT_EQ(c.routing.tokenizer, TokenizerSource::kEngine);
+  EXPECT_EQ(c.pools.at("a").tokenizer, TokenizerSource::kEngine);
+  EXPECT_EQ(c.pools.at("b").tokenizer, TokenizerSource::kLocal);
+  EXPECT_EQ(c.timeouts.tokenize, 0.25);
 }
 
 // `models` accepts a single string and treats an empty value as "serves every name".

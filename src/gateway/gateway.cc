@@ -230,7 +230,7 @@ struct Gateway::Metrics {
                                {"instance"})),
         decision_seconds(r.AddHistogram("prefix_router_routing_decision_seconds",
                                         "Time from a complete request to the routing decision "
-                                        "(parse, extract, hash, pick)",
+                                        "(parse, extract, hash, tokenize with tokenizer: engine, pick)",
                                         {}, {1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2})),
         first_byte_seconds(r.AddHistogram("prefix_router_upstream_first_byte_seconds",
                                           "Time from dispatch to the first response body byte "
@@ -294,6 +294,14 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
   std::unique_ptr<Gateway> g(new Gateway(std::move(config), std::move(rate_limit_clock)));
   const GatewayConfig& c = g->config_;
   g->metrics_ = std::make_unique<Metrics>(g->registry_);
+  g->tokenize_requests_ = &g->registry_.AddCounter(
+      "prefix_router_tokenize_requests_total",
+      "POST /tokenize asked of instances for kv-aware prompt tokens (tokenizer: engine), by "
+      "instance and outcome (ok; failed: the request routed without tokens)",
+      {"instance", "outcome"});
+  g->tokenize_seconds_ = &g->registry_.AddHistogram(
+      "prefix_router_tokenize_seconds", "Time to a /tokenize answer (or its failure), before the routing decision",
+      {}, {1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1});
   g->resolver_ = resolver                     ? std::move(resolver)
                  : c.discovery.hosts_file.empty() ? MakeSystemResolver()
                                                   : MakeHostsFileResolver(c.discovery.hosts_file);
@@ -676,7 +684,8 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   // kv-aware: the prompt's tokens as the engines tokenize it (gateway/prompt_tokens.h); a body
   // the engine tokenizer refuses routes without them (the engine answers its error).
   std::vector<uint32_t> prompt_tokens;
-  if (WantsPromptTokens(pool.options)) {
+  const bool engine_tokens = WantsPromptTokens(pool.options) && pool.options.tokenizer == TokenizerSource::kEngine;
+  if (WantsPromptTokens(pool.options) && !engine_tokens) {
     if (auto t = EnginePromptTokens(api_kind, body); t.ok()) prompt_tokens = std::move(*t);
   }
   Policy& policy = !api::HasPrefixKey(api_kind) && pool.options.strategy == Strategy::kPrefixAware
@@ -721,6 +730,8 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   // instance: retries must route by a copy of the name.
   const std::string served_name(p.served_name);
   const uint32_t work_tokens = api::EstimatePromptTokens(body.size());
+  // tokenizer: engine: asked once admitted (nothing of the parser's is read after this await).
+  if (engine_tokens) prompt_tokens = co_await EngineTokens(*rs, served_name, api_kind_int, body);
 
   // 2. Pick, forward, and on a retryable failure move down the preference order.
   std::vector<uint32_t> tried;

@@ -80,6 +80,8 @@ struct InstanceRuntime {
   // Metric children resolved once (label lookups stay off the request path).
   Histogram* first_byte = nullptr;
   Histogram* duration = nullptr;
+  // The last /tokenize asked of it failed (tokenizer: engine; logged once per streak).
+  std::atomic<bool> tokenize_failing{false};
   // The status page's counters; carried over to a new runtime when only the url changes.
   std::shared_ptr<InstanceStats> stats = std::make_shared<InstanceStats>();
 };
@@ -221,6 +223,16 @@ class Gateway final : public http::Handler {
   net::awaitable<Result<std::string>> GetFromInstance(UpstreamTarget target, std::string path,
                                                      size_t body_limit, const char* user_agent,
                                                      const char* accept);
+  // POST `body` (JSON) to `path` of one instance on a pooled keep-alive connection, the whole
+  // exchange bounded by `timeout` and the answer by `answer_limit` bytes: the body of a 200
+  // answer, else why not (tokenize.cc).
+  net::awaitable<Result<std::string>> PostToInstance(const UpstreamTarget& target, std::string_view path,
+                                                     std::string_view body, size_t answer_limit,
+                                                     std::chrono::milliseconds timeout);
+  // tokenizer: engine: the prompt's tokens from /tokenize on a routable instance serving
+  // `served_name`; empty when the body gives no prompt or the instance fails (tokenize.cc).
+  net::awaitable<std::vector<uint32_t>> EngineTokens(const RoutingState& rs, const std::string& served_name,
+                                                     int api_kind, std::string_view body);
   // Engine metrics (engine_metrics_loop.cc): scrapes every instance's /metrics each
   // engine_metrics.interval into its InstanceState's engine_* fields.
   net::awaitable<void> EngineMetricsLoop();
@@ -266,6 +278,11 @@ class Gateway final : public http::Handler {
   // Instances whose last engine-metrics scrape failed (logged once per streak); touched by the
   // engine-metrics loop only, on context(0).
   std::set<std::string, std::less<>> engine_metrics_failing_;
+  // Which instance the next /tokenize asks, in rotation, and its metrics (tokenize.cc;
+  // registered by Create).
+  std::atomic<uint64_t> tokenize_rotation_{0};
+  Family<Counter>* tokenize_requests_ = nullptr;
+  Family<Histogram>* tokenize_seconds_ = nullptr;
 };
 
 }  // namespace prefix_router::gateway

@@ -7,19 +7,25 @@
 // (engine/engine_request.h), so a request routed to the emulator yields exactly the tokens whose
 // blocks that emulator publishes.
 //
-// Trade-off against asking the engine (vLLM's POST /tokenize, with the same chat template the
-// engine applies): /tokenize gives the exact tokens of a real engine with any model's tokenizer,
-// but costs a network round trip (and the engine's tokenizer CPU) per request before the
-// routing decision, and fails when the engine does; the local tokenizer costs one extra JSON
-// parse and a linear tokenization of the prompt in the gateway (microseconds per kilobyte), but
-// matches real engines only as far as their tokenizer is this one. With a real vLLM fleet the
-// local tokens do not match the engines' blocks, and kv-aware then decides as cache-aware does;
-// a /tokenize mode is not built yet.
+// Or, with the pool's `tokenizer: engine`, from the engine itself: the gateway POSTs vLLM's
+// /tokenize request (TokenizeQueryFor: the body's messages and chat-template fields, or its
+// prompt) to a routable instance of the pool and routes on the answer's token ids
+// (ParseTokenizeAnswer). The trade-off:
+//   - local: no I/O; one extra JSON parse and a linear pass over the prompt in the gateway
+//     (microseconds per kilobyte). Exact for the emulator only: with a real model's tokenizer
+//     the ids differ, no reported block matches, and kv-aware decides as cache-aware does.
+//   - engine: exact tokens for any model, chat template and adapter, as the engine computes
+//     them; costs one round trip to an instance and that engine's tokenizer CPU per request,
+//     before the decision (docs/proof.md measures it on loopback), and depends on the instance
+//     answering: a failure or timeouts.tokenize (default 1 s) routes that request without
+//     tokens (cache-aware's view), counted in prefix_router_tokenize_requests_total.
+// A completion prompt given as token ids needs neither: the ids are the tokens.
 //
 // Pure functions; safe from any thread.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -38,5 +44,24 @@ bool WantsPromptTokens(const RoutingOptions& options);
 // shape). InvalidArgument when the engine would refuse the body; then the request is routed
 // without tokens (the engine answers the error).
 Result<std::vector<uint32_t>> EnginePromptTokens(api::ApiKind api, std::string_view body);
+
+// tokenizer: engine. The /tokenize request for this body in vLLM's shape: for chat messages
+// (the chat API, or a native body with "messages") the members model, messages, tools,
+// chat_template, chat_template_kwargs, add_generation_prompt, continue_final_message,
+// add_special_tokens, documents and mm_processor_kwargs, copied verbatim; for a completion
+// prompt (the completions API, or a native body with "prompt" or TGI's "inputs") model, the
+// prompt (the first of several) and add_special_tokens. A prompt of token ids needs no request:
+// `tokens` holds them. InvalidArgument when the body has no prompt (the engine answers it).
+struct TokenizeQuery {
+  std::string body;              // POST /tokenize with this, unless has_tokens
+  std::vector<uint32_t> tokens;  // the prompt's ids, when the body gives them
+  bool has_tokens = false;
+};
+Result<TokenizeQuery> TokenizeQueryFor(api::ApiKind api, std::string_view body);
+
+// The "tokens" of a /tokenize answer ({"count", "max_model_len", "tokens": [ids], ...}), each
+// below 2^32; more than `max_tokens` of them is ResourceExhausted, a malformed answer
+// InvalidArgument.
+Result<std::vector<uint32_t>> ParseTokenizeAnswer(std::string_view body, size_t max_tokens);
 
 }  // namespace prefix_router::gateway
