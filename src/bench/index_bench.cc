@@ -171,7 +171,7 @@ BENCHMARK(BM_KvIndexFill)->Arg(8)->Arg(32)->Iterations(1)->Unit(benchmark::kMill
 // 7 instances are sent 125-block chains into an index bounded at range(0) MiB (no per-instance
 // bound in reach): first 2,000 chains to each instance in turn (250,000 blocks each, 1.75M in all:
 // each instance grows, then gives its entries up to the ones after it), then 2,000 chains over all
-// of them, instance k receiving k+1 shares of 28 (the held blocks move again, towards the busiest).
+// of them, instance k receiving k+1 shares of 28 (the held blocks move again).
 void BM_BlockIndexFill(benchmark::State& state) {
   const uint64_t bound = static_cast<uint64_t>(state.range(0)) << 20;
   size_t entries = 0, estimated = 0, heap = 0;
