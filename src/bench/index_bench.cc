@@ -8,6 +8,10 @@
 //                           the engines' reported blocks (630 such documents over 7 or 64 instances)
 //   BM_KvIndexFill          events for far more blocks than the bound allows: counters show the
 //                           estimated bytes and the heap the index really holds, against the bound
+//   BM_BlockIndexFill       the same for cache-aware's sent-block index: dispatches of far more
+//                           blocks than the bound allows, first to one instance after another (the
+//                           bound moves entries between instances), then to all of them unevenly
+// Heap only: build/release/src/index_bench --benchmark_filter=Fill
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "core/block_chain.h"
+#include "core/block_index.h"
 #include "core/fleet.h"
 #include "core/kv_events.h"
 #include "core/kv_index.h"
@@ -162,6 +167,46 @@ void BM_KvIndexFill(benchmark::State& state) {
   state.counters["heap_over_bound"] = static_cast<double>(heap) / static_cast<double>(bound);
 }
 BENCHMARK(BM_KvIndexFill)->Arg(8)->Arg(32)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// 7 instances are sent 125-block chains into an index bounded at range(0) MiB (no per-instance
+// bound in reach): first 2,000 chains to each instance in turn (250,000 blocks each, 1.75M in all:
+// each instance grows, then gives its entries up to the ones after it), then 2,000 chains over all
+// of them, instance k receiving k+1 shares of 28 (the held blocks move again).
+void BM_BlockIndexFill(benchmark::State& state) {
+  const uint64_t bound = static_cast<uint64_t>(state.range(0)) << 20;
+  size_t entries = 0, estimated = 0, heap = 0;
+  std::vector<uint64_t> chain;
+  chain.reserve(125);
+  auto send = [&](BlockIndex& index, uint64_t instance, uint64_t doc) {
+    chain.clear();
+    for (uint64_t b = 0; b < 125; ++b) chain.push_back(Mix64(Mix64((instance << 32) ^ doc) + b));
+    index.Insert(chain, instance + 1);
+  };
+  for (auto _ : state) {
+    const size_t heap_before = HeapInUse();
+    auto index = std::make_unique<BlockIndex>(BlockIndex::Options{1u << 24, bound});
+    uint64_t doc = 0;
+    for (uint64_t i = 0; i < 7; ++i) {
+      for (uint32_t d = 0; d < 2000; ++d) send(*index, i, doc++);
+    }
+    for (uint32_t d = 0; d < 2000; ++d) {
+      const uint32_t share = d % 28;  // instance k owns shares [k(k+1)/2, (k+1)(k+2)/2)
+      uint64_t k = 0;
+      while ((k + 1) * (k + 2) / 2 <= share) ++k;
+      send(*index, k, doc++);
+    }
+    entries = index->entries();
+    estimated = index->bytes();
+    heap = HeapInUse() - heap_before;
+    benchmark::DoNotOptimize(index.get());
+  }
+  state.counters["bound_bytes"] = static_cast<double>(bound);
+  state.counters["entries"] = static_cast<double>(entries);
+  state.counters["estimated_bytes"] = static_cast<double>(estimated);
+  state.counters["heap_bytes"] = static_cast<double>(heap);
+  state.counters["heap_over_bound"] = static_cast<double>(heap) / static_cast<double>(bound);
+}
+BENCHMARK(BM_BlockIndexFill)->Arg(8)->Arg(32)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace prefix_router::bench

@@ -1,6 +1,7 @@
 #include "core/block_index.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace prefix_router {
 
@@ -32,6 +33,8 @@ bool BlockIndex::Instance::Touch(uint64_t hash) {
     nodes[n].hash = hash;
   } else {
     n = static_cast<uint32_t>(nodes.size());
+    // A quarter more, not double: the bound counts the capacity (see bytes()).
+    if (nodes.size() == nodes.capacity()) nodes.reserve(nodes.size() + nodes.size() / 4 + 16);
     nodes.push_back(Node{hash, kNone, kNone});
   }
   it->second = n;
@@ -49,7 +52,77 @@ void BlockIndex::Instance::EvictOldest() {
     nodes.shrink_to_fit();
     free.clear();
     free.shrink_to_fit();
+    where.rehash(0);
   }
+}
+
+namespace {
+
+// What the allocator hands out for `n` bytes (glibc: 8 bytes of header, 16-byte steps, at least
+// 32), so a hash-map node is counted as the memory it takes.
+constexpr size_t AllocBytes(size_t n) { return std::max<size_t>(32, (n + 8 + 15) / 16 * 16); }
+// An array's block: a large one (from glibc's least mmap threshold, 128 KiB) may be mapped on
+// its own, in whole 4 KiB pages.
+constexpr size_t ArrayBytes(size_t n) {
+  if (n == 0) return 0;
+  return n < (128u << 10) ? AllocBytes(n) : (n + 16 + 4095) / 4096 * 4096;
+}
+
+template <typename Map>
+size_t MapBytes(const Map& m) {
+  // A node: the next pointer and the value (std::hash of an integer caches no hash code).
+  constexpr size_t node = AllocBytes(sizeof(void*) + sizeof(typename Map::value_type));
+  const size_t buckets = m.bucket_count() > 1 ? ArrayBytes(m.bucket_count() * sizeof(void*)) : 0;  // 1: built in
+  return m.size() * node + buckets;
+}
+
+template <typename Vec>
+size_t VectorBytes(const Vec& v) {
+  return ArrayBytes(v.capacity() * sizeof(typename Vec::value_type));
+}
+
+}  // namespace
+
+size_t BlockIndex::BytesLocked(const Instance& in) {
+  return AllocBytes(sizeof(void*) + sizeof(std::pair<const uint64_t, Instance>)) + MapBytes(in.where) +
+         VectorBytes(in.nodes) + VectorBytes(in.free);
+}
+
+size_t BlockIndex::TotalBytesLocked() const {
+  size_t total = sizeof(BlockIndex) +
+                 (instances_.bucket_count() > 1 ? ArrayBytes(instances_.bucket_count() * sizeof(void*)) : 0);
+  for (const auto& [seed, in] : instances_) total += BytesLocked(in);
+  return total;
+}
+
+size_t BlockIndex::bytes() const {
+  std::lock_guard lock(mu_);
+  return TotalBytesLocked();
+}
+
+void BlockIndex::MaybeShrinkLocked(Instance& in) {
+  const size_t live = in.where.size();
+  if (in.nodes.capacity() < 64 || live >= in.nodes.capacity() / 2) return;
+  // Renumber the live nodes densely, oldest first, keeping the recency order.
+  std::vector<uint32_t> renumbered(in.nodes.size(), kNone);  // old number -> new
+  std::vector<Node> nodes;
+  nodes.reserve(live + live / 4 + 16);
+  for (uint32_t n = in.oldest; n != kNone; n = in.nodes[n].newer) {
+    renumbered[n] = static_cast<uint32_t>(nodes.size());
+    nodes.push_back(in.nodes[n]);
+  }
+  const uint32_t size = static_cast<uint32_t>(nodes.size());
+  for (uint32_t k = 0; k < size; ++k) {
+    nodes[k].older = k == 0 ? kNone : k - 1;
+    nodes[k].newer = k + 1 == size ? kNone : k + 1;
+  }
+  for (auto& [hash, n] : in.where) n = renumbered[n];
+  in.oldest = size == 0 ? kNone : 0;
+  in.newest = size == 0 ? kNone : size - 1;
+  in.nodes = std::move(nodes);
+  in.free.clear();
+  in.free.shrink_to_fit();
+  in.where.rehash(0);
 }
 
 void BlockIndex::Match(std::span<const uint64_t> chain, std::span<const uint64_t> seeds,
@@ -86,14 +159,19 @@ void BlockIndex::EnforceBoundsLocked(Instance& touched) {
     touched.EvictOldest();
     --entries_;
   }
-  const size_t max_entries = std::max<size_t>(1, options_.max_bytes / kBytesPerEntry);
-  while (entries_ > max_entries) {
+  MaybeShrinkLocked(touched);
+  // What every instance's containers hold, kept up to date by each eviction's change.
+  size_t total = TotalBytesLocked();
+  while (entries_ > 0 && total > options_.max_bytes) {
     Instance* largest = nullptr;
     for (auto& [seed, in] : instances_) {
       if (largest == nullptr || in.where.size() > largest->where.size()) largest = &in;
     }
+    const size_t before = BytesLocked(*largest);
     largest->EvictOldest();
     --entries_;
+    MaybeShrinkLocked(*largest);
+    total = total - before + BytesLocked(*largest);
   }
 }
 

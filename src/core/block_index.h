@@ -10,8 +10,13 @@
 // Bounded twice, least recently used first:
 // - per instance, `blocks_per_instance` (the instance's KV cache in blocks: what it can hold, so
 //   what it has evicted is forgotten here too), overridable per instance (SetCapacity);
-// - over all instances, `max_bytes` of bookkeeping (kBytesPerEntry each): beyond it, the
-//   instance holding the most blocks forgets its least recently used one.
+// - over all instances, `max_bytes` of bookkeeping, counted as what the containers hold (bytes():
+//   vector capacities, hash-map nodes and bucket arrays, each instance's record), not per entry:
+//   beyond it, the instance holding the most blocks forgets its least recently used one. An
+//   instance whose blocks fall below half its node capacity is compacted (nodes renumbered, map
+//   rehashed), so the memory an instance held at its peak is given back when the bound moves its
+//   entries to other instances, amortised over the evictions; the node vector grows by a quarter,
+//   not double, so little is held unused.
 // Insert makes a chain's first block the most recently used of its blocks (blocks are touched
 // from the last to the first), so an instance forgets a chain from its end, as engines evict
 // (vLLM frees a sequence's blocks tail first): a held block implies its predecessors are held,
@@ -34,9 +39,11 @@ namespace prefix_router {
 
 class BlockIndex {
  public:
-  // Bookkeeping per held block, an estimate: a hash-map node and bucket (about 40 bytes with
-  // libstdc++'s allocator rounding) and an LRU list node (16 bytes), rounded up.
-  static constexpr size_t kBytesPerEntry = 64;
+  // Bookkeeping per held block, an estimate for sizing `max_bytes` (the bound itself counts what
+  // the containers hold, see bytes()): a hash-map node (32 bytes with the allocator's rounding)
+  // and its bucket (8 to 16 bytes), an LRU list node (16 bytes, up to a quarter more unused) and
+  // its free-list slot, rounded up (index_bench's BM_BlockIndexFill holds about 74 per block).
+  static constexpr size_t kBytesPerEntry = 80;
 
   struct Options {
     uint64_t blocks_per_instance = 1u << 16;  // default capacity of every instance
@@ -63,7 +70,11 @@ class BlockIndex {
 
   size_t entries() const;
   size_t entries(uint64_t seed) const;
-  size_t bytes() const { return entries() * kBytesPerEntry; }
+  // The memory the index's containers hold, all instances: vector capacities x element size,
+  // hash-map nodes (with the allocator's rounding) and bucket arrays, each instance's record.
+  // Stays at most max_bytes once any block is held (instances' records alone may exceed a tiny
+  // bound).
+  size_t bytes() const;
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -90,6 +101,11 @@ class BlockIndex {
   uint64_t CapacityOf(const Instance& in) const {
     return in.capacity != 0 ? in.capacity : options_.blocks_per_instance;
   }
+  static size_t BytesLocked(const Instance& in);
+  size_t TotalBytesLocked() const;
+  // Gives back the memory of an instance holding well under its node capacity (amortised: only
+  // when its blocks are below half of it). Renumbers its nodes, keeping their recency order.
+  static void MaybeShrinkLocked(Instance& in);
   void EnforceBoundsLocked(Instance& touched);
 
   const Options options_;

@@ -61,18 +61,106 @@ TEST(BlockIndexTest, PerInstanceCapacityEvictsLeastRecentlyUsedFromChainEnds) {
 
 // The global bound: past max_bytes the instance holding the most blocks forgets its oldest.
 TEST(BlockIndexTest, GlobalBoundEvictsFromTheLargestInstance) {
-  const size_t max_entries = 20;
-  BlockIndex index({.blocks_per_instance = 1000, .max_bytes = max_entries * BlockIndex::kBytesPerEntry});
-  index.Insert(Chain(1, 15), 1);
-  index.Insert(Chain(2, 4), 2);
-  EXPECT_EQ(index.entries(), 19u);
-  index.Insert(Chain(3, 4), 2);  // 23 > 20: instance 1 (15 blocks) gives 3 back
-  EXPECT_EQ(index.entries(), max_entries);
-  EXPECT_EQ(index.entries(1), 12u);
-  EXPECT_EQ(index.entries(2), 8u);
-  EXPECT_LE(index.bytes(), max_entries * BlockIndex::kBytesPerEntry);
-  for (uint64_t base = 10; base < 200; ++base) index.Insert(Chain(base, 7), base % 5);
-  EXPECT_EQ(index.entries(), max_entries);
+  const size_t max_bytes = 64 << 10;
+  BlockIndex index({.blocks_per_instance = 1 << 20, .max_bytes = max_bytes});
+  for (uint64_t base = 1; base <= 1000; ++base) index.Insert(Chain(base, 10), 1);
+  EXPECT_LE(index.bytes(), max_bytes);
+  const size_t held = index.entries(1);
+  EXPECT_LT(held, 10000u);
+  EXPECT_GT(held, 0u);
+  EXPECT_EQ(MatchAll(index, Chain(1000, 10), {1})[0], 10u);  // the newest stays
+  EXPECT_EQ(MatchAll(index, Chain(1, 10), {1})[0], 0u);      // the oldest went
+  index.Insert(Chain(5000, 20), 2);  // instance 1, the largest, makes room
+  EXPECT_EQ(index.entries(2), 20u);
+  EXPECT_LT(index.entries(1), held);
+  EXPECT_LE(index.bytes(), max_bytes);
+  for (uint64_t base = 10; base < 2000; ++base) {
+    index.Insert(Chain(base, 7), base % 5);
+    ASSERT_LE(index.bytes(), max_bytes) << base;
+  }
+  EXPECT_GT(index.entries(), 0u);
+}
+
+// bytes() counts what the containers hold: it grows with the blocks held, falls back to one
+// empty instance's record when they are forgotten, and an empty index is small.
+TEST(BlockIndexTest, BytesFollowsTheContainers) {
+  BlockIndex index({.blocks_per_instance = 1 << 20, .max_bytes = 1 << 30});
+  const size_t empty = index.bytes();
+  EXPECT_GT(empty, 0u);
+  EXPECT_LT(empty, 1024u);
+  index.Insert(Chain(1, 10000), 1);
+  const size_t full = index.bytes();
+  // A hash node (32 bytes) and an LRU node (16) at least per block, not double the estimate.
+  EXPECT_GE(full, 10000u * 48);
+  EXPECT_LE(full, 10000u * 2 * BlockIndex::kBytesPerEntry);
+  index.SetCapacity(1, 1);
+  index.SetCapacity(1, 0);  // back to the default: nothing comes back
+  EXPECT_LT(index.bytes(), empty + 1024);
+  EXPECT_EQ(index.entries(), 1u);
+}
+
+// Filling instances one after another moves the bound's entries from each to the next: bytes()
+// never exceeds the bound, and the instances that gave their blocks up give their memory back
+// (the index still holds about as many blocks as the bound allows, not the few that fit beside
+// their peak's empty capacity).
+TEST(BlockIndexTest, BoundHoldsWhileEntriesMoveAcrossInstances) {
+  const size_t max_bytes = 1 << 20;
+  BlockIndex index({.blocks_per_instance = 1 << 20, .max_bytes = max_bytes});
+  uint64_t base = 1;
+  for (uint64_t seed = 1; seed <= 7; ++seed) {
+    for (int c = 0; c < 400; ++c) {
+      index.Insert(Chain(base++, 125), seed);
+      ASSERT_LE(index.bytes(), max_bytes) << seed << " " << c;
+    }
+  }
+  // 50,000 blocks went to each instance; the last one holds the most.
+  size_t total = 0;
+  for (uint64_t seed = 1; seed <= 7; ++seed) total += index.entries(seed);
+  EXPECT_EQ(total, index.entries());
+  EXPECT_GE(index.entries(7), index.entries(1));
+  EXPECT_GE(index.entries(), max_bytes / BlockIndex::kBytesPerEntry * 3 / 4);
+  // Uneven dispatches over all of them: the bound still holds, every instance keeps some.
+  for (int c = 0; c < 2000; ++c) {
+    index.Insert(Chain(base++, 125), c % 10 < 7 ? 1 : 2 + c % 5);
+    ASSERT_LE(index.bytes(), max_bytes) << c;
+  }
+  for (uint64_t seed = 1; seed <= 7; ++seed) EXPECT_GT(index.entries(seed), 0u) << seed;
+  EXPECT_GE(index.entries(), max_bytes / BlockIndex::kBytesPerEntry * 3 / 4);
+}
+
+// Compacting an instance (here after SetCapacity shrinks it far below its peak) keeps every held
+// block and their recency order: from then on it answers and evicts exactly as an instance that
+// never grew.
+TEST(BlockIndexTest, CompactionKeepsHeldBlocksAndRecencyOrder) {
+  BlockIndex grown({.blocks_per_instance = 1 << 20, .max_bytes = 1 << 30});
+  BlockIndex small({.blocks_per_instance = 35, .max_bytes = 1 << 30});
+  std::vector<std::vector<uint64_t>> chains;
+  for (uint64_t base = 1; base <= 200; ++base) chains.push_back(Chain(base, 1 + base % 9));
+  // Both are sent the same chains, with reuse, so the recency order is not the insertion order.
+  uint64_t x = 12345;
+  auto next = [&x] { return (x = x * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+  for (int k = 0; k < 3000; ++k) {
+    const auto& c = chains[next() % chains.size()];
+    grown.Insert(c, 1);
+    small.Insert(c, 1);
+  }
+  const size_t before = grown.bytes();
+  grown.SetCapacity(1, 35);
+  EXPECT_LT(grown.bytes(), before / 4);  // compacted: the peak's memory is given back
+  EXPECT_EQ(grown.entries(1), small.entries(1));
+  auto same = [&] {
+    for (const auto& c : chains) {
+      if (MatchAll(grown, c, {1}) != MatchAll(small, c, {1})) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(same());
+  for (int k = 0; k < 500; ++k) {
+    const auto& c = chains[next() % chains.size()];
+    grown.Insert(c, 1);
+    small.Insert(c, 1);
+    ASSERT_TRUE(same()) << k;
+  }
 }
 
 // Capacity per instance (e.g. read from its metrics) and leaving instances.
