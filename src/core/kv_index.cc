@@ -6,6 +6,8 @@
 #include <type_traits>
 #include <variant>
 
+#include "core/heap_bytes.h"
+
 namespace prefix_router {
 
 uint64_t KvChainSeed(std::string_view adapter) {
@@ -128,32 +130,10 @@ void KvIndex::EraseNodeLocked(Instance& in, uint32_t n) {
   }
 }
 
-namespace {
-
-// What the allocator hands out for `n` bytes (glibc: 8 bytes of header, 16-byte steps, at least
-// 32), so a hash-map node is counted as the memory it takes.
-constexpr size_t AllocBytes(size_t n) { return std::max<size_t>(32, (n + 8 + 15) / 16 * 16); }
-// An array's block: a large one (from glibc's least mmap threshold, 128 KiB) may be mapped on
-// its own, in whole 4 KiB pages.
-constexpr size_t ArrayBytes(size_t n) {
-  if (n == 0) return 0;
-  return n < (128u << 10) ? AllocBytes(n) : (n + 16 + 4095) / 4096 * 4096;
-}
-
-template <typename Map>
-size_t MapBytes(const Map& m) {
-  // A node: the next pointer and the value (std::hash of an integer caches no hash code).
-  constexpr size_t node = AllocBytes(sizeof(void*) + sizeof(typename Map::value_type));
-  const size_t buckets = m.bucket_count() > 1 ? ArrayBytes(m.bucket_count() * sizeof(void*)) : 0;  // 1: built in
-  return m.size() * node + buckets;
-}
-
-template <typename Vec>
-size_t VectorBytes(const Vec& v) {
-  return ArrayBytes(v.capacity() * sizeof(typename Vec::value_type));
-}
-
-}  // namespace
+using heap_bytes::AllocBytes;
+using heap_bytes::ArrayBytes;
+using heap_bytes::MapBytes;
+using heap_bytes::VectorBytes;
 
 size_t KvIndex::BytesLocked(const Instance& in) {
   return AllocBytes(sizeof(void*) + sizeof(std::pair<const uint64_t, Instance>)) + sizeof(void*) +

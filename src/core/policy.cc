@@ -596,9 +596,10 @@ void NoteRecent(const KvIndex& index, RecentChains& recent, const RouteRequest& 
 // stream is fresh, cache-aware's sent-block view (a BlockIndex fed by OnDispatched) for the
 // others, and the larger of the two for a fresh instance joined mid-stream (its view misses what
 // was held before the join: KvIndex's file comment). The pool's max_index_bytes is split between the two indexes so that both cover about
-// as many tokens (the sent view has 64-token blocks at 64 bytes each, the reported view engine
-// blocks, 16 tokens in vLLM, at 128 bytes each: 1/9 and 8/9), so kv-aware's bookkeeping stays
-// under the same bound as cache-aware's.
+// as many tokens (the sent view has 64-token blocks at about 80 bytes each, the reported view
+// engine blocks, 16 tokens in vLLM, at about 160 bytes each (BlockIndex::kBytesPerEntry,
+// KvIndex::kBytesPerEntry): 1.25 and 10 bytes per token, so 1/9 and 8/9), so kv-aware's
+// bookkeeping stays under the same bound as cache-aware's.
 class KvAwarePolicy final : public Policy {
  public:
   explicit KvAwarePolicy(const RoutingOptions& o)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <set>
 
+#include "gateway/all_of.h"
 #include "gateway/gateway.h"
 #include "gateway/log.h"
 
@@ -223,23 +224,10 @@ net::awaitable<void> Gateway::PollRound() {
     }
   }
   if (polls->empty()) co_return;
-  auto executor = co_await net::this_coro::executor;
-  net::steady_timer all_done(executor, net::steady_timer::time_point::max());
-  auto left = std::make_shared<size_t>(polls->size());
-  for (size_t k = 0; k < polls->size(); ++k) {
-    net::co_spawn(
-        executor,
-        [this, polls, left, k, &all_done]() -> net::awaitable<void> {
-          (*polls)[k].result = co_await PollModels((*polls)[k].target);
-          if (--*left == 0) all_done.cancel();
-        },
-        net::detached);
-  }
-  while (*left > 0) {
-    auto [ec] = co_await all_done.async_wait(http::kTuple);
-    if (!ec) break;  // cannot happen: the deadline is time_point::max()
-  }
-  if (*left > 0) co_return;
+  const auto poll = [this, polls](size_t k) -> net::awaitable<void> {
+    (*polls)[k].result = co_await PollModels((*polls)[k].target);
+  };
+  co_await AllOf(polls->size(), poll);
 
   std::lock_guard lock(ops_mu_);
   auto rs = routing_.load();

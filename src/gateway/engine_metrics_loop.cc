@@ -13,6 +13,7 @@
 #include <limits>
 #include <set>
 
+#include "gateway/all_of.h"
 #include "gateway/engine_metrics.h"
 #include "gateway/gateway.h"
 #include "gateway/log.h"
@@ -59,26 +60,13 @@ net::awaitable<void> Gateway::EngineMetricsRound() {
     }
   }
   if (scrapes->empty()) co_return;
-  auto executor = co_await net::this_coro::executor;
-  net::steady_timer all_done(executor, net::steady_timer::time_point::max());
-  auto left = std::make_shared<size_t>(scrapes->size());
-  for (size_t k = 0; k < scrapes->size(); ++k) {
-    net::co_spawn(
-        executor,
-        [this, scrapes, left, k, &all_done]() -> net::awaitable<void> {
-          Scrape& s = (*scrapes)[k];
-          Result<std::string> body = co_await GetFromInstance(s.target, config_.engine_metrics.path,
-                                                              kMaxEngineMetricsBytes, "prefix-router-metrics",
-                                                              "text/plain");
-          s.result = body.ok() ? ParseEngineMetrics(*body) : Result<EngineLoad>(body.status());
-          if (--*left == 0) all_done.cancel();
-        },
-        net::detached);
-  }
-  while (*left > 0) {
-    auto [ec] = co_await all_done.async_wait(http::kTuple);
-    if (!ec) break;  // cannot happen: the deadline is time_point::max()
-  }
+  const auto scrape = [this, scrapes](size_t k) -> net::awaitable<void> {
+    Scrape& s = (*scrapes)[k];
+    Result<std::string> body = co_await GetFromInstance(s.target, config_.engine_metrics.path, kMaxEngineMetricsBytes,
+                                                        "prefix-router-metrics", "text/plain");
+    s.result = body.ok() ? ParseEngineMetrics(*body) : Result<EngineLoad>(body.status());
+  };
+  co_await AllOf(scrapes->size(), scrape);
   for (const Scrape& s : *scrapes) {
     InstanceState& st = s.fleet->state(s.index);
     const bool was_failing = engine_metrics_failing_.count(s.name) > 0;
