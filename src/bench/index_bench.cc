@@ -68,6 +68,16 @@ size_t HeapInUse() {
   return m.uordblks + m.hblkhd;
 }
 
+// A fill's counters: the bound, the entries held, the index's estimate of its bytes and the
+// heap it really took, against the bound.
+void ReportFill(benchmark::State& state, uint64_t bound, size_t entries, size_t estimated, size_t heap) {
+  state.counters["bound_bytes"] = static_cast<double>(bound);
+  state.counters["entries"] = static_cast<double>(entries);
+  state.counters["estimated_bytes"] = static_cast<double>(estimated);
+  state.counters["heap_bytes"] = static_cast<double>(heap);
+  state.counters["heap_over_bound"] = static_cast<double>(heap) / static_cast<double>(bound);
+}
+
 RoutingOptions Options(Strategy s) {
   RoutingOptions o;
   o.strategy = s;
@@ -160,11 +170,7 @@ void BM_KvIndexFill(benchmark::State& state) {
     heap = HeapInUse() - heap_before;
     benchmark::DoNotOptimize(index.get());
   }
-  state.counters["bound_bytes"] = static_cast<double>(bound);
-  state.counters["entries"] = static_cast<double>(entries);
-  state.counters["estimated_bytes"] = static_cast<double>(estimated);
-  state.counters["heap_bytes"] = static_cast<double>(heap);
-  state.counters["heap_over_bound"] = static_cast<double>(heap) / static_cast<double>(bound);
+  ReportFill(state, bound, entries, estimated, heap);
 }
 BENCHMARK(BM_KvIndexFill)->Arg(8)->Arg(32)->Iterations(1)->Unit(benchmark::kMillisecond);
 
@@ -200,11 +206,7 @@ void BM_BlockIndexFill(benchmark::State& state) {
     heap = HeapInUse() - heap_before;
     benchmark::DoNotOptimize(index.get());
   }
-  state.counters["bound_bytes"] = static_cast<double>(bound);
-  state.counters["entries"] = static_cast<double>(entries);
-  state.counters["estimated_bytes"] = static_cast<double>(estimated);
-  state.counters["heap_bytes"] = static_cast<double>(heap);
-  state.counters["heap_over_bound"] = static_cast<double>(heap) / static_cast<double>(bound);
+  ReportFill(state, bound, entries, estimated, heap);
 }
 BENCHMARK(BM_BlockIndexFill)->Arg(8)->Arg(32)->Iterations(1)->Unit(benchmark::kMillisecond);
 

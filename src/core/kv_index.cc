@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "core/heap_bytes.h"
+#include "core/lru_nodes.h"
 
 namespace prefix_router {
 
@@ -161,27 +162,11 @@ void KvIndex::MaybeShrinkLocked(Instance& in) {
   const size_t live = in.by_engine.size();
   if (in.nodes.capacity() < 64 || live >= in.nodes.capacity() / 2) return;
   // Renumber the live nodes densely, oldest first, keeping the recency order.
-  std::vector<uint32_t> renumbered(in.nodes.size(), kNone);  // old number -> new
-  std::vector<Node> nodes;
-  nodes.reserve(live + live / 4 + 16);
-  for (uint32_t n = in.oldest; n != kNone; n = in.nodes[n].newer) {
-    renumbered[n] = static_cast<uint32_t>(nodes.size());
-    nodes.push_back(in.nodes[n]);
-  }
-  const uint32_t size = static_cast<uint32_t>(nodes.size());
-  for (uint32_t k = 0; k < size; ++k) {
-    nodes[k].older = k == 0 ? kNone : k - 1;
-    nodes[k].newer = k + 1 == size ? kNone : k + 1;
-  }
+  const std::vector<uint32_t> renumbered = lru_nodes::Compact(in.nodes, in.free, in.oldest, in.newest, live);
   for (auto& [engine, n] : in.by_engine) n = renumbered[n];
   for (auto& [router, h] : in.held) {
     if (h.node != kNone) h.node = renumbered[h.node];
   }
-  in.oldest = size == 0 ? kNone : 0;
-  in.newest = size == 0 ? kNone : size - 1;
-  in.nodes = std::move(nodes);
-  in.free.clear();
-  in.free.shrink_to_fit();
   in.by_engine.rehash(0);
   in.held.rehash(0);
 }
