@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "gateway/admin.h"
 #include "gateway/config_flags.h"
+#include "gateway/connection_limit.h"
 #include "gateway/gateway.h"
 #include "gateway/log.h"
 #include "gateway/operations.h"
@@ -42,6 +43,12 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
     return 0;
   }
   gateway::ConfigureLogging(config->log.format);
+  // A gateway holds two descriptors per proxied request: the soft limit (often 1,024) is raised
+  // to the hard one before the connection limit is derived from it.
+  if (const gateway::DescriptorLimit fds = gateway::RaiseDescriptorLimit(); fds.soft != fds.was) {
+    gateway::LogEvent(spdlog::level::info, "descriptor limit raised",
+                      {{"from", fds.was}, {"to", fds.soft}});
+  }
   const gateway::AdminConfig admin_config = config->admin;
   const gateway::TimeoutsConfig timeouts = config->timeouts;
   auto gw = gateway::Gateway::Create(std::move(*config));

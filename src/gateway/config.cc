@@ -586,6 +586,10 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
               [&config](const std::string& k, const YAML::Node& x, const std::string& xp) {
                 if (k == "max_request_body_bytes") return ReadUnsigned(x, xp, config.max_request_body_bytes);
                 if (k == "max_header_bytes") return ReadUnsigned(x, xp, config.max_header_bytes);
+                if (x.IsScalar() && x.Scalar() == "auto") {
+                  config.max_connections = kAutoMaxConnections;
+                  return Status::Ok();
+                }
                 return ReadUnsigned(x, xp, config.max_connections);
               });
         }
@@ -594,7 +598,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
           return ForEachField(
               v, p,
               {"connect", "first_byte", "idle", "total", "client_read", "client_write",
-               "client_idle", "drain", "kv_events_silence", "tokenize"},
+               "client_idle", "drain", "per_try_first_byte", "kv_events_silence", "tokenize"},
               [&t](const std::string& k, const YAML::Node& x, const std::string& xp) {
                 double* field = k == "connect"        ? &t.connect
                                 : k == "first_byte"   ? &t.first_byte
@@ -605,6 +609,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
                                 : k == "client_idle"  ? &t.client_idle
                                 : k == "kv_events_silence" ? &t.kv_events_silence
                                 : k == "tokenize"     ? &t.tokenize
+                                : k == "per_try_first_byte" ? &t.per_try_first_byte
                                                       : &t.drain;
                 return ReadSeconds(x, xp, *field);
               });
@@ -1427,6 +1432,10 @@ Status ValidateTimeouts(const TimeoutsConfig& t) {
   if (Status s = CheckSecondsOrZero("timeouts.total", t.total, 86400, " (0 = no limit)"); !s.ok()) {
     return s;
   }
+  if (Status s = CheckSecondsOrZero("timeouts.per_try_first_byte", t.per_try_first_byte, 3600, " (0 = off)");
+      !s.ok()) {
+    return s;
+  }
   return CheckSecondsOrZero("timeouts.drain", t.drain, 3600, "");
 }
 
@@ -1624,10 +1633,12 @@ Status ValidateConfig(GatewayConfig& config) {
       !s.ok()) {
     return s;
   }
-  if (Status s = CheckCount("limits.max_connections", config.max_connections, 0, 1'000'000,
-                            " (0 = no limit)");
-      !s.ok()) {
-    return s;
+  if (config.max_connections != kAutoMaxConnections) {
+    if (Status s = CheckCount("limits.max_connections", config.max_connections, 0, 1'000'000,
+                              " or auto (0 = no limit)");
+        !s.ok()) {
+      return s;
+    }
   }
   if (Status s = ValidateTimeouts(config.timeouts); !s.ok()) return s;
   if (Status s = CheckCount("retries.max_retries", config.max_retries, 0, 10); !s.ok()) return s;

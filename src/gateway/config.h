@@ -71,10 +71,14 @@
 //   limits:
 //     max_request_body_bytes: 33554432   # 1 KiB..1 GiB; larger bodies get 413
 //     max_header_bytes: 65536            # 1 KiB..1 MiB; larger headers get 431
-//     max_connections: 0                 # 0..1000000 open client connections; a connection
-//                                        # beyond them gets 503 (Connection: close) and is
-//                                        # closed (prefix_router_rejected_connections_total).
-//                                        # 0 = no limit
+//     max_connections: auto              # auto or 0..1000000 open client connections; a
+//                                        # connection beyond them gets 503 (Connection: close)
+//                                        # and is closed (prefix_router_rejected_connections_total).
+//                                        # auto: half of what the descriptor limit (RLIMIT_NOFILE,
+//                                        # raised to its hard limit at start) leaves after a
+//                                        # reserve for listeners, health checks and scrapes, so
+//                                        # that every client connection can have its upstream
+//                                        # one (gateway/connection_limit.h); 0 = no limit
 //   timeouts:                       # seconds (fractions allowed)
 //     connect: 5                    # upstream TCP connect, (0, 600]
 //     first_byte: 300               # upstream response headers after the request is sent, (0, 3600]
@@ -84,6 +88,10 @@
 //     client_write: 60              # one write to a slow client, (0, 3600]
 //     client_idle: 60               # keep-alive wait for a client's next request, (0, 3600]
 //     drain: 30                     # SIGTERM: how long in-flight requests may finish, [0, 3600]
+//     per_try_first_byte: 0         # 0 = off, else (0, 3600]: an attempt with no response byte
+//                                   # this long after its dispatch (nothing sent to the client
+//                                   # yet) is cancelled and retried on the next instance
+//                                   # (reason "timeout"; the last attempt answers 504)
 //     kv_events_silence: 60         # an instance's KV event stream silent this long is stale
 //                                   # (kv-aware falls back until it resumes), (0, 86400]
 //     tokenize: 1                   # an instance's /tokenize answer (tokenizer: engine), (0, 600];
@@ -202,6 +210,7 @@
 
 #include <cstdint>
 #include <map>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -323,6 +332,11 @@ struct TimeoutsConfig {
   double client_write = 60;
   double client_idle = 60;
   double drain = 30;
+  // Per try: an attempt that has sent the client nothing and gets no response byte from its
+  // instance within this many seconds of its dispatch is cancelled and retried on the next
+  // instance of the request's preference order (Envoy's per_try_timeout, HAProxy's retry-on
+  // response-timeout); 0 = off (the default), else (0, 3600]. The last attempt then ends with 504.
+  double per_try_first_byte = 0;
   // An instance's KV event stream silent for longer is stale (gateway/kv_events.h), (0, 86400].
   double kv_events_silence = 60;
   // A /tokenize answer (routing.tokenizer: engine), (0, 600]; later, the request routes without
@@ -442,6 +456,9 @@ struct RateLimitsConfig {
 // misdirected (a front proxy should try elsewhere), not implemented.
 inline constexpr uint32_t kUnknownPathStatuses[] = {403, 404, 410, 421, 501};
 
+// limits.max_connections: `auto`, the default.
+inline constexpr uint32_t kAutoMaxConnections = std::numeric_limits<uint32_t>::max();
+
 struct GatewayConfig {
   std::string listen = "127.0.0.1:8080";
   std::string listen_host;   // parsed from listen by validation
@@ -454,7 +471,9 @@ struct GatewayConfig {
   std::vector<InstanceConfig> instances;
   uint64_t max_request_body_bytes = 32ull << 20;
   uint32_t max_header_bytes = 64u << 10;
-  uint32_t max_connections = 0;  // 0 = no limit
+  // Open client connections; kAutoMaxConnections (the default, YAML `auto`) derives the limit
+  // from the descriptor limit (AutoMaxConnections); 0 = no limit.
+  uint32_t max_connections = kAutoMaxConnections;
   TimeoutsConfig timeouts;
   uint32_t max_retries = 2;
   HealthConfig health;

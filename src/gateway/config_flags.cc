@@ -347,10 +347,21 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
   AddValue(cmd, "--max-header-bytes", flags.max_header_bytes, "BYTES",
            Help("limits.max_header_bytes", "larger request headers get 431",
                 std::to_string(d.max_header_bytes) + " (64 KiB)", "1024..1048576 (1 KiB..1 MiB)"));
-  AddValue(cmd, "--max-connections", flags.max_connections, "N",
-           Help("limits.max_connections",
-                "open client connections beyond which a new one gets 503 and is closed",
-                std::to_string(d.max_connections) + " (no limit)", "0..1000000"));
+  cmd.add_option_function<std::string>(
+         "--max-connections",
+         [&flags](const std::string& value) {
+           if (value == "auto") {
+             flags.max_connections = kAutoMaxConnections;
+             return;
+           }
+           flags.max_connections = ConvertFlag<uint32_t>("--max-connections", value);
+         },
+         Help("limits.max_connections",
+              "open client connections beyond which a new one gets 503 and is closed; auto: half "
+              "of the descriptor limit left after a reserve for listeners, health checks and "
+              "scrapes (logged at start); 0 = no limit",
+              "auto", "auto or 0..1000000"))
+      ->type_name("N|auto");
 
   AddValue(cmd, "--connect-timeout", flags.connect_timeout, "SECONDS",
            Help("timeouts.connect", "upstream TCP connect", Number(t.connect), "(0, 600]"));
@@ -371,6 +382,11 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
   AddValue(cmd, "--client-idle-timeout", flags.client_idle_timeout, "SECONDS",
            Help("timeouts.client_idle", "keep-alive wait for a client's next request",
                 Number(t.client_idle), "(0, 3600]"));
+  AddValue(cmd, "--per-try-timeout", flags.per_try_first_byte_timeout, "SECONDS",
+           Help("timeouts.per_try_first_byte",
+                "an attempt with no response byte this long after dispatch (nothing sent to the "
+                "client yet) is cancelled and retried on the next instance",
+                Number(t.per_try_first_byte) + " (off)", "[0, 3600], 0 = off"));
   AddValue(cmd, "--drain-timeout", flags.drain_timeout, "SECONDS",
            Help("timeouts.drain", "on SIGTERM, how long in-flight requests may finish",
                 Number(t.drain), "[0, 3600]"));
@@ -497,6 +513,7 @@ Result<GatewayConfig> BuildConfig(const ConfigFlags& flags) {
   Override(flags.client_write_timeout, t.client_write);
   Override(flags.client_idle_timeout, t.client_idle);
   Override(flags.drain_timeout, t.drain);
+  Override(flags.per_try_first_byte_timeout, t.per_try_first_byte);
   Override(flags.max_retries, config.max_retries);
   HealthConfig& h = config.health;
   Override(flags.health_path, h.path);

@@ -57,7 +57,7 @@ struct ConfigFlags {
   std::vector<std::string> instances;
   std::optional<uint64_t> max_request_body_bytes;   // --max-request-body-bytes
   std::optional<uint32_t> max_header_bytes;         // --max-header-bytes
-  std::optional<uint32_t> max_connections;          // --max-connections
+  std::optional<uint32_t> max_connections;          // --max-connections (auto: kAutoMaxConnections)
   std::optional<double> connect_timeout;            // --connect-timeout
   std::optional<double> first_byte_timeout;         // --first-byte-timeout
   std::optional<double> idle_timeout;               // --idle-timeout
@@ -66,6 +66,7 @@ struct ConfigFlags {
   std::optional<double> client_write_timeout;       // --client-write-timeout
   std::optional<double> client_idle_timeout;        // --client-idle-timeout
   std::optional<double> drain_timeout;              // --drain-timeout
+  std::optional<double> per_try_first_byte_timeout; // --per-try-timeout
   std::optional<uint32_t> max_retries;              // --max-retries
   std::optional<std::string> health_path;           // --health-path
   std::optional<double> health_interval;            // --health-interval

@@ -419,6 +419,7 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--client-write-timeout", {"timeouts.client_write", "60"}},
       {"--client-idle-timeout", {"timeouts.client_idle", "60"}},
       {"--drain-timeout", {"timeouts.drain", "30"}},
+      {"--per-try-timeout", {"timeouts.per_try_first_byte", "0"}},
       {"--max-retries", {"retries.max_retries", "2"}},
       {"--health-path", {"health.path", "/health"}},
       {"--health-interval", {"health.interval", "5"}},
@@ -427,7 +428,7 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--healthy-threshold", {"health.healthy_threshold", "2"}},
       {"--passive-failures", {"health.passive_failures", "1"}},
       {"--max-in-flight", {"routing.max_in_flight", "0"}},
-      {"--max-connections", {"limits.max_connections", "0"}},
+      {"--max-connections", {"limits.max_connections", "auto"}},
       {"--log-format", {"log.format", "text"}},
       {"--access-log", {"log.access_log", "off"}},
   };

@@ -15,6 +15,7 @@
 #include "api/openai_request.h"
 #include "api/trace_context.h"
 #include "core/block_chain.h"
+#include "gateway/connection_limit.h"
 #include "gateway/log.h"
 #include "http/tls.h"
 
@@ -172,6 +173,17 @@ Policy& UnkeyedPolicy(LoadMeasure measure) {
   return measure == LoadMeasure::kRequests ? *by_requests : *by_tokens;
 }
 
+// Completes when instance `index` is ejected (health checks, passive failures), when `watch`;
+// otherwise only when the race it is part of cancels it.
+net::awaitable<void> WaitEjected(const RoutingState& rs, uint32_t index, bool watch) {
+  if (!watch) {
+    net::steady_timer never(co_await net::this_coro::executor, net::steady_timer::time_point::max());
+    co_await never.async_wait(http::kTuple);
+    co_return;
+  }
+  co_await rs.instances[index]->ejection.Wait(rs.fleet->state(index).available);
+}
+
 bool IsSse(const bhttp::response_header<>& head) {
   auto it = head.find(bhttp::field::content_type);
   return it != head.end() && beast::iequals(it->value().substr(0, 17), "text/event-stream");
@@ -218,7 +230,22 @@ struct Gateway::Metrics {
         client_connections(r.AddGauge("prefix_router_client_connections",
                                       "Client connections currently open")),
         retries(r.AddCounter("prefix_router_retries_total",
-                             "Requests sent to a further instance after a failure, by model", {"model"})),
+                             "Requests sent to a further instance after a failure, by model and "
+                             "the previous attempt's failure (connect, reset, broken_stream, "
+                             "status_500, status_502, status_503, timeout: timeouts."
+                             "per_try_first_byte, ejected: its instance was ejected while it "
+                             "waited)",
+                             {"model", "reason"})),
+        local_errors(r.AddCounter("prefix_router_local_resource_errors_total",
+                                  "Upstream connects and health checks that failed for want of a "
+                                  "local resource (descriptors, buffers, ports: EMFILE, ENFILE, "
+                                  "ENOBUFS, ENOMEM, EADDRNOTAVAIL), by where; they never count "
+                                  "against an instance's health",
+                                  {"where"})),
+        max_client_connections(r.AddGauge("prefix_router_max_client_connections",
+                                          "The limit on open client connections in force "
+                                          "(limits.max_connections, auto: derived from the "
+                                          "descriptor limit); 0 = no limit")),
         responses(r.AddCounter("prefix_router_responses_total",
                                "Responses sent to clients by HTTP status code and origin "
                                "(upstream or gateway)",
@@ -250,6 +277,8 @@ struct Gateway::Metrics {
   Family<Counter>& tls_handshake_failures;
   Family<Gauge>& client_connections;
   Family<Counter>& retries;
+  Family<Counter>& local_errors;
+  Family<Gauge>& max_client_connections;
   Family<Counter>& responses;
   Family<Gauge>& in_flight;
   Family<Gauge>& instance_up;
@@ -271,6 +300,7 @@ struct Gateway::RequestRecord {
 struct Gateway::Attempt {
   int error_status = 502;   // what to answer if no attempt succeeds
   std::string error;        // the last failure, for the message
+  std::string kind;         // the last failure's kind: the next retry's reason label
   std::string model;        // metric label
 };
 
@@ -369,6 +399,18 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
   so.max_body_bytes = c.max_request_body_bytes;
   so.max_header_bytes = c.max_header_bytes;
   so.max_connections = c.max_connections;
+  if (c.max_connections == kAutoMaxConnections) {
+    const DescriptorLimit fds = CurrentDescriptorLimit();
+    const ConnectionLimitPlan plan = AutoMaxConnections(fds.soft, c.instances.size());
+    so.max_connections = plan.limit;
+    LogEvent(plan.starved ? spdlog::level::warn : spdlog::level::info, "client connection limit",
+             {{"max_connections", plan.limit}, {"rule", "auto: (descriptors - reserve) / 2"},
+              {"descriptors", fds.soft}, {"reserve", plan.reserve},
+              {"note", plan.starved ? "the descriptor limit leaves no room for clients: raise "
+                                      "RLIMIT_NOFILE (ulimit -n) or set limits.max_connections"
+                                    : "set limits.max_connections to override"}});
+  }
+  g->metrics_->max_client_connections.WithLabels({}).Set(so.max_connections);
   so.read_timeout = Ms(c.timeouts.client_read);
   so.write_timeout = Ms(c.timeouts.client_write);
   so.idle_timeout = Ms(c.timeouts.client_idle);
@@ -766,7 +808,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     if (decision->kind == DecisionKind::kOverflow || decision->kind == DecisionKind::kSaturated) {
       metrics_->overflows.WithLabels({attempt.model}).Inc();
     }
-    if (n > 0) metrics_->retries.WithLabels({attempt.model}).Inc();
+    if (n > 0) metrics_->retries.WithLabels({attempt.model, attempt.kind}).Inc();
     if (spdlog::should_log(spdlog::level::debug)) {
       spdlog::debug("request {} (trace {}) for '{}' -> {} ({}, rank {}, attempt {})", RequestIdOf(req),
                     TraceIdOf(req), served_name, name, DecisionKindName(decision->kind), decision->rank, n + 1);
@@ -814,6 +856,43 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     rt.stats->upstream_errors.fetch_add(1, std::memory_order_relaxed);
     attempt.error = name + ": " + message;
     attempt.error_status = status;
+    attempt.kind = std::string(kind);
+  };
+  // timeouts.per_try_first_byte: the deadline of this attempt's first response byte, counted
+  // from its dispatch (connect included). Only an attempt that may be retried uses it: the
+  // last one waits out first_byte, or ends at the per-try deadline with 504.
+  const auto per_try_deadline =
+      t.per_try_first_byte > 0 ? started + std::chrono::duration_cast<Clock::duration>(Ms(t.per_try_first_byte))
+                               : Clock::time_point::max();
+  // The wait for the first response byte: first_byte (and total), cut at the per-try deadline;
+  // `per_try` says the per-try deadline is the one that binds.
+  bool per_try = false;
+  auto first_byte_wait = [&] {
+    Clock::duration d = limit(t.first_byte);
+    per_try = false;
+    if (per_try_deadline != Clock::time_point::max()) {
+      const Clock::duration left = per_try_deadline - Clock::now();
+      if (left <= d) {
+        d = std::max(left, Clock::duration(std::chrono::milliseconds(1)));
+        per_try = true;
+      }
+    }
+    return d;
+  };
+  auto first_byte_timeout = [&]() -> int {
+    if (per_try) {
+      error("timeout", fmt::format("no response within the per-try timeout of {} s", t.per_try_first_byte), 504);
+      return last_attempt ? kFail : kRetry;  // cancelled upstream when the lease is dropped
+    }
+    error("timeout", "no response within the first-byte timeout", 504);
+    return kFail;  // it may still be working on it
+  };
+  // Ejection while waiting: only an attempt that may be retried leaves; the last one keeps
+  // waiting (the instance may still answer).
+  const bool watch_ejection = !last_attempt && config_.health.interval > 0;
+  auto ejected = [&]() -> int {
+    error("ejected", "the instance was ejected while the request waited for its first byte", 502);
+    return kRetry;
   };
   auto& pool = ConnectionPool::ForThisThread();
   const auto& req = ex.request();
@@ -827,6 +906,15 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
   for (int fresh = 0; fresh < 2; ++fresh) {
     auto [cec, lease] = co_await pool.Acquire(
         rt.target, std::chrono::duration_cast<std::chrono::milliseconds>(limit(t.connect)), fresh > 0);
+    if (cec && IsLocalResourceError(cec)) {
+      // This process is out of descriptors, buffers or ports: no instance is to blame, and
+      // another would fail the same way.
+      metrics_->local_errors.WithLabels({"upstream"}).Inc();
+      attempt.error = "the gateway is out of local resources (" + cec.message() + "); retry later";
+      attempt.error_status = 503;
+      attempt.kind = "local";
+      co_return kFail;
+    }
     if (cec) {
       error("connect", "connect to " + rt.target.host_header + " failed: " +
                            (lease.error.empty() ? cec.message() : lease.error), 502);
@@ -857,7 +945,7 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     up.body() = boost::span<const char>(req.body().data(), req.body().size());
     up.keep_alive(true);
     up.prepare_payload();
-    stream.tcp().expires_after(limit(t.first_byte));
+    stream.tcp().expires_after(first_byte_wait());
     auto [wec, wn] = co_await stream.On([&](auto& s) { return bhttp::async_write(s, up, http::kTuple); });
     if (wec) {
       if (lease.reused) continue;  // the instance closed an idle connection: try a fresh one
@@ -871,17 +959,15 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     // closes the upstream connection, which aborts the request on the instance).
     auto head_or_gone =
         co_await (stream.On([&](auto& s) { return bhttp::async_read_header(s, buffer, parser, http::kTuple); }) ||
-                  ex.WaitClientGone());
+                  ex.WaitClientGone() || WaitEjected(rs, index, watch_ejection));
     if (head_or_gone.index() == 1) {
       metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
       co_return kDone;
     }
+    if (head_or_gone.index() == 2) co_return ejected();
     auto [hec, hn] = std::get<0>(head_or_gone);
     if (hec) {
-      if (hec == beast::error::timeout) {
-        error("timeout", "no response within the first-byte timeout", 504);
-        co_return kFail;
-      }
+      if (hec == beast::error::timeout) co_return first_byte_timeout();
       if (lease.reused && (hec == bhttp::error::end_of_stream || hec == net::error::connection_reset ||
                            hec == net::error::eof || hec == net::ssl::error::stream_truncated)) {
         continue;
@@ -940,22 +1026,20 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     while (!parser.is_done()) {
       parser.get().body().data = buf.data();
       parser.get().body().size = buf.size();
-      stream.tcp().expires_after(limit(first ? t.first_byte : t.idle));
+      stream.tcp().expires_after(first ? first_byte_wait() : limit(t.idle));
       auto piece_or_gone =
           co_await (stream.On([&](auto& s) { return bhttp::async_read_some(s, buffer, parser, http::kTuple); }) ||
-                    ex.WaitClientGone());
+                    ex.WaitClientGone() || WaitEjected(rs, index, watch_ejection && !head_sent));
       if (piece_or_gone.index() == 1) {  // client gone: drop the upstream
         metrics_->client_disconnects.WithLabels({head_sent ? "streaming" : "waiting"}).Inc();
         co_return kDone;
       }
+      if (piece_or_gone.index() == 2) co_return ejected();  // nothing reached the client yet
       auto [rec, rn] = std::get<0>(piece_or_gone);
       const size_t got = buf.size() - parser.get().body().size;
       if (rec == bhttp::error::need_buffer) rec = {};
       if (rec && got == 0 && !head_sent) {  // nothing reached the client yet
-        if (rec == beast::error::timeout) {
-          error("timeout", "no response within the first-byte timeout", 504);
-          co_return kFail;  // it may still be working on it
-        }
+        if (rec == beast::error::timeout) co_return first_byte_timeout();
         error("broken_stream", "the response broke off before its first byte: " + rec.message(), 502);
         co_return kRetry;
       }
@@ -1017,6 +1101,7 @@ void Gateway::SetAvailable(const RoutingState& rs, uint32_t index, bool availabl
       LogEvent(spdlog::level::info, "instance readmitted", {{"instance", name}, {"reason", why}});
     } else {
       LogEvent(spdlog::level::warn, "instance ejected", {{"instance", name}, {"reason", why}});
+      rs.instances[index]->ejection.Fire();  // requests waiting for its first byte move on
     }
   }
 }
@@ -1031,10 +1116,11 @@ void Gateway::ReportConnectFailure(const RoutingState& rs, uint32_t index) {
   }
 }
 
-net::awaitable<bool> Gateway::CheckOnce(const UpstreamTarget& target) {
+net::awaitable<Gateway::CheckResult> Gateway::CheckOnce(const UpstreamTarget& target) {
   auto& pool = ConnectionPool::ForThisThread();
   auto [cec, lease] = co_await pool.Acquire(target, Ms(config_.health.timeout), /*fresh=*/true);
-  if (cec) co_return false;
+  if (IsLocalResourceError(cec)) co_return CheckResult::kLocalError;
+  if (cec) co_return CheckResult::kFail;
   bhttp::request<bhttp::empty_body> req{bhttp::verb::get, target.base_path + config_.health.path, 11};
   req.set(bhttp::field::host, target.host_header);
   req.set(bhttp::field::user_agent, "prefix-router-health");
@@ -1043,14 +1129,16 @@ net::awaitable<bool> Gateway::CheckOnce(const UpstreamTarget& target) {
   UpstreamStream& stream = *lease.stream;
   stream.tcp().expires_after(Ms(config_.health.timeout));
   auto [wec, wn] = co_await stream.On([&](auto& s) { return bhttp::async_write(s, req, http::kTuple); });
-  if (wec) co_return false;
+  if (IsLocalResourceError(wec)) co_return CheckResult::kLocalError;
+  if (wec) co_return CheckResult::kFail;
   beast::flat_buffer buffer;
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(64 * 1024);
   auto [rec, rn] = co_await stream.On([&](auto& s) { return bhttp::async_read(s, buffer, parser, http::kTuple); });
-  if (rec) co_return false;
+  if (IsLocalResourceError(rec)) co_return CheckResult::kLocalError;
+  if (rec) co_return CheckResult::kFail;
   const int status = parser.get().result_int();
-  co_return status >= 200 && status < 300;
+  co_return status >= 200 && status < 300 ? CheckResult::kPass : CheckResult::kFail;
 }
 
 net::awaitable<void> Gateway::HealthLoop(std::shared_ptr<const RoutingState> rs, uint32_t index) {
@@ -1058,9 +1146,12 @@ net::awaitable<void> Gateway::HealthLoop(std::shared_ptr<const RoutingState> rs,
   net::steady_timer timer(executor);
   auto& rt = *rs->instances[index];
   while (!server_->stopping() && routing_.load() == rs) {
-    const bool ok = co_await CheckOnce(rt.target);
+    const CheckResult result = co_await CheckOnce(rt.target);
     const bool available = rs->fleet->state(index).available.load();
-    if (ok) {
+    if (result == CheckResult::kLocalError) {
+      // Says nothing about the instance: neither streak moves.
+      metrics_->local_errors.WithLabels({"health_check"}).Inc();
+    } else if (result == CheckResult::kPass) {
       rt.consecutive_failures.store(0);
       if (!available && rt.consecutive_successes.fetch_add(1) + 1 >= config_.health.healthy_threshold) {
         SetAvailable(*rs, index, true, "health checks pass");

@@ -7,7 +7,12 @@
 // ends; the body goes upstream unchanged on a pooled keep-alive connection and the response
 // streams back as it arrives. Before any byte reached the client, a failed connect, a reset or
 // an upstream 500, 502 or 503 moves on to the next instance in the key's preference order
-// (max_retries); a first-byte timeout (504) does not, since the instance may still be working.
+// (max_retries); a first-byte timeout (504) does not, since the instance may still be working,
+// unless timeouts.per_try_first_byte is set: an attempt past it, or one whose instance is
+// ejected while it waits for its first byte, is cancelled upstream and retried (Envoy's
+// per_try_timeout). prefix_router_retries_total counts each retry by its reason. A connect
+// that fails for want of a local resource (EMFILE, ENOBUFS, ...) answers 503 and never counts
+// against the instance, nor does such a failed health check.
 //
 // Routes: chat and text completions, /v1/responses and the native /invocations carry a prefix
 // key; /v1/embeddings and vLLM's /tokenize and /detokenize are routed by model alone (the
@@ -62,6 +67,7 @@
 #include "core/policy.h"
 #include "gateway/config.h"
 #include "gateway/discovery.h"
+#include "gateway/ejection_signal.h"
 #include "gateway/kv_events.h"
 #include "gateway/metrics.h"
 #include "gateway/operations.h"
@@ -82,6 +88,8 @@ struct InstanceRuntime {
   Histogram* duration = nullptr;
   // The last /tokenize asked of it failed (tokenizer: engine; logged once per streak).
   std::atomic<bool> tokenize_failing{false};
+  // Requests waiting for this instance's first response byte; fired when it is ejected.
+  EjectionSignal ejection;
   // The status page's counters; carried over to a new runtime when only the url changes.
   std::shared_ptr<InstanceStats> stats = std::make_shared<InstanceStats>();
 };
@@ -187,7 +195,10 @@ class Gateway final : public http::Handler {
                               const Decision& decision, bool last_attempt, Attempt& attempt);
   net::awaitable<void> HealthLoop(std::shared_ptr<const RoutingState> rs, uint32_t index);
   net::awaitable<void> SampleLoop();
-  net::awaitable<bool> CheckOnce(const UpstreamTarget& target);
+  enum class CheckResult { kPass, kFail, kLocalError };
+  // kLocalError: the check could not be made for want of a local resource (descriptors,
+  // buffers, ports): it says nothing about the instance.
+  net::awaitable<CheckResult> CheckOnce(const UpstreamTarget& target);
   void ReportConnectFailure(const RoutingState& rs, uint32_t index);
   void SetAvailable(const RoutingState& rs, uint32_t index, bool available, std::string_view why);
   std::shared_ptr<InstanceRuntime> NewRuntime(const InstanceConfig& instance);

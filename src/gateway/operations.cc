@@ -525,6 +525,7 @@ std::vector<std::string> RestartRequired(const GatewayConfig& a, const GatewayCo
   check(ta.client_write != tb.client_write, "timeouts.client_write");
   check(ta.client_idle != tb.client_idle, "timeouts.client_idle");
   check(ta.drain != tb.drain, "timeouts.drain");
+  check(ta.per_try_first_byte != tb.per_try_first_byte, "timeouts.per_try_first_byte");
   check(a.max_retries != b.max_retries, "retries.max_retries");
   check(a.log.format != b.log.format, "log.format");
   check(a.log.access_log != b.log.access_log, "log.access_log");

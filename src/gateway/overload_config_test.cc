@@ -41,7 +41,7 @@ constexpr const char* kInstances = "instances: [{url: 'http://127.0.0.1:8001'}]\
 TEST(OverloadConfig, YamlSetsCeilingsAndPoolsInherit) {
   GatewayConfig d = ParseValid(kInstances);
   EXPECT_EQ(d.routing.max_in_flight, 0u);
-  EXPECT_EQ(d.max_connections, 0u);
+  EXPECT_EQ(d.max_connections, kAutoMaxConnections);  // derived from the descriptor limit
 
   GatewayConfig c = ParseValid(std::string(kInstances) + R"(
 routing: {max_in_flight: 100}
@@ -50,6 +50,9 @@ pools:
   mistral: {max_in_flight: 7}
 limits: {max_connections: 5000}
 )");
+  EXPECT_EQ(ParseValid(std::string(kInstances) + "limits: {max_connections: auto}\n").max_connections,
+            kAutoMaxConnections);
+  EXPECT_EQ(ParseValid(std::string(kInstances) + "limits: {max_connections: 0}\n").max_connections, 0u);
   EXPECT_EQ(c.routing.max_in_flight, 100u);
   EXPECT_EQ(c.pools.at("llama").max_in_flight, 100u);
   EXPECT_EQ(c.pools.at("mistral").max_in_flight, 7u);
@@ -66,7 +69,9 @@ TEST(OverloadConfig, RangesNameTheField) {
   EXPECT_NE(pool.find("pools.m.max_in_flight"), std::string::npos) << pool;
   const std::string connections = ValidationError(std::string(kInstances) + "limits: {max_connections: 1000001}\n");
   EXPECT_NE(connections.find("limits.max_connections"), std::string::npos) << connections;
-  EXPECT_NE(connections.find("0..1000000"), std::string::npos) << connections;
+  EXPECT_NE(connections.find("0..1000000 or auto"), std::string::npos) << connections;
+  const std::string word = ValidationError(std::string(kInstances) + "limits: {max_connections: many}\n");
+  EXPECT_NE(word.find("limits.max_connections"), std::string::npos) << word;
   const std::string negative = ValidationError(std::string(kInstances) + "routing: {max_in_flight: -1}\n");
   EXPECT_NE(negative.find("routing.max_in_flight"), std::string::npos) << negative;
 }
@@ -96,9 +101,30 @@ TEST(OverloadConfig, FlagsSetCeilings) {
   EXPECT_EQ(r->pools.at("mistral").max_in_flight, 3u);
   EXPECT_EQ(r->max_connections, 64u);
 
+  Result<GatewayConfig> automatic =
+      BuildConfig(ParseFlags({"--instance", "http://a:1", "--max-connections", "auto"}));
+  ASSERT_TRUE(automatic.ok()) << automatic.status().ToString();
+  EXPECT_EQ(automatic->max_connections, kAutoMaxConnections);
+  EXPECT_THROW(ParseFlags({"--instance", "http://a:1", "--max-connections", "lots"}), CLI::ConversionError);
+
   Result<GatewayConfig> bad = BuildConfig(ParseFlags({"--instance", "http://a:1", "--max-connections", "2000000"}));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("limits.max_connections"), std::string::npos);
+}
+
+// timeouts.per_try_first_byte: off by default, (0, 3600] seconds when set, from YAML and flag.
+TEST(OverloadConfig, PerTryFirstByteTimeout) {
+  EXPECT_EQ(ParseValid(kInstances).timeouts.per_try_first_byte, 0);
+  EXPECT_EQ(ParseValid(std::string(kInstances) + "timeouts: {per_try_first_byte: 2.5}\n").timeouts.per_try_first_byte,
+            2.5);
+  const std::string negative =
+      ValidationError(std::string(kInstances) + "timeouts: {per_try_first_byte: -1}\n");
+  EXPECT_NE(negative.find("timeouts.per_try_first_byte"), std::string::npos) << negative;
+  const std::string large = ValidationError(std::string(kInstances) + "timeouts: {per_try_first_byte: 3601}\n");
+  EXPECT_NE(large.find("[0, 3600] (0 = off)"), std::string::npos) << large;
+  Result<GatewayConfig> r = BuildConfig(ParseFlags({"--instance", "http://a:1", "--per-try-timeout", "4"}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->timeouts.per_try_first_byte, 4);
 }
 
 }  // namespace

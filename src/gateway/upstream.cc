@@ -1,5 +1,7 @@
 #include "gateway/upstream.h"
 
+#include <cerrno>
+
 #include "http/tls.h"
 
 namespace prefix_router::gateway {
@@ -83,6 +85,24 @@ size_t ConnectionPool::idle_count() const {
   size_t n = 0;
   for (const auto& [key, list] : idle_) n += list.size();
   return n;
+}
+
+bool IsLocalResourceError(const beast::error_code& ec) {
+  if (!ec) return false;
+  if (ec.category() != boost::system::system_category() &&
+      ec.category() != boost::system::generic_category()) {
+    return false;
+  }
+  switch (ec.value()) {
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+    case ENOMEM:
+    case EADDRNOTAVAIL:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace prefix_router::gateway

@@ -96,4 +96,9 @@ class ConnectionPool {
   std::unordered_map<std::string, std::vector<std::unique_ptr<UpstreamStream>>> idle_;
 };
 
+// True for errors that say this process ran out of something (descriptors: EMFILE, ENFILE;
+// socket buffers or memory: ENOBUFS, ENOMEM; local ports: EADDRNOTAVAIL), not that the instance
+// failed. Such a failure never counts against an instance's health.
+bool IsLocalResourceError(const beast::error_code& ec);
+
 }  // namespace prefix_router::gateway

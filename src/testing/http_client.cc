@@ -164,6 +164,24 @@ ClientResponse Post(uint16_t port, std::string_view target, std::string body, co
   return Fetch(port, MakeRequest(bhttp::verb::post, target, std::move(body), all));
 }
 
+double MetricSum(uint16_t port, std::string_view prefix) {
+  const ClientResponse r = Get(port, "/metrics");
+  const std::string& text = r.body();
+  double sum = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + pos, end - pos);
+    if (line.starts_with(prefix)) {
+      const size_t space = line.rfind(' ');
+      if (space != std::string_view::npos) sum += std::stod(std::string(line.substr(space + 1)));
+    }
+    pos = end + 1;
+  }
+  return sum;
+}
+
 double Metric(uint16_t port, std::string_view series) {
   const ClientResponse r = Get(port, "/metrics");
   const std::string& text = r.body();

@@ -105,6 +105,9 @@ ClientResponse Get(uint16_t port, std::string_view target);
 // The value of one sample (metric name and labels exactly as rendered) in the server's
 // GET /metrics, or -1 when the series is absent.
 double Metric(uint16_t port, std::string_view series);
+// The sum of every sample whose line starts with `prefix` (e.g. a metric name and its first
+// labels: `name{model="m1",`), 0 when there is none.
+double MetricSum(uint16_t port, std::string_view prefix);
 ClientResponse Post(uint16_t port, std::string_view target, std::string body,
                     const Headers& headers = {});
 
