@@ -111,7 +111,7 @@ PY
 
 # 1a. Default limit (auto) under `ulimit -n 256`.
 start_gateway "$dir/gw-auto.log" 256 --strategy random --health-interval 0.3 --health-timeout 0.5 --unhealthy-threshold 2
-check "auto limit logged from the descriptor limit" grep -q 'client connection limit.*max_connections=36.*descriptors=256' "$dir/gw-auto.log"
+check "auto limit logged from the descriptor limit" grep -q 'client connection limit.*max_connections=52.*descriptors=256' "$dir/gw-auto.log"
 out=$("$py" "$dir/flood.py" "$gw_port" 400 4)
 echo "flood, auto limit: $out"
 check "held connection served throughout the flood" bash -c "echo '$out' | grep -Eq 'first=200 served=([3-9]|[1-9][0-9]+) failed=0'"

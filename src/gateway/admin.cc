@@ -1,5 +1,4 @@
 #include "gateway/admin.h"
-#include "gateway/connection_limit.h"
 
 #include <spdlog/spdlog.h>
 
@@ -367,7 +366,6 @@ AdminServer::AdminServer(const AdminConfig& config, const TimeoutsConfig& timeou
   so.host = config.listen_host;
   so.port = config.listen_port;
   so.io_threads = 1;  // operators' requests are few; they never compete with client traffic
-  so.max_connections = kAdminMaxConnections;  // within the descriptor reserve (connection_limit.h)
   so.max_body_bytes = kMaxAdminBodyBytes;
   so.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeouts.client_read * 1000));
   so.write_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeouts.client_write * 1000));

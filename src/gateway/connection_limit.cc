@@ -18,8 +18,7 @@ uint64_t Finite(rlim_t v) { return v == RLIM_INFINITY ? kInfinite : static_cast<
 ConnectionLimitPlan AutoMaxConnections(uint64_t descriptors, size_t instances) {
   ConnectionLimitPlan plan;
   plan.descriptors = descriptors;
-  plan.reserve = kFixedReserve + kAdminMaxConnections +
-                 static_cast<uint64_t>(http::Server::kMaxLingeringRejections) +
+  plan.reserve = kFixedReserve + static_cast<uint64_t>(http::Server::kMaxLingeringRejections) +
                  kPerInstanceReserve * static_cast<uint64_t>(instances);
   if (descriptors < plan.reserve + 2) {
     plan.limit = 1;

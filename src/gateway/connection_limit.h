@@ -10,14 +10,14 @@
 // idle upstream connections never outnumber the requests that made them), so the limit is half
 // of what is left after a reserve for everything else:
 //   reserve = kFixedReserve (standard streams, listeners, epoll and eventfds of the I/O threads,
-//             log files, the ZeroMQ context, DNS) + kAdminMaxConnections (the admin listener's
-//             own limit) + http::Server::kMaxLingeringRejections (the connections refused
-//             politely beyond the limit, each open for up to a second)
+//             log files, the ZeroMQ context, DNS, a few admin connections) +
+//             http::Server::kMaxLingeringRejections (the connections refused politely beyond
+//             the limit, each open for up to a second)
 //             + kPerInstanceReserve per configured instance (a health check, an engine metrics
 //             scrape, a /v1/models poll, a /tokenize call and KV event sockets may all be open
 //             at once)
 //   limit   = (soft RLIMIT_NOFILE - reserve) / 2, at least 1.
-// With this machine's 20,000 descriptors and 3 instances: (20,000 - 184) / 2 = 9,908 connections.
+// With this machine's 20,000 descriptors and 3 instances: (20,000 - 152) / 2 = 9,924 connections.
 #pragma once
 
 #include <cstddef>
@@ -26,8 +26,6 @@
 namespace prefix_router::gateway {
 
 inline constexpr uint64_t kFixedReserve = 64;
-// Open connections the admin listener accepts (operators and scrapers are few).
-inline constexpr uint32_t kAdminMaxConnections = 32;
 inline constexpr uint64_t kPerInstanceReserve = 8;
 
 struct ConnectionLimitPlan {

@@ -153,11 +153,10 @@ TEST(LocalResourceTest, ClassifiesDescriptorAndBufferErrors) {
 
 TEST(ConnectionLimitTest, AutoIsHalfOfWhatTheReserveLeaves) {
   const ConnectionLimitPlan p = AutoMaxConnections(20'000, 3);
-  EXPECT_EQ(p.reserve, kFixedReserve + kAdminMaxConnections + http::Server::kMaxLingeringRejections +
-                           3 * kPerInstanceReserve);
+  EXPECT_EQ(p.reserve, kFixedReserve + http::Server::kMaxLingeringRejections + 3 * kPerInstanceReserve);
   EXPECT_EQ(p.limit, (20'000 - p.reserve) / 2);
   EXPECT_FALSE(p.starved);
-  EXPECT_EQ(AutoMaxConnections(256, 3).limit, (256 - 184) / 2);
+  EXPECT_EQ(AutoMaxConnections(256, 3).limit, (256 - 152) / 2);
   // Too few descriptors for any client: one connection, flagged.
   const ConnectionLimitPlan starved = AutoMaxConnections(100, 3);
   EXPECT_TRUE(starved.starved);
