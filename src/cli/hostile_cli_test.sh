@@ -146,39 +146,36 @@ send_burst() {  # send_burst PORT N: N chat requests at once; prints one status 
 }
 stopped_name="127.0.0.1:${engine_ports[1]}"
 
+# Stops instance 1, sends 30 requests at once, resumes it, and checks that every request was
+# answered 200 well before the first-byte timeout and that each first sent to the stopped
+# instance was retried once for REASON. CASE names the checks; the gateway runs on $gw_port.
+stopped_burst() {  # stopped_burst CASE REASON
+  local case=$1 reason=$2 t0 codes elapsed on_stopped retries
+  kill -STOP "${pids[1]}"
+  t0=$(date +%s)
+  codes=$(send_burst "$gw_port" 30)
+  elapsed=$(( $(date +%s) - t0 ))
+  kill -CONT "${pids[1]}"
+  on_stopped=$(metric "$gw_port" "^prefix_router_requests_total\{instance=\"$stopped_name\"")
+  retries=$(metric "$gw_port" "^prefix_router_retries_total\{.*reason=\"$reason\"")
+  echo "$case: ${elapsed}s, first tries on the stopped instance $on_stopped, $reason retries $retries"
+  check "$case: every request answered 200" test "$(echo "$codes" | grep -c '^200$')" = 30
+  check "$case: some went to the stopped instance" test "$on_stopped" -gt 0
+  check "$case: each counted as a $reason retry" test "$retries" = "$on_stopped"
+  check "$case: well before the first-byte timeout" test "$elapsed" -lt 30
+  check "$case: in flight back to 0" test "$(metric "$gw_port" '^prefix_router_in_flight_requests')" = 0
+}
+
 # 2. A stopped instance and the per-try timeout (health checks off: only the timeout moves it).
 start_gateway "$dir/gw-pertry.log" "" --strategy random --per-try-timeout 2 --first-byte-timeout 60 --health-interval 0
-kill -STOP "${pids[1]}"
-t0=$(date +%s)
-codes=$(send_burst "$gw_port" 30)
-elapsed=$(( $(date +%s) - t0 ))
-kill -CONT "${pids[1]}"
-on_stopped=$(metric "$gw_port" "^prefix_router_requests_total\{instance=\"$stopped_name\"")
-timeouts=$(metric "$gw_port" '^prefix_router_retries_total\{.*reason="timeout"')
-echo "per-try: ${elapsed}s, first tries on the stopped instance $on_stopped, timeout retries $timeouts"
-check "per-try: every request answered 200" test "$(echo "$codes" | grep -c '^200$')" = 30
-check "per-try: some went to the stopped instance" test "$on_stopped" -gt 0
-check "per-try: each counted as a timeout retry" test "$timeouts" = "$on_stopped"
-check "per-try: well before the first-byte timeout" test "$elapsed" -lt 30
-check "per-try: in flight back to 0" test "$(metric "$gw_port" '^prefix_router_in_flight_requests')" = 0
+stopped_burst per-try timeout
 stop_gateway
 
 # 3. A stopped instance ejected by health checks while requests wait on it (no per-try timeout).
 start_gateway "$dir/gw-eject.log" "" --strategy random --first-byte-timeout 60 --health-interval 0.5 --health-timeout 0.5 --unhealthy-threshold 2
 eventually bash -c "curl -s http://127.0.0.1:$gw_port/health | grep -q '\"status\":\"ok\"'"
-kill -STOP "${pids[1]}"
-t0=$(date +%s)
-codes=$(send_burst "$gw_port" 30)
-elapsed=$(( $(date +%s) - t0 ))
-kill -CONT "${pids[1]}"
-on_stopped=$(metric "$gw_port" "^prefix_router_requests_total\{instance=\"$stopped_name\"")
-ejected=$(metric "$gw_port" '^prefix_router_retries_total\{.*reason="ejected"')
-echo "ejection: ${elapsed}s, first tries on the stopped instance $on_stopped, ejected retries $ejected"
-check "ejection: every request answered 200" test "$(echo "$codes" | grep -c '^200$')" = 30
+stopped_burst ejection ejected
 check "ejection: the instance was ejected" grep -q 'instance ejected.*health checks fail' "$dir/gw-eject.log"
-check "ejection: some went to the stopped instance" test "$on_stopped" -gt 0
-check "ejection: each counted as an ejected retry" test "$ejected" = "$on_stopped"
-check "ejection: well before the first-byte timeout" test "$elapsed" -lt 30
 stop_gateway
 
 summary
