@@ -26,7 +26,15 @@
 # MAX_ANON_GROWTH_KIB, or when more than MAX_ERRORS_PCT of requests failed. Aborted requests are
 # not errors.
 #
+# Idle mode (SOAK_MODE=idle, tracker issue 21): no load. After a few warm-up requests the script
+# samples the gateway's RSS, opens SOAK_IDLE_CONNECTIONS client connections (default 15000) that
+# each send one GET /health and then stay open and idle, samples the RSS again, closes them all,
+# waits 3 s and samples once more. Fails when the RSS after is more than MAX_GROWTH_PCT above the
+# RSS before, or when the gateway refused or failed any of them. The gateway runs with
+# --max-connections SOAK_IDLE_CONNECTIONS+1000, and the script raises its own descriptor limit.
+#
 # Usage: scripts/soak.sh [REQUESTS]      (default 1000000; 2000 is a few-second smoke run)
+#        SOAK_MODE=idle scripts/soak.sh
 # Environment (all optional):
 #   PREFIX_ROUTER_BIN     the binary (default: build/release/src/prefix-router, else build/rel/...)
 #   SOAK_OUT              output directory (default build/soak): summary.json, rss.tsv, logs,
@@ -45,6 +53,8 @@
 #                         below 200,000)
 #   SOAK_MAX_WALL_S       start no new slice after this many seconds (default 0: no limit); the
 #                         summary then says how many of REQUESTS were sent
+#   SOAK_MODE             load (default) or idle (see above)
+#   SOAK_IDLE_CONNECTIONS idle mode: connections held open (default 15000)
 # Run it niced on a shared machine: nice -n 10 scripts/soak.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +88,10 @@ max_errors=${MAX_ERRORS_PCT:-0.1}
 if [ "$requests" -ge 200000 ]; then slice=100000; else slice=$((requests / 10)); fi
 slice=${SOAK_SLICE:-$slice}
 max_wall=${SOAK_MAX_WALL_S:-0}
+mode=${SOAK_MODE:-load}
+idle_connections=${SOAK_IDLE_CONNECTIONS:-15000}
+case "$mode" in load|idle) ;; *) echo "soak: SOAK_MODE is load or idle" >&2; exit 2 ;; esac
+case "$idle_connections" in ''|*[!0-9]*) echo "soak: SOAK_IDLE_CONNECTIONS takes a whole number" >&2; exit 2 ;; esac
 case "$slice$max_wall$max_anon_growth" in *[!0-9]*) echo "soak: SOAK_SLICE, SOAK_MAX_WALL_S and MAX_ANON_GROWTH_KIB take whole numbers" >&2; exit 2 ;; esac
 [ "$slice" -ge 1 ] || { echo "soak: SOAK_SLICE must be at least 1" >&2; exit 2; }
 # A small long-context workload that fits the tiny-test engine (4,096-token context): a few
@@ -137,13 +151,78 @@ for i in 1 2 3; do
   engine_ports+=("$p")
   instances+=(--instance "e$i=http://127.0.0.1:$p")
 done
+limit_flags=()
+[ "$mode" = idle ] && limit_flags=(--max-connections $((idle_connections + 1000)))
 "$bin" serve --listen 127.0.0.1:0 --strategy prefix-aware --prefix-length 1024 --io-threads "$io_threads" "${instances[@]}" \
-  >"$out/gateway.log" 2>&1 &
+  "${limit_flags[@]}" >"$out/gateway.log" 2>&1 &
 gw_pid=$!; pids+=($gw_pid)
 gw_port=$(port_from "$out/gateway.log" "listening on" "$gw_pid") || die "the gateway did not start (see $out/gateway.log)"
 gw=http://127.0.0.1:$gw_port
 for _ in $(seq 100); do curl -sf -o /dev/null --max-time 1 "$gw/health" && break; sleep 0.1; done
 curl -sf -o /dev/null --max-time 2 "$gw/health" || die "the gateway does not answer /health"
+
+if [ "$mode" = idle ]; then
+  # Warm-up: a few requests of every kind the gateway serves, so that "before" is a running gateway.
+  "$bin" bench --url "$gw" "${workload[@]}" --seed 1 --concurrency 4 --requests 200 --time-scale "$time_scale" \
+    --model llama --timeout 30 --quiet >"$out/bench-warmup.log" 2>&1 || { cat "$out/bench-warmup.log" >&2; die "warm-up failed"; }
+  sleep 1
+  before=$(rss_parts "$gw_pid")
+  echo "soak: idle mode, $idle_connections connections to the gateway (pid $gw_pid, $gw); RSS before (VmRSS, RssAnon, RssFile KiB): ${before//$'\t'/, }" >&2
+  python3 - "$gw_port" "$idle_connections" "$gw_pid" "$before" "$max_growth" "$out" <<'PY'
+import json, resource, socket, sys, time
+port, n, pid, before, max_growth, out = sys.argv[1:]
+n = int(n)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1024), hard))
+def rss():
+    f = {l.split(":")[0]: int(l.split()[1]) for l in open(f"/proc/{pid}/status") if l.startswith(("VmRSS", "RssAnon", "RssFile"))}
+    return f["VmRSS"], f["RssAnon"], f["RssFile"]
+request = b"GET /health HTTP/1.1\r\nHost: soak\r\n\r\n"
+socks, failed = [], 0
+t0 = time.time()
+for i in range(n):
+    s = socket.socket()
+    try:
+        s.connect(("127.0.0.1", int(port)))
+        s.sendall(request)
+        socks.append(s)
+    except OSError:
+        failed += 1
+        s.close()
+answered = 0
+for s in socks:  # each reads its answer, then stays open and idle
+    s.settimeout(10)
+    try:
+        head = s.recv(4096)
+        answered += head.startswith(b"HTTP/1.1 200")
+    except OSError:
+        pass
+opened = time.time() - t0
+time.sleep(1)
+held = rss()
+for s in socks:
+    s.close()
+time.sleep(3)
+after = rss()
+b = [int(x) for x in before.split()]
+growth = 100.0 * (after[0] - b[0]) / b[0]
+fail = []
+if failed or answered != n: fail.append(f"{n - answered} of {n} connections not served (connect failures {failed})")
+if growth > float(max_growth): fail.append(f"VmRSS after closing is {growth:+.1f}% of before (bound {max_growth}%)")
+mib = lambda k: k / 1024
+print(f"soak: idle mode, {n:,} connections each sending GET /health then held idle (opened in {opened:.1f} s)")
+print(f"  VmRSS before   {mib(b[0]):.1f} MiB (RssAnon {mib(b[1]):.1f})")
+print(f"  VmRSS held     {mib(held[0]):.1f} MiB (RssAnon {mib(held[1]):.1f}) with {answered:,} answered connections open")
+print(f"  VmRSS after    {mib(after[0]):.1f} MiB (RssAnon {mib(after[1]):.1f}) 3 s after closing: {growth:+.1f}% of before (bound {max_growth}%)")
+print("  result         " + ("PASS" if not fail else "FAIL: " + "; ".join(fail)))
+json.dump({"mode": "idle", "connections": n, "answered": answered, "connect_failures": failed,
+           "before_kib": b, "held_kib": list(held), "after_kib": list(after), "growth_pct": round(growth, 2),
+           "max_growth_pct": float(max_growth), "pass": not fail, "failures": fail},
+          open(f"{out}/summary.json", "w"), indent=2)
+sys.exit(1 if fail else 0)
+PY
+  exit $?
+fi
 
 echo "soak: $requests requests through the gateway (pid $gw_pid, $gw) to 3 engines (ports ${engine_ports[*]}), $users users, stream fraction $stream_fraction, abort fraction $abort_fraction, slices of $slice" >&2
 printf 'requests\tgateway_rss_kib\tgateway_anon_kib\tgateway_file_kib\twall_s\n' > "$out/rss.tsv"

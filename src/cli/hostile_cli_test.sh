@@ -10,7 +10,9 @@
 #     completes on another instance, each counted as a `timeout` retry, long before the
 #     first-byte timeout;
 #  3. the same with health checks instead: the instance's ejection moves its waiting requests
-#     on, each counted as an `ejected` retry.
+#     on, each counted as an `ejected` retry;
+#  4. one address holding every connection slot with a byte each: the per-client limit keeps
+#     room for others.
 set -uo pipefail
 bin=$1
 source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
@@ -77,6 +79,14 @@ held = socket.create_connection(("127.0.0.1", port), timeout=5)
 # A local answer first: the gateway's own responses (a 503 under descriptor exhaustion among
 # them) then take code paths the process has run before (see the UBSan note in the test).
 warm = ask(held, b"GET /health HTTP/1.1\r\nHost: gw\r\n\r\n")
+for partial in (b"", b"GET /health HTTP/1.1\r\nHost: gw\r\n", b"NOT HTTP\r\n\r\n"):
+    # Connections closed before, during and after a malformed head: the error paths that the
+    # flood's own connections take when it ends (end of stream, partial message, 400).
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    if partial: s.sendall(partial)
+    if partial.endswith(b"\r\n\r\n"): s.recv(65536)
+    s.close()
+time.sleep(0.2)
 first = ask(held)
 socks = []
 def top_up():
@@ -124,8 +134,9 @@ stop_gateway
 # Under UBSan (the CI test build) the vptr check probes memory through a pipe, which a process
 # with no descriptor left cannot make: it then reports a polymorphic object it has not seen
 # before as having an invalid vptr (a false report that no suppression can match). The flood
-# therefore asks the gateway for a local answer first, so that the error responses it sends
-# while starved take paths already checked.
+# therefore asks the gateway for a local answer first, and closes a few connections in the ways
+# the flood's own end will (before, during and after a malformed head), so that what the gateway
+# does while starved takes paths already checked.
 start_gateway "$dir/gw-nolimit.log" 256 --strategy random --max-connections 0 --health-interval 0.3 --health-timeout 0.5 --unhealthy-threshold 2
 out=$("$py" "$dir/flood.py" "$gw_port" 400 4)
 echo "flood, no limit: $out"
@@ -176,6 +187,43 @@ start_gateway "$dir/gw-eject.log" "" --strategy random --first-byte-timeout 60 -
 eventually bash -c "curl -s http://127.0.0.1:$gw_port/health | grep -q '\"status\":\"ok\"'"
 stopped_burst ejection ejected
 check "ejection: the instance was ejected" grep -q 'instance ejected.*health checks fail' "$dir/gw-eject.log"
+stop_gateway
+
+# 4. One client address holding every connection slot (100 connections that each send one byte,
+# a slowloris) with --max-connections 100: --max-connections-per-client 20 keeps the rest free
+# for others (a client from 127.0.0.2 is served) and refuses that client's 21st with 429.
+start_gateway "$dir/gw-perclient.log" "" --strategy random --max-connections 100 --max-connections-per-client 20
+cat > "$dir/hog.py" <<'PY'
+import socket, sys, time
+port = int(sys.argv[1])
+hogs, refused, answered = [], 0, 0
+for _ in range(100):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"P")
+    hogs.append(s)
+time.sleep(0.5)
+for s in hogs:  # those over the per-client limit were closed, most with a 429 first (beyond
+    s.setblocking(False)  # 64 lingering refusals at once, the gateway closes without one)
+    try:
+        data = s.recv(64)
+        refused += 1
+        answered += data.startswith(b"HTTP/1.1 429")
+    except BlockingIOError:
+        pass
+    except ConnectionResetError:
+        refused += 1
+other = socket.socket()
+other.bind(("127.0.0.2", 0))
+other.settimeout(10)
+other.connect(("127.0.0.1", port))
+other.sendall(b"GET /health HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+print("refused=%d answered_429=%d other=%s" % (refused, answered, other.recv(64).split(b"\r\n")[0].decode()))
+PY
+out=$("$py" "$dir/hog.py" "$gw_port")
+echo "per-client limit: $out"
+check "per-client: the hog's connections beyond 20 are refused, with 429" bash -c "echo '$out' | grep -Eq 'refused=80 answered_429=[1-9]'"
+check "per-client: another client is served" bash -c "echo '$out' | grep -q 'other=HTTP/1.1 200'"
+check "per-client: counted" test "$(metric "$gw_port" '^prefix_router_rejected_client_connections_total')" = 80
 stop_gateway
 
 summary

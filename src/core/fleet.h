@@ -98,6 +98,9 @@ class FleetSnapshot {
   // Returns an empty span when no instance serves `name`.
   std::span<const uint32_t> Eligible(std::string_view name) const;
   std::optional<uint32_t> Find(std::string_view name) const;
+  // True when some instance declares `name` in its serves list (configured or discovered); an
+  // instance that serves every name declares none.
+  bool Declares(std::string_view name) const { return by_served_name_.find(name) != by_served_name_.end(); }
   // Every name some instance declares, sorted (for /v1/models).
   std::vector<std::string> ServedNames() const;
 

@@ -332,6 +332,10 @@ void AdminApi::AddInstanceRoutes() {
 void AdminApi::AddStatusRoutes() {
   Gateway& g = gateway_;
   // Neither may be cached: the numbers are live, and a proxy must not keep an operator's page.
+  // Always here (behind the admin token, when one is set); the client listener serves it too
+  // unless metrics.listener: admin.
+  Route(bhttp::verb::get, "/metrics",
+        [&g](const http::Request&, const PathParams&) { return g.MetricsResponse(); });
   Route(bhttp::verb::get, "/status", [](const http::Request&, const PathParams&) {
     http::StringResponse res{bhttp::status::ok, 11};
     res.set(bhttp::field::content_type, "text/html; charset=utf-8");

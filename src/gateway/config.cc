@@ -566,7 +566,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
       root, "",
       {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
        "timeouts", "retries", "health", "log", "admin", "unknown_path_status", "clients",
-       "rate_limits", "discovery", "engine_metrics", "tls", "upstream_tls"},
+       "rate_limits", "discovery", "engine_metrics", "tls", "upstream_tls", "metrics"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "clients") return ReadClients(v, p, config.clients);
         if (key == "rate_limits") return ReadRateLimits(v, p, rate_limits);
@@ -582,10 +582,11 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
         if (key == "instances") return ReadInstances(v, p, config.instances);
         if (key == "limits") {
           return ForEachField(
-              v, p, {"max_request_body_bytes", "max_header_bytes", "max_connections"},
+              v, p, {"max_request_body_bytes", "max_header_bytes", "max_connections", "max_connections_per_client"},
               [&config](const std::string& k, const YAML::Node& x, const std::string& xp) {
                 if (k == "max_request_body_bytes") return ReadUnsigned(x, xp, config.max_request_body_bytes);
                 if (k == "max_header_bytes") return ReadUnsigned(x, xp, config.max_header_bytes);
+                if (k == "max_connections_per_client") return ReadUnsigned(x, xp, config.max_connections_per_client);
                 if (x.IsScalar() && x.Scalar() == "auto") {
                   config.max_connections = kAutoMaxConnections;
                   return Status::Ok();
@@ -622,6 +623,19 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
               });
         }
         if (key == "admin") return ReadAdmin(v, p, config.admin);
+        if (key == "metrics") {
+          MetricsConfig& m = config.metrics;
+          return ForEachField(v, p, {"listener", "require_key"},
+                              [&m](const std::string& k, const YAML::Node& x, const std::string& xp) -> Status {
+                                if (k == "require_key") return ReadBool(x, xp, m.require_key);
+                                std::string name;
+                                if (Status s = ReadString(x, xp, name); !s.ok()) return s;
+                                Result<MetricsListener> l = ParseMetricsListener(name);
+                                if (!l.ok()) return Status::InvalidArgument(xp + ": " + l.status().message());
+                                m.listener = *l;
+                                return Status::Ok();
+                              });
+        }
         if (key == "discovery") {
           DiscoveryConfig& d = config.discovery;
           return ForEachField(
@@ -1018,6 +1032,12 @@ Status ValidateAdmin(AdminConfig& admin) {
     return Status::InvalidArgument("admin: set token_file or token_env, not both");
   }
   if (Status s = LoadAdminToken(admin); !s.ok()) return s;
+  if (!admin.token.empty() && admin.token.size() < kMinRemoteAdminTokenBytes && !IsLoopbackHost(hp->host)) {
+    return Status::InvalidArgument(
+        "admin.listen: '" + admin.listen + "' is not a loopback address, and the admin token is shorter than " +
+        std::to_string(kMinRemoteAdminTokenBytes) +
+        " characters; use a long random token there (e.g. openssl rand -hex 32)");
+  }
   if (admin.token.empty() && !IsLoopbackHost(hp->host)) {
     return Status::InvalidArgument(
         "admin.listen: '" + admin.listen +
@@ -1543,6 +1563,16 @@ Result<ResolveMode> ParseResolveMode(std::string_view name) {
   return Status::InvalidArgument("resolve: '" + std::string(name) + "' is not one of none, all");
 }
 
+Result<MetricsListener> ParseMetricsListener(std::string_view name) {
+  if (name == "client") return MetricsListener::kClient;
+  if (name == "admin") return MetricsListener::kAdmin;
+  return Status::InvalidArgument("'" + std::string(name) + "' is not one of client, admin");
+}
+
+std::string_view MetricsListenerName(MetricsListener listener) {
+  return listener == MetricsListener::kAdmin ? "admin" : "client";
+}
+
 Result<LogFormat> ParseLogFormat(std::string_view name) {
   if (name == "text") return LogFormat::kText;
   if (name == "json") return LogFormat::kJson;
@@ -1639,6 +1669,17 @@ Status ValidateConfig(GatewayConfig& config) {
         !s.ok()) {
       return s;
     }
+  }
+  if (Status s = CheckCount("limits.max_connections_per_client", config.max_connections_per_client, 0,
+                            1'000'000, " (0 = no limit)");
+      !s.ok()) {
+    return s;
+  }
+  if (config.metrics.listener == MetricsListener::kAdmin && !config.admin.enabled) {
+    return Status::InvalidArgument("metrics.listener: admin needs an `admin` section (the admin listener)");
+  }
+  if (config.metrics.require_key && !config.clients.enabled) {
+    return Status::InvalidArgument("metrics.require_key: true needs a `clients` section (client API keys)");
   }
   if (Status s = ValidateTimeouts(config.timeouts); !s.ok()) return s;
   if (Status s = CheckCount("retries.max_retries", config.max_retries, 0, 10); !s.ok()) return s;

@@ -110,8 +110,14 @@
 //                                   # the event's fields)
 //     access_log: false             # one line per request: method, path, status, instance,
 //                                   # decision, attempts, duration and time to first byte
+//   metrics:                        # GET /metrics (docs/operations.md); restart to change
+//     listener: client              # client: on the client listener (and the admin one, when
+//                                   # on); admin: on the admin listener alone (needs `admin`)
+//     require_key: false            # true (needs `clients`): /metrics on the client listener
+//                                   # asks for a client key like the API routes
 //   admin:                          # the operations listener (docs/admin.md); absent = off
-//     listen: 127.0.0.1:9090        # host:port; must be loopback unless a token is set
+//     listen: 127.0.0.1:9090        # host:port; must be loopback unless a token (16 characters
+//                                   # at least) is set
 //     token_file: /run/secrets/admin-token   # the bearer token is this file's content (trailing
 //                                   # whitespace trimmed), or:
 //     token_env: PREFIX_ROUTER_ADMIN_TOKEN   # the bearer token is this environment variable's
@@ -230,6 +236,8 @@ class Secret {
   Secret() = default;
   explicit Secret(std::string value) : value_(std::move(value)) {}
   bool empty() const { return value_.empty(); }
+  // Its length in bytes (a policy on strength may look at it; the bytes stay hidden).
+  size_t size() const { return value_.size(); }
   // True when `candidate` equals the secret; the time taken does not depend on where they
   // differ (only on the candidate's length).
   bool Matches(std::string_view candidate) const;
@@ -373,6 +381,21 @@ Result<ResolveMode> ParseResolveMode(std::string_view name);
 Result<LogFormat> ParseLogFormat(std::string_view name);
 std::string_view LogFormatName(LogFormat format);
 
+// Where GET /metrics is served (docs/operations.md): on the client listener (and the admin one,
+// when on), or on the admin listener alone.
+enum class MetricsListener { kClient, kAdmin };
+Result<MetricsListener> ParseMetricsListener(std::string_view name);
+std::string_view MetricsListenerName(MetricsListener listener);
+
+struct MetricsConfig {
+  MetricsListener listener = MetricsListener::kClient;
+  bool require_key = false;  // with `clients`: /metrics on the client listener needs a client key
+  bool operator==(const MetricsConfig&) const = default;
+};
+
+// An admin token on a listener reachable from other hosts is at least this long.
+inline constexpr size_t kMinRemoteAdminTokenBytes = 16;
+
 struct AdminConfig {
   bool enabled = false;                  // the YAML has an `admin` section
   std::string listen = "127.0.0.1:9090";
@@ -474,6 +497,9 @@ struct GatewayConfig {
   // Open client connections; kAutoMaxConnections (the default, YAML `auto`) derives the limit
   // from the descriptor limit (AutoMaxConnections); 0 = no limit.
   uint32_t max_connections = kAutoMaxConnections;
+  // Open client connections from one address; 0 = no limit (the default: behind a load balancer
+  // or an ingress every client shares its address).
+  uint32_t max_connections_per_client = 0;
   TimeoutsConfig timeouts;
   uint32_t max_retries = 2;
   HealthConfig health;
@@ -483,6 +509,7 @@ struct GatewayConfig {
   RateLimitsConfig rate_limits;
   DiscoveryConfig discovery;
   EngineMetricsConfig engine_metrics;
+  MetricsConfig metrics;
   ListenerTlsConfig tls;
   UpstreamTlsConfig upstream_tls;
 

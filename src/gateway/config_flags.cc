@@ -362,6 +362,12 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
               "scrapes (logged at start); 0 = no limit",
               "auto", "auto or 0..1000000"))
       ->type_name("N|auto");
+  AddValue(cmd, "--max-connections-per-client", flags.max_connections_per_client, "N",
+           Help("limits.max_connections_per_client",
+                "open connections from one client address beyond which a new one gets 429 "
+                "(too_many_connections_from_client) and is closed; leave 0 behind a load balancer "
+                "whose address every client shares",
+                "0 (no limit)", "0..1000000"));
 
   AddValue(cmd, "--connect-timeout", flags.connect_timeout, "SECONDS",
            Help("timeouts.connect", "upstream TCP connect", Number(t.connect), "(0, 600]"));
@@ -504,6 +510,7 @@ Result<GatewayConfig> BuildConfig(const ConfigFlags& flags) {
   Override(flags.max_request_body_bytes, config.max_request_body_bytes);
   Override(flags.max_header_bytes, config.max_header_bytes);
   Override(flags.max_connections, config.max_connections);
+  Override(flags.max_connections_per_client, config.max_connections_per_client);
   TimeoutsConfig& t = config.timeouts;
   Override(flags.connect_timeout, t.connect);
   Override(flags.first_byte_timeout, t.first_byte);

@@ -58,6 +58,7 @@ struct ConfigFlags {
   std::optional<uint64_t> max_request_body_bytes;   // --max-request-body-bytes
   std::optional<uint32_t> max_header_bytes;         // --max-header-bytes
   std::optional<uint32_t> max_connections;          // --max-connections (auto: kAutoMaxConnections)
+  std::optional<uint32_t> max_connections_per_client;  // --max-connections-per-client
   std::optional<double> connect_timeout;            // --connect-timeout
   std::optional<double> first_byte_timeout;         // --first-byte-timeout
   std::optional<double> idle_timeout;               // --idle-timeout

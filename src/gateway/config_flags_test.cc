@@ -429,6 +429,7 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--passive-failures", {"health.passive_failures", "1"}},
       {"--max-in-flight", {"routing.max_in_flight", "0"}},
       {"--max-connections", {"limits.max_connections", "auto"}},
+      {"--max-connections-per-client", {"limits.max_connections_per_client", "0"}},
       {"--log-format", {"log.format", "text"}},
       {"--access-log", {"log.access_log", "off"}},
   };

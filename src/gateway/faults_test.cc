@@ -55,8 +55,8 @@ const bool kQuiet = [] {
 }();
 
 constexpr auto kClientDeadline = 8000ms;
-// Retries of every reason (the series are prefix_router_retries_total{model="m1",reason=...}).
-const std::string kRetriesPrefix = R"(prefix_router_retries_total{model="m1",)";
+// Retries of every reason (the series are prefix_router_retries_total{model="other",reason=...}).
+const std::string kRetriesPrefix = R"(prefix_router_retries_total{model="other",)";
 
 // ------------------------------------------------------------------------------------ tallies
 
@@ -430,7 +430,7 @@ TEST(FaultTest, PoolCeilingAnswers429) {
               "over the ceiling: status " + std::to_string(r.status()) + " " + r.body());
   }
   EXPECT_EQ(TotalRequests(fakes), 4);
-  EXPECT_EQ(pt::Metric(port, R"(prefix_router_rejected_requests_total{model="m1",reason="pool_in_flight"})"), 6);
+  EXPECT_EQ(pt::Metric(port, R"(prefix_router_rejected_requests_total{model="other",reason="pool_in_flight"})"), 6);
   EXPECT_EQ(pt::Metric(port, R"(prefix_router_responses_total{code="429",origin="gateway"})"), 6);
   for (auto& t : admitted) t.join();
   Report("pool_ceiling_429", tally, static_cast<int>(pt::MetricSum(port, kRetriesPrefix)));

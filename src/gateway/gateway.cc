@@ -133,9 +133,11 @@ bool IsKnownPath(std::string_view path) {
 }
 
 // The routes a client key opens when keys are on: every API route, /v1/models included (it
-// tells what is served). /health and /metrics stay open for probes and scrapers.
-bool NeedsClientKey(std::string_view path) {
-  return IsKnownPath(path) && path != "/health" && path != "/metrics";
+// tells what is served). /health stays open for probes, /metrics for scrapers unless
+// metrics.require_key.
+bool NeedsClientKey(std::string_view path, bool metrics_need_key) {
+  if (path == "/metrics") return metrics_need_key;
+  return IsKnownPath(path) && path != "/health";
 }
 
 // The key a request presents: `Authorization: Bearer KEY` (what the OpenAI SDKs send), else
@@ -246,6 +248,19 @@ struct Gateway::Metrics {
                                           "The limit on open client connections in force "
                                           "(limits.max_connections, auto: derived from the "
                                           "descriptor limit); 0 = no limit")),
+        rejected_client_connections(r.AddCounter("prefix_router_rejected_client_connections_total",
+                                                 "Client connections refused with 429 because their "
+                                                 "address held limits.max_connections_per_client")),
+        request_timeouts(r.AddCounter("prefix_router_request_timeouts_total",
+                                      "Requests answered 408 because their head or body stopped "
+                                      "arriving for timeouts.client_read")),
+        accept_errors(r.AddCounter("prefix_router_accept_errors_total",
+                                   "Failed accepts on the client listener (EMFILE and the like); "
+                                   "the listener backs off from 10 ms to 1 s")),
+        metric_series_overflow(r.AddCounter("prefix_router_metric_series_overflow_total",
+                                            "Updates that found their metric at its series bound and "
+                                            "went to its `other` series instead, by metric",
+                                            {"metric"})),
         responses(r.AddCounter("prefix_router_responses_total",
                                "Responses sent to clients by HTTP status code and origin "
                                "(upstream or gateway)",
@@ -279,6 +294,10 @@ struct Gateway::Metrics {
   Family<Counter>& retries;
   Family<Counter>& local_errors;
   Family<Gauge>& max_client_connections;
+  Family<Counter>& rejected_client_connections;
+  Family<Counter>& request_timeouts;
+  Family<Counter>& accept_errors;
+  Family<Counter>& metric_series_overflow;
   Family<Counter>& responses;
   Family<Gauge>& in_flight;
   Family<Gauge>& instance_up;
@@ -301,7 +320,8 @@ struct Gateway::Attempt {
   int error_status = 502;   // what to answer if no attempt succeeds
   std::string error;        // the last failure, for the message
   std::string kind;         // the last failure's kind: the next retry's reason label
-  std::string model;        // metric label
+  std::string model;        // the served name, for messages and logs
+  std::string model_label;  // its metric label (RoutingState::ModelLabel)
 };
 
 // ------------------------------------------------------------------------------ RoutingState
@@ -309,6 +329,11 @@ struct Gateway::Attempt {
 const Pool& RoutingState::PoolFor(std::string_view served_name) const {
   auto it = pools.find(served_name);
   return it == pools.end() ? default_pool : it->second;
+}
+
+std::string_view RoutingState::ModelLabel(std::string_view served_name) const {
+  if (served_name.empty() || fleet->Declares(served_name) || pools.contains(served_name)) return served_name;
+  return "other";
 }
 
 // ----------------------------------------------------------------------------------- Gateway
@@ -324,6 +349,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
   std::unique_ptr<Gateway> g(new Gateway(std::move(config), std::move(rate_limit_clock)));
   const GatewayConfig& c = g->config_;
   g->metrics_ = std::make_unique<Metrics>(g->registry_);
+  g->registry_.SetSeriesLimit(kDefaultMaxSeries, &g->metrics_->metric_series_overflow);
   g->tokenize_requests_ = &g->registry_.AddCounter(
       "prefix_router_tokenize_requests_total",
       "POST /tokenize asked of instances for kv-aware prompt tokens (tokenizer: engine), by "
@@ -383,12 +409,16 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
     // up with them here, and only here, so the difference is never negative.
     if (self->server_) {
       self->metrics_->client_connections.WithLabels({}).Set(static_cast<double>(self->server_->open_connections()));
-      Counter& rejected = self->metrics_->rejected_connections.WithLabels({});
-      const auto now = static_cast<uint64_t>(self->server_->rejected_connections());
-      if (now > rejected.Value()) rejected.Inc(now - rejected.Value());
-      Counter& handshakes = self->metrics_->tls_handshake_failures.WithLabels({});
-      const auto failed = static_cast<uint64_t>(self->server_->tls_handshake_failures());
-      if (failed > handshakes.Value()) handshakes.Inc(failed - handshakes.Value());
+      const auto catch_up = [](Family<Counter>& family, int64_t count) {
+        Counter& counter = family.WithLabels({});
+        const auto now = static_cast<uint64_t>(count);
+        if (now > counter.Value()) counter.Inc(now - counter.Value());
+      };
+      catch_up(self->metrics_->rejected_connections, self->server_->rejected_connections());
+      catch_up(self->metrics_->tls_handshake_failures, self->server_->tls_handshake_failures());
+      catch_up(self->metrics_->rejected_client_connections, self->server_->rejected_client_connections());
+      catch_up(self->metrics_->request_timeouts, self->server_->request_timeouts());
+      catch_up(self->metrics_->accept_errors, self->server_->accept_errors());
     }
   });
 
@@ -399,6 +429,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
   so.max_body_bytes = c.max_request_body_bytes;
   so.max_header_bytes = c.max_header_bytes;
   so.max_connections = c.max_connections;
+  so.max_connections_per_client = c.max_connections_per_client;
   if (c.max_connections == kAutoMaxConnections) {
     const DescriptorLimit fds = CurrentDescriptorLimit();
     const ConnectionLimitPlan plan = AutoMaxConnections(fds.soft, c.instances.size());
@@ -521,7 +552,8 @@ net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
   const auto method = req.method();
   int origin_status = 0;
   RequestRecord record;
-  if (auto keys = client_keys_.load(); keys && NeedsClientKey(path)) {
+  const bool metrics_here = config_.metrics.listener == MetricsListener::kClient;
+  if (auto keys = client_keys_.load(); keys && NeedsClientKey(path, config_.metrics.require_key)) {
     if (!co_await Authenticate(ex, *keys, record)) {
       metrics_->responses.WithLabels({"401", "gateway"}).Inc();
       if (config_.log.access_log) LogAccess(ex, path, record);
@@ -546,9 +578,9 @@ net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
     co_await HandleHealth(ex);
   } else if (method == bhttp::verb::get && path == "/v1/models") {
     co_await HandleModels(ex);
-  } else if (method == bhttp::verb::get && path == "/metrics") {
+  } else if (method == bhttp::verb::get && path == "/metrics" && metrics_here) {
     co_await HandleMetrics(ex);
-  } else if (IsKnownPath(path)) {
+  } else if (IsKnownPath(path) && (metrics_here || path != "/metrics")) {
     origin_status = 405;
     co_await ex.SendError(405, "method " + std::string(req.method_string()) + " is not allowed on " +
                                    std::string(path));
@@ -735,6 +767,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
                        : *pool.policy;
   Attempt attempt;
   attempt.model = std::string(p.served_name);
+  attempt.model_label = std::string(rs->ModelLabel(p.served_name));
   record.model = attempt.model;
 
   // Tenant rate limits, before the pool's ceiling and any instance.
@@ -742,7 +775,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     const std::string_view tenant = !record.tenant.empty()        ? std::string_view(record.tenant)
                                     : !p.routing_group.empty() ? p.routing_group
                                                                : kAnonymousTenant;
-    if (auto refusal = AdmitTenant(ex, tenant, attempt.model)) {
+    if (auto refusal = AdmitTenant(ex, tenant, attempt.model_label)) {
       co_await ex.Send(std::move(*refusal));
       co_return;
     }
@@ -756,7 +789,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   } slot{*pool.in_flight};
   const int64_t admitted_before = slot.count.fetch_add(1, std::memory_order_relaxed);
   if (pool.options.max_in_flight > 0 && admitted_before >= pool.options.max_in_flight) {
-    metrics_->rejected_requests.WithLabels({attempt.model, "pool_in_flight"}).Inc();
+    metrics_->rejected_requests.WithLabels({attempt.model_label, "pool_in_flight"}).Inc();
     metrics_->responses.WithLabels({"429", "gateway"}).Inc();
     http::StringResponse res = JsonResponse(
         429, api::ErrorBody(api::MakeError(
@@ -803,12 +836,12 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     record.decision = DecisionKindName(decision->kind);
     record.rank = decision->rank;
     record.attempts = n + 1;
-    metrics_->requests.WithLabels({name, attempt.model, std::string(DecisionKindName(decision->kind))}).Inc();
+    metrics_->requests.WithLabels({name, attempt.model_label, std::string(DecisionKindName(decision->kind))}).Inc();
     rs->instances[i]->stats->CountDecision(decision->kind);
     if (decision->kind == DecisionKind::kOverflow || decision->kind == DecisionKind::kSaturated) {
-      metrics_->overflows.WithLabels({attempt.model}).Inc();
+      metrics_->overflows.WithLabels({attempt.model_label}).Inc();
     }
-    if (n > 0) metrics_->retries.WithLabels({attempt.model, attempt.kind}).Inc();
+    if (n > 0) metrics_->retries.WithLabels({attempt.model_label, attempt.kind}).Inc();
     if (spdlog::should_log(spdlog::level::debug)) {
       spdlog::debug("request {} (trace {}) for '{}' -> {} ({}, rank {}, attempt {})", RequestIdOf(req),
                     TraceIdOf(req), served_name, name, DecisionKindName(decision->kind), decision->rank, n + 1);
@@ -1245,11 +1278,13 @@ net::awaitable<void> Gateway::HandleModels(http::Exchange& ex) {
   co_await ex.Send(JsonResponse(200, std::move(body)));
 }
 
-net::awaitable<void> Gateway::HandleMetrics(http::Exchange& ex) {
+http::StringResponse Gateway::MetricsResponse() const {
   http::StringResponse res{bhttp::status::ok, 11};
   res.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
   res.body() = registry_.Render();
-  co_await ex.Send(std::move(res));
+  return res;
 }
+
+net::awaitable<void> Gateway::HandleMetrics(http::Exchange& ex) { co_await ex.Send(MetricsResponse()); }
 
 }  // namespace prefix_router::gateway

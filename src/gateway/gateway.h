@@ -114,6 +114,11 @@ struct RoutingState {
   std::map<std::string, Pool, std::less<>> pools;           // by served name
 
   const Pool& PoolFor(std::string_view served_name) const;
+  // The `model` label of a request for `served_name`: the name itself when it is known (an
+  // instance declares it, configured or discovered, or a pool is named after it), else "other".
+  // A client can send any name to instances that serve every name; labels from raw client
+  // input would grow the metric series without bound.
+  std::string_view ModelLabel(std::string_view served_name) const;
 };
 
 class Gateway final : public http::Handler {
@@ -162,6 +167,8 @@ class Gateway final : public http::Handler {
   // For tests and the status page.
   std::shared_ptr<const RoutingState> routing() const { return routing_.load(); }
   Registry& metrics() { return registry_; }
+  // GET /metrics's answer (the client listener's, or the admin listener's: metrics.listener).
+  http::StringResponse MetricsResponse() const;
   const RateLimiter& rate_limiter() const { return *limiter_; }
   const GatewayConfig& config() const { return config_; }
   StatusClock::time_point started_at() const { return started_at_; }

@@ -334,7 +334,9 @@ TEST(GatewayTest, HealthReportsPerModel) {
 // in-flight and up gauges, error counters and latency histograms.
 TEST(GatewayTest, MetricsExposition) {
   Fakes fakes = StartFakes({"alpha"});
-  auto gw = StartGateway(ConfigFor(fakes));
+  GatewayConfig config = ConfigFor(fakes);
+  config.instances[0].models = {"m1"};  // a declared name labels its series (others: "other")
+  auto gw = StartGateway(config);
   ASSERT_NE(gw, nullptr);
   ASSERT_EQ(Post(gw->port(), kChat, ChatBody("m1", "hi")).status(), 200);
 
@@ -714,7 +716,7 @@ TEST(GatewayTest, RetriesExhaustedIs502) {
   ASSERT_NE(gw, nullptr);
   ExpectApiError(Post(gw->port(), kChat, ChatBody("m1", "hi")), 502, "upstream_failed");
   for (const auto& f : fakes) EXPECT_EQ(f->requests(), 1) << f->name();
-  EXPECT_EQ(Metric(gw->port(), R"(prefix_router_retries_total{model="m1",reason="reset"})"), 2);
+  EXPECT_EQ(Metric(gw->port(), R"(prefix_router_retries_total{model="other",reason="reset"})"), 2);
   EXPECT_EQ(Metric(gw->port(), R"(prefix_router_responses_total{code="502",origin="gateway"})"), 1);
   EXPECT_TRUE(Eventually([&] { return TotalInFlight(*gw) == 0; })) << TotalInFlight(*gw);
 }
@@ -759,7 +761,7 @@ TEST(GatewayTest, Upstream503IsRetriedOnTheNextInstance) {
   EXPECT_EQ(r.Header(kRank), "1");
   EXPECT_EQ(fakes[0]->requests(), a_before + 1);
   EXPECT_EQ(fakes[1]->requests(), b_before + 1);
-  EXPECT_EQ(Metric(gw->port(), R"(prefix_router_retries_total{model="m1",reason="status_503"})"), 1);
+  EXPECT_EQ(Metric(gw->port(), R"(prefix_router_retries_total{model="other",reason="status_503"})"), 1);
   EXPECT_EQ(Metric(gw->port(), R"(prefix_router_upstream_errors_total{instance="a",kind="status_503"})"), 1);
 }
 
@@ -778,7 +780,7 @@ TEST(GatewayTest, ConnectRefusedIsRetriedOnAnotherInstance) {
     EXPECT_EQ(r.Header(kInstance), "b");
   }
   EXPECT_EQ(Metric(gw->port(), R"(prefix_router_upstream_errors_total{instance="a",kind="connect"})"), 3);
-  EXPECT_EQ(Metric(gw->port(), R"(prefix_router_retries_total{model="m1",reason="connect"})"), 3);
+  EXPECT_EQ(Metric(gw->port(), R"(prefix_router_retries_total{model="other",reason="connect"})"), 3);
 }
 
 // max_retries bounds the attempts: 1 + max_retries instances are tried, no more.
@@ -820,7 +822,7 @@ TEST(GatewayTest, BrokenSseStreamEndsWithErrorEventWithoutRetry) {
   EXPECT_TRUE(tail.starts_with("data: {\"error\":")) << tail;
   EXPECT_TRUE(tail.ends_with("\n\n")) << tail;
   EXPECT_EQ(TotalRequests(fakes), 1);
-  EXPECT_EQ(pt::MetricSum(gw->port(), R"(prefix_router_retries_total{model="m1",)"), 0);
+  EXPECT_EQ(pt::MetricSum(gw->port(), R"(prefix_router_retries_total{model="other",)"), 0);
   EXPECT_TRUE(Eventually([&] { return TotalInFlight(*gw) == 0; })) << TotalInFlight(*gw);
 }
 

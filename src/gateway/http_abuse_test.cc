@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "gateway/admin.h"
 #include "gateway/gateway_test_util.h"
 #include "testing/raw_client.h"
 #include "testing/wait.h"
@@ -113,6 +115,103 @@ TEST(GatewayAbuseTest, PipelinedRequestsThroughTheGateway) {
   EXPECT_EQ(TotalRequests(fakes), 2);
   EXPECT_EQ(TotalAborted(fakes), 0);
   EXPECT_TRUE(pt::Eventually([&] { return TotalInFlight(*gw) == 0; }));
+}
+
+// Series lines (not comments) in a /metrics answer.
+size_t SeriesCount(uint16_t port) {
+  const pt::ClientResponse r = pt::Get(port, "/metrics");
+  EXPECT_EQ(r.status(), 200);
+  size_t n = 0;
+  for (size_t at = 0; at < r.body().size();) {
+    const size_t end = r.body().find('\n', at);
+    if (r.body()[at] != '#') ++n;
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return n;
+}
+
+// The instances serve any model name (one declares "known"); a client that sends 10,000 others
+// (and one with a NUL byte) adds no series: unknown names count under model="other".
+TEST(GatewayAbuseTest, ClientModelNamesDoNotGrowMetricSeries) {
+  Fakes fakes = StartFakes({"a", "b"});
+  GatewayConfig c = ConfigFor(fakes);
+  c.instances[0].models = {"known"};  // b serves every name
+  auto gw = StartGateway(c);
+  ASSERT_NE(gw, nullptr);
+  const uint16_t port = gw->port();
+  const auto send = [port](pt::HttpClient& client, const std::string& model) {
+    const pt::ClientResponse r = client.RoundTrip(JsonRequest(kChat, ChatBody(model, "hi")));
+    EXPECT_EQ(r.status(), 200) << model << ": " << r.body();
+  };
+  {
+    pt::HttpClient client(port);
+    send(client, "known");
+    send(client, "warm-up");
+  }
+  const size_t before = SeriesCount(port);
+  constexpr int kThreads = 4;
+  constexpr int kNames = 10'000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      pt::HttpClient client(port);
+      for (int i = t; i < kNames; i += kThreads) send(client, "client-model-" + std::to_string(i));
+    });
+  }
+  for (auto& th : threads) th.join();
+  {
+    pt::HttpClient client(port);
+    send(client, std::string("nul\\u0000name"));  // a JSON escape: the name holds a NUL
+  }
+  EXPECT_EQ(SeriesCount(port), before);
+  const std::string text = pt::Get(port, "/metrics").body();
+  EXPECT_EQ(text.find("client-model-"), std::string::npos);
+  EXPECT_EQ(text.find('\0'), std::string::npos);
+  EXPECT_NE(text.find("model=\"known\""), std::string::npos);
+  EXPECT_EQ(pt::MetricSum(port, "prefix_router_requests_total{instance=\"b\",model=\"other\""), kNames + 2);
+}
+
+// metrics.listener: admin takes /metrics off the client listener (the admin one serves it);
+// metrics.require_key asks the client listener's scrapers for a client key.
+TEST(GatewayAbuseTest, MetricsListenerAndKey) {
+  Fakes fakes = StartFakes({"a"});
+  {
+    GatewayConfig c = ConfigFor(fakes);
+    c.admin.enabled = true;
+    c.admin.listen = "127.0.0.1:0";
+    c.metrics.listener = MetricsListener::kAdmin;
+    auto gw = StartGateway(c);
+    ASSERT_NE(gw, nullptr);
+    EXPECT_EQ(pt::Get(gw->port(), "/metrics").status(), 404);
+    EXPECT_EQ(pt::Get(gw->port(), "/health").status(), 200);
+    AdminServer admin(gw->config().admin, gw->config().timeouts, *gw, nullptr);
+    ASSERT_TRUE(admin.Start().ok());
+    const pt::ClientResponse m = pt::Get(admin.port(), "/metrics");
+    EXPECT_EQ(m.status(), 200);
+    EXPECT_NE(m.body().find("prefix_router_requests_total"), std::string::npos);
+    // Two Authorization headers: 400 on both listeners (which credential counts is ambiguous).
+    for (const uint16_t port : {gw->port(), admin.port()}) {
+      const auto e = SendRaw(port, "GET /health HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer a\r\n"
+                                   "Authorization: Bearer b\r\n\r\n");
+      ASSERT_EQ(e.responses.size(), 1u);
+      EXPECT_EQ(e.responses[0].result_int(), 400) << e.responses[0].body();
+    }
+  }
+  {
+    GatewayConfig c = ConfigFor(fakes);
+    c.clients.enabled = true;
+    c.clients.keys.push_back({"scraper", "PR_TEST_METRICS_KEY", ""});
+    c.metrics.require_key = true;
+    ::setenv("PR_TEST_METRICS_KEY", "key-for-the-scraper", 1);
+    auto gw = StartGateway(c);
+    ASSERT_NE(gw, nullptr);
+    EXPECT_EQ(pt::Get(gw->port(), "/metrics").status(), 401);
+    EXPECT_EQ(pt::Get(gw->port(), "/health").status(), 200);
+    const pt::ClientResponse m = pt::Fetch(
+        gw->port(), pt::MakeRequest(http::bhttp::verb::get, "/metrics", "", {{"Authorization", "Bearer key-for-the-scraper"}}));
+    EXPECT_EQ(m.status(), 200);
+  }
 }
 
 }  // namespace

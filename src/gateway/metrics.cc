@@ -1,5 +1,7 @@
 #include "gateway/metrics.h"
 
+#include <simdjson.h>
+
 #include <cassert>
 #include <charconv>
 #include <cmath>
@@ -238,6 +240,15 @@ std::vector<double> Histogram::LatencyBuckets() {
           0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
 }
 
+bool IsValidLabelValue(std::string_view value) {
+  if (value.size() > kMaxLabelValueBytes) return false;
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return false;
+  }
+  return simdjson::validate_utf8(value.data(), value.size());
+}
+
 // ---- FamilyBase ----
 
 namespace metrics_internal {
@@ -303,13 +314,30 @@ M& Family<M>::WithLabels(std::initializer_list<std::string_view> values) {
     return *invalid_child_;
   }
   const std::span<const std::string_view> key(values.begin(), values.size());
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = children_.find(key);
-  if (it == children_.end()) {
-    it = children_.emplace(std::vector<std::string>(values.begin(), values.end()), NewChild())
-             .first;
+  M* child = nullptr;
+  bool overflowed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = children_.find(key);
+    if (it != children_.end()) return *it->second;
+    // A new child: its values checked, and the family's bound kept.
+    std::vector<std::string> owned;
+    owned.reserve(values.size());
+    for (std::string_view v : values) owned.emplace_back(IsValidLabelValue(v) ? v : kInvalidLabelValue);
+    it = children_.find(owned);
+    const size_t max_series = limit_ ? limit_->max_series : kDefaultMaxSeries;
+    if (it == children_.end() && children_.size() >= max_series) {
+      overflowed = true;
+      owned.assign(values.size(), std::string(kOverflowLabelValue));
+      it = children_.find(owned);  // the one child allowed beyond the bound
+    }
+    if (it == children_.end()) it = children_.emplace(std::move(owned), NewChild()).first;
+    child = it->second.get();
   }
-  return *it->second;
+  if (overflowed && limit_ && limit_->overflow && static_cast<const void*>(limit_->overflow) != static_cast<const void*>(this)) {
+    limit_->overflow->WithLabels({Name()}).Inc();
+  }
+  return *child;
 }
 
 template <typename M>
@@ -328,6 +356,13 @@ template class Family<Histogram>;
 // ---- Registry ----
 
 Registry::Registry() = default;
+
+void Registry::SetSeriesLimit(size_t max_series, Family<Counter>* overflow) {
+  assert(max_series >= 1 && "SetSeriesLimit REQUIRES max_series >= 1");
+  std::lock_guard<std::mutex> lock(mu_);
+  limit_.max_series = std::max<size_t>(max_series, 1);
+  limit_.overflow = overflow;
+}
 Registry::~Registry() = default;
 
 template <typename M>
@@ -338,6 +373,7 @@ Family<M>& Registry::Add(std::string name, std::string help,
       new Family<M>(std::move(name), std::move(help), std::move(label_names), std::move(bounds)));
   Family<M>& ref = *family;
   std::lock_guard<std::mutex> lock(mu_);
+  ref.limit_ = &limit_;
   const bool unique = std::none_of(families_.begin(), families_.end(), [&](const auto& f) {
     return f->Name() == ref.Name();
   });

@@ -17,6 +17,13 @@
 // buckets by observations in flight, but its _count and +Inf bucket come from the same bucket
 // reads and always agree.
 //
+// Label values are checked when a child is created: a value that is not valid UTF-8, holds a
+// control character (NUL, CR, LF, ...) or is longer than kMaxLabelValueBytes becomes "invalid".
+// Each family holds at most the registry's series limit of children (SetSeriesLimit, default
+// kDefaultMaxSeries); beyond it, a new tuple of label values is counted in the child whose every
+// value is "other", and in the registry's overflow counter under the family's name, so that a
+// bug that labels by request content cannot grow a scrape without bound.
+//
 // Invalid metric or label names, duplicate family names and a wrong number of label values are
 // programming errors (the names are constants in our code): they assert in debug builds. In
 // release builds the offending family or child still accepts updates but is never rendered, so
@@ -45,6 +52,15 @@ bool IsValidMetricName(std::string_view name);
 // True if `name` matches [a-zA-Z_][a-zA-Z0-9_]* and does not start with "__", which Prometheus
 // reserves for its own labels.
 bool IsValidLabelName(std::string_view name);
+
+inline constexpr size_t kMaxLabelValueBytes = 1024;
+inline constexpr size_t kDefaultMaxSeries = 10'000;
+inline constexpr std::string_view kInvalidLabelValue = "invalid";
+inline constexpr std::string_view kOverflowLabelValue = "other";
+
+// True if `value` is valid UTF-8 without control characters (U+0000..U+001F, U+007F) and at
+// most kMaxLabelValueBytes long.
+bool IsValidLabelValue(std::string_view value);
 
 // A monotonically increasing count (requests, bytes, errors).
 class Counter {
@@ -119,8 +135,16 @@ class Histogram {
 };
 
 class Registry;
+template <typename M>
+class Family;
 
 namespace metrics_internal {
+
+// The bound on children a registry puts on its families (see the top of this file).
+struct SeriesLimit {
+  size_t max_series = kDefaultMaxSeries;
+  Family<Counter>* overflow = nullptr;  // counts overflows by family name; null = not counted
+};
 
 // Orders label-value tuples lexicographically. Transparent, so that WithLabels finds an existing
 // child from the caller's string_views without building a std::vector<std::string> (abseil tip
@@ -161,6 +185,9 @@ class FamilyBase {
   std::vector<std::string> label_names_;
   std::string_view type_name_;
   bool renderable_ = true;  // false after a programming error caught in a release build
+
+ protected:
+  const SeriesLimit* limit_ = nullptr;  // the registry's; set when the family is added
 };
 
 }  // namespace metrics_internal
@@ -210,6 +237,12 @@ class Registry {
                                   std::vector<std::string> label_names,
                                   std::vector<double> bounds);
 
+  // Bounds every family's children (those of families added before too) to `max_series`;
+  // `overflow` (a family with one label, `metric`, of this registry) counts the updates sent to
+  // a family's "other" child. Call before the families are used.
+  // REQUIRES: max_series >= 1.
+  void SetSeriesLimit(size_t max_series, Family<Counter>* overflow);
+
   // `refresh` runs at the start of every Render(), so gauges can be set from live state at
   // scrape time. It must not call Registry methods.
   void AddCollector(std::function<void()> refresh);
@@ -224,6 +257,7 @@ class Registry {
   Family<M>& Add(std::string name, std::string help, std::vector<std::string> label_names,
                  std::vector<double> bounds);
 
+  metrics_internal::SeriesLimit limit_;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<metrics_internal::FamilyBase>> families_;  // guarded by mu_
   std::vector<std::function<void()>> collectors_;                       // guarded by mu_

@@ -121,12 +121,53 @@ TEST(MetricsTest, HistogramTrailingInfBoundIsImplicit) {
 TEST(MetricsTest, EscapesLabelValuesAndHelp) {
   Registry registry;
   registry.AddCounter("escapes_total", "Path C:\\dir \"quoted\"\nsecond line", {"v"})
-      .WithLabels({"a\\b\"c\nd"})
+      .WithLabels({"a\\b\"c"})
       .Inc();
   EXPECT_EQ(registry.Render(),
             "# HELP escapes_total Path C:\\\\dir \"quoted\"\\nsecond line\n"
             "# TYPE escapes_total counter\n"
-            "escapes_total{v=\"a\\\\b\\\"c\\nd\"} 1\n");
+            "escapes_total{v=\"a\\\\b\\\"c\"} 1\n");
+}
+
+// A label value that is not valid UTF-8, holds a control character (LF, NUL, ...) or is over
+// kMaxLabelValueBytes becomes "invalid": one series for all of them, nothing raw in the text.
+TEST(MetricsTest, InvalidLabelValuesBecomeInvalid) {
+  Registry registry;
+  auto& family = registry.AddCounter("values_total", "Values.", {"v"});
+  for (const std::string& bad : {std::string("a\nb"), std::string("nul\0x", 5), std::string("\xff\xfe"),
+                                 std::string("\x7f"), std::string(kMaxLabelValueBytes + 1, 'x')}) {
+    EXPECT_FALSE(IsValidLabelValue(bad)) << ::testing::PrintToString(bad);
+    family.WithLabels({bad}).Inc();
+  }
+  EXPECT_TRUE(IsValidLabelValue("llama-3.1 8B \xc3\xa9t\xc3\xa9"));
+  EXPECT_TRUE(IsValidLabelValue(std::string(kMaxLabelValueBytes, 'x')));
+  family.WithLabels({"ok"}).Inc();
+  EXPECT_EQ(registry.Render(),
+            "# HELP values_total Values.\n"
+            "# TYPE values_total counter\n"
+            "values_total{v=\"invalid\"} 5\n"
+            "values_total{v=\"ok\"} 1\n");
+}
+
+// A family at its series limit sends new label values to its all-"other" child and counts the
+// overflow under the family's name; existing children keep counting on their own.
+TEST(MetricsTest, SeriesLimitSendsNewValuesToOther) {
+  Registry registry;
+  auto& overflow = registry.AddCounter("overflow_total", "Overflows.", {"metric"});
+  auto& family = registry.AddCounter("by_model_total", "By model.", {"model", "kind"});
+  registry.SetSeriesLimit(3, &overflow);
+  for (int i = 0; i < 1000; ++i) family.WithLabels({"m" + std::to_string(i % 500), "k"}).Inc();
+  family.WithLabels({"m0", "k"}).Inc();
+  EXPECT_EQ(registry.Render(),
+            "# HELP overflow_total Overflows.\n"
+            "# TYPE overflow_total counter\n"
+            "overflow_total{metric=\"by_model_total\"} 994\n"
+            "# HELP by_model_total By model.\n"
+            "# TYPE by_model_total counter\n"
+            "by_model_total{model=\"m0\",kind=\"k\"} 3\n"
+            "by_model_total{model=\"m1\",kind=\"k\"} 2\n"
+            "by_model_total{model=\"m2\",kind=\"k\"} 2\n"
+            "by_model_total{model=\"other\",kind=\"other\"} 994\n");
 }
 
 // Metrics without labels render without braces; a label-less histogram keeps only le.

@@ -515,6 +515,9 @@ std::vector<std::string> RestartRequired(const GatewayConfig& a, const GatewayCo
   check(a.max_request_body_bytes != b.max_request_body_bytes, "limits.max_request_body_bytes");
   check(a.max_header_bytes != b.max_header_bytes, "limits.max_header_bytes");
   check(a.max_connections != b.max_connections, "limits.max_connections");
+  check(a.max_connections_per_client != b.max_connections_per_client, "limits.max_connections_per_client");
+  check(a.metrics.listener != b.metrics.listener, "metrics.listener");
+  check(a.metrics.require_key != b.metrics.require_key, "metrics.require_key");
   const TimeoutsConfig& ta = a.timeouts;
   const TimeoutsConfig& tb = b.timeouts;
   check(ta.connect != tb.connect, "timeouts.connect");

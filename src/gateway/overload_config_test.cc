@@ -127,5 +127,49 @@ TEST(OverloadConfig, PerTryFirstByteTimeout) {
   EXPECT_EQ(r->timeouts.per_try_first_byte, 4);
 }
 
+// limits.max_connections_per_client: off by default, 0..1000000, from YAML and flag; restart
+// required to change.
+TEST(OverloadConfig, PerClientConnectionLimit) {
+  EXPECT_EQ(ParseValid(kInstances).max_connections_per_client, 0u);
+  EXPECT_EQ(ParseValid(std::string(kInstances) + "limits: {max_connections_per_client: 50}\n").max_connections_per_client,
+            50u);
+  const std::string over = ValidationError(std::string(kInstances) + "limits: {max_connections_per_client: 1000001}\n");
+  EXPECT_NE(over.find("limits.max_connections_per_client"), std::string::npos) << over;
+  Result<GatewayConfig> r = BuildConfig(ParseFlags({"--instance", "http://a:1", "--max-connections-per-client", "8"}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->max_connections_per_client, 8u);
+}
+
+// metrics: listener client (default) or admin (which needs the admin listener), require_key
+// (which needs client keys); unknown values name the allowed ones.
+TEST(OverloadConfig, MetricsSection) {
+  const GatewayConfig d = ParseValid(kInstances);
+  EXPECT_EQ(d.metrics.listener, MetricsListener::kClient);
+  EXPECT_FALSE(d.metrics.require_key);
+  const GatewayConfig admin = ParseValid(std::string(kInstances) + "admin: {}\nmetrics: {listener: admin}\n");
+  EXPECT_EQ(admin.metrics.listener, MetricsListener::kAdmin);
+  const std::string no_admin = ValidationError(std::string(kInstances) + "metrics: {listener: admin}\n");
+  EXPECT_NE(no_admin.find("metrics.listener"), std::string::npos) << no_admin;
+  const std::string word = ValidationError(std::string(kInstances) + "metrics: {listener: both}\n");
+  EXPECT_NE(word.find("client, admin"), std::string::npos) << word;
+  const std::string no_keys = ValidationError(std::string(kInstances) + "metrics: {require_key: true}\n");
+  EXPECT_NE(no_keys.find("metrics.require_key"), std::string::npos) << no_keys;
+}
+
+// An admin listener that is not loopback needs a token of 16 characters at least; loopback
+// takes any token.
+TEST(OverloadConfig, RemoteAdminTokenLength) {
+  ::setenv("PR_TEST_ADMIN_SHORT", "x", 1);
+  ::setenv("PR_TEST_ADMIN_LONG", "0123456789abcdef", 1);
+  const std::string short_remote = ValidationError(
+      std::string(kInstances) + "admin: {listen: '0.0.0.0:9090', token_env: PR_TEST_ADMIN_SHORT}\n");
+  EXPECT_NE(short_remote.find("shorter than 16"), std::string::npos) << short_remote;
+  EXPECT_EQ(short_remote.find("'x'"), std::string::npos) << "the token must not be echoed: " << short_remote;
+  EXPECT_EQ(ValidationError(std::string(kInstances) + "admin: {listen: '0.0.0.0:9090', token_env: PR_TEST_ADMIN_LONG}\n"),
+            "");
+  EXPECT_EQ(ValidationError(std::string(kInstances) + "admin: {listen: '127.0.0.1:9090', token_env: PR_TEST_ADMIN_SHORT}\n"),
+            "");
+}
+
 }  // namespace
 }  // namespace prefix_router::gateway

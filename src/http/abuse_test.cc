@@ -237,5 +237,167 @@ TEST(HttpAbuseTest, ControlCharactersInHeadersAre400) {
   ExpectStillServing(port);
 }
 
+// ---------------------------------------------------------------------------- transfer codings
+
+// RFC 9112 sections 6.1 and 6.3: a request whose final transfer coding is not chunked has no
+// knowable length (400 and close); chunked twice is 400; a coding before chunked is one we do not
+// implement (501); Transfer-Encoding on HTTP/1.0 is 400. None reaches the handler, and the bytes
+// after the head (which a lax server would read as a second request) are never answered.
+TEST(HttpAbuseTest, TransferCodingsOtherThanFinalChunkedAreRefused) {
+  auto t = StartServer();
+  const uint16_t port = t->server->port();
+  // After each head: a chunked body, then a request that must never be answered.
+  const std::string tail = "5\r\nhello\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::pair<std::string, int> cases[] = {
+      {"Transfer-Encoding: identity\r\n", 400},
+      {"Transfer-Encoding: gzip\r\n", 400},
+      {"Transfer-Encoding: xchunked\r\n", 400},
+      {"Transfer-Encoding: chunked, gzip\r\n", 400},
+      {"Transfer-Encoding: chunked, chunked\r\n", 400},
+      {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400},
+      {"Transfer-Encoding: ,\r\n", 400},
+      {"Transfer-Encoding: gzip, chunked\r\n", 501},
+      {"Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n", 501},
+      {"Transfer-Encoding: x-custom, chunked\r\n", 501},
+  };
+  for (const auto& [field, status] : cases) {
+    SCOPED_TRACE(field);
+    ExpectRefused(SendRaw(port, "POST /c HTTP/1.1\r\nHost: x\r\n" + field + "\r\n" + tail), status);
+  }
+  {
+    SCOPED_TRACE("HTTP/1.0 with chunked");
+    ExpectRefused(SendRaw(port, "POST /c HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n" + tail), 400);
+  }
+  EXPECT_EQ(t->handler.handled.load(), 0);
+  // chunked alone, in any case and with list whitespace, is fine.
+  for (const char* field : {"Transfer-Encoding: chunked\r\n", "Transfer-Encoding: CHUNKED \r\n",
+                            "Transfer-Encoding: , chunked\r\n"}) {
+    SCOPED_TRACE(field);
+    const Exchanged ok = SendRaw(port, std::string("POST /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n") + field +
+                                           "\r\n5\r\nhello\r\n0\r\n\r\n");
+    ASSERT_EQ(ok.responses.size(), 1u);
+    EXPECT_EQ(ok.responses[0].body(), "/c 5");
+  }
+  ExpectStillServing(port);
+}
+
+// ------------------------------------------------------------------------------- singleton fields
+
+// RFC 9112 section 3.2: an HTTP/1.1 request without Host, or with two, is 400 (HTTP/1.0 needs
+// none). Two Authorization headers are 400 too: which credential counts would be ambiguous.
+TEST(HttpAbuseTest, HostAndAuthorizationMustBeSingle) {
+  auto t = StartServer();
+  const uint16_t port = t->server->port();
+  ExpectRefused(SendRaw(port, "GET / HTTP/1.1\r\n\r\n"), 400);
+  ExpectRefused(SendRaw(port, "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
+  ExpectRefused(SendRaw(port, "GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer one\r\n"
+                              "Authorization: Bearer two\r\n\r\n"),
+                400);
+  EXPECT_EQ(t->handler.handled.load(), 0);
+  const Exchanged old = SendRaw(port, "GET /old HTTP/1.0\r\n\r\n");
+  ASSERT_EQ(old.responses.size(), 1u);
+  EXPECT_EQ(old.responses[0].body(), "/old 0");
+  ExpectStillServing(port);
+}
+
+// ------------------------------------------------------------------------------------- timeouts
+
+// A request whose head or body stops arriving gets 408 when read_timeout passes, then a close;
+// a connection that sent nothing (new, or idle between requests) is closed without an answer.
+TEST(HttpAbuseTest, RequestTimeoutGets408) {
+  auto t = StartServer();
+  const uint16_t port = t->server->port();
+  for (const char* partial : {"GET /slow HTTP/1.1\r\nHost: x\r\n", "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"}) {
+    SCOPED_TRACE(partial);
+    RawClient client(port);
+    EXPECT_FALSE(client.Write(partial));
+    beast::error_code ended_by;
+    const auto responses = ParseResponses(client.ReadToClose(ended_by));
+    ASSERT_EQ(responses.size(), 1u);
+    EXPECT_EQ(responses[0].result_int(), 408) << responses[0].body();
+    EXPECT_NE(responses[0].body().find("request_timeout"), std::string::npos);
+    EXPECT_FALSE(responses[0].keep_alive());
+    EXPECT_EQ(ended_by, net::error::eof);
+  }
+  EXPECT_EQ(t->server->request_timeouts(), 2);
+  {
+    SCOPED_TRACE("silent connection");
+    RawClient client(port);
+    beast::error_code ended_by;
+    EXPECT_EQ(client.ReadToClose(ended_by), "");
+    EXPECT_EQ(ended_by, net::error::eof);
+  }
+  {
+    SCOPED_TRACE("idle after a request");
+    RawClient client(port);
+    EXPECT_FALSE(client.Write("GET /a HTTP/1.1\r\nHost: x\r\n\r\n"));
+    beast::error_code ended_by;
+    const auto responses = ParseResponses(client.ReadToClose(ended_by));
+    ASSERT_EQ(responses.size(), 1u);  // the answer, then a silent close at idle_timeout
+    EXPECT_EQ(responses[0].result_int(), 200);
+    EXPECT_EQ(ended_by, net::error::eof);
+  }
+  EXPECT_EQ(t->server->request_timeouts(), 2);
+  EXPECT_EQ(t->handler.handled.load(), 1);
+}
+
+// ------------------------------------------------------------------------- per-client connections
+
+// With max_connections_per_client, one address holding that many connections (each trickling a
+// byte, say) gets 429 for the next; other addresses are still served, and the slot comes back
+// when a connection closes. Without it, one client could take every slot of max_connections.
+TEST(HttpAbuseTest, PerClientConnectionLimit) {
+  EchoHandler handler;
+  ServerOptions o;
+  o.max_connections = 10;
+  o.max_connections_per_client = 3;
+  o.read_timeout = 5000ms;
+  Server server(o, handler);
+  ASSERT_TRUE(server.Start().ok());
+  const uint16_t port = server.port();
+  std::vector<std::unique_ptr<RawClient>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<RawClient>(port));
+    EXPECT_FALSE(held.back()->Write("G"));
+  }
+  EXPECT_TRUE(Eventually([&] { return server.open_connections() == 3; }));
+  const Exchanged refused = SendRaw(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  ExpectRefused(refused, 429);
+  EXPECT_NE(refused.responses[0].body().find("too_many_connections_from_client"), std::string::npos);
+  EXPECT_EQ(server.rejected_client_connections(), 1);
+  EXPECT_EQ(server.rejected_connections(), 0);
+  {
+    RawClient other(port, "127.0.0.2");  // another host
+    EXPECT_FALSE(other.Write("GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    beast::error_code ended_by;
+    const auto responses = ParseResponses(other.ReadToClose(ended_by));
+    ASSERT_EQ(responses.size(), 1u);
+    EXPECT_EQ(responses[0].body(), "/other 0");
+  }
+  held.pop_back();  // one closes: its slot comes back
+  EXPECT_TRUE(Eventually([&] { return server.open_connections() == 2; }));
+  const Exchanged again = SendRaw(port, "GET /again HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_EQ(again.responses.size(), 1u);
+  EXPECT_EQ(again.responses[0].body(), "/again 0");
+  server.Stop(0ms);
+}
+
+// ------------------------------------------------------------------------------- head checks
+
+TEST(CheckRequestHeadTest, NamesTheProblem) {
+  bhttp::request_header<> head;
+  head.version(11);
+  head.set(bhttp::field::host, "x");
+  std::string why;
+  EXPECT_EQ(CheckRequestHead(head, why), 0);
+  head.set(bhttp::field::transfer_encoding, "deflate, chunked");
+  EXPECT_EQ(CheckRequestHead(head, why), 501);
+  EXPECT_NE(why.find("'deflate' is not implemented"), std::string::npos) << why;
+  head.set(bhttp::field::transfer_encoding, "chunked");
+  head.set(bhttp::field::content_length, "5");
+  EXPECT_EQ(CheckRequestHead(head, why), 400);
+  EXPECT_NE(why.find("both"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace prefix_router::http

@@ -1,5 +1,6 @@
 #include "http/server.h"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -61,7 +62,118 @@ net::awaitable<void> RefuseAndClose(Stream& stream, StringResponse res,
   }
 }
 
+// A deadline for a read that must leave the connection open when it passes, so that the server
+// can still answer 408: beast::tcp_stream's own expiry closes the socket. When `timeout` passes,
+// the socket's pending operations are cancelled and fired() becomes true. All on the
+// connection's thread; the shared state lets a completion already queued when the Watchdog is
+// destroyed see that it is too late.
+class Watchdog {
+ public:
+  Watchdog(beast::tcp_stream& base, std::chrono::milliseconds timeout)
+      : timer_(base.get_executor()), state_(std::make_shared<State>()) {
+    timer_.expires_after(timeout);
+    timer_.async_wait([state = state_, &base](beast::error_code ec) {
+      if (ec || state->done) return;
+      state->fired = true;
+      beast::error_code ignored;
+      base.socket().cancel(ignored);
+    });
+  }
+  ~Watchdog() {
+    state_->done = true;
+    timer_.cancel();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  bool fired() const { return state_->fired; }
+
+ private:
+  struct State {
+    bool fired = false;
+    bool done = false;
+  };
+  net::steady_timer timer_;
+  std::shared_ptr<State> state_;
+};
+
+// The elements of a comma-separated field value (RFC 9110 section 5.6.1), trimmed of spaces and
+// tabs; empty elements are skipped. A coding's parameters (";q=...") stay on its element.
+void AppendListElements(std::string_view value, std::vector<std::string_view>& out) {
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    std::string_view item = value.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+}
+
+// Codings registered for Transfer-Encoding besides chunked (IANA HTTP Transfer Coding
+// Registry): understood as names, never decoded here.
+bool IsKnownCoding(std::string_view coding) {
+  static constexpr std::string_view kKnown[] = {"compress", "deflate", "gzip", "trailers",
+                                                "x-compress", "x-gzip"};
+  for (std::string_view k : kKnown) {
+    if (beast::iequals(coding, k)) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+int CheckRequestHead(const bhttp::request_header<>& head, std::string& message) {
+  const size_t te_fields = head.count(bhttp::field::transfer_encoding);
+  if (te_fields > 0) {
+    if (head.version() < 11) {
+      message = "Transfer-Encoding is not allowed on an HTTP/1.0 request";
+      return 400;
+    }
+    std::vector<std::string_view> codings;
+    for (auto [it, end] = head.equal_range(bhttp::field::transfer_encoding); it != end; ++it) {
+      AppendListElements(std::string_view(it->value().data(), it->value().size()), codings);
+    }
+    // RFC 9112 section 6.3: without chunked as the final coding the body's length cannot be
+    // known, and the server MUST answer 400 and close.
+    if (codings.empty() || !beast::iequals(codings.back(), "chunked")) {
+      message = "Transfer-Encoding must end with chunked";
+      return 400;
+    }
+    for (size_t i = 0; i + 1 < codings.size(); ++i) {
+      if (beast::iequals(codings[i], "chunked")) {
+        message = "chunked is applied more than once in Transfer-Encoding";
+        return 400;
+      }
+    }
+    if (codings.size() > 1) {
+      // RFC 9112 section 6.1: a coding the server does not implement is 501.
+      const std::string_view first = codings.front();
+      message = "transfer coding '" + std::string(first.substr(0, 64)) + "' is not implemented" +
+                (IsKnownCoding(first) ? "" : " (unknown coding)") + "; send the body with chunked alone";
+      return 501;
+    }
+    if (head.count(bhttp::field::content_length) > 0) {
+      // Both framings: a request smuggling pattern (RFC 9112 section 6.1).
+      message = "a request must not carry both Transfer-Encoding and Content-Length";
+      return 400;
+    }
+  }
+  const size_t hosts = head.count(bhttp::field::host);
+  if (hosts > 1) {
+    message = "more than one Host header";
+    return 400;
+  }
+  if (hosts == 0 && head.version() >= 11) {
+    message = "an HTTP/1.1 request needs a Host header";
+    return 400;
+  }
+  if (head.count(bhttp::field::authorization) > 1) {
+    message = "more than one Authorization header";
+    return 400;
+  }
+  return 0;
+}
 
 bool IsHopByHopHeader(std::string_view name) {
   static constexpr std::string_view kHop[] = {"connection",        "keep-alive",
@@ -249,46 +361,106 @@ Status Server::Start() {
 
 net::awaitable<void> Server::AcceptLoop() {
   uint32_t next = 0;
+  auto backoff = kAcceptBackoffMin;
+  int64_t streak = 0;  // consecutive accept failures
   while (!stopping_.load()) {
     auto& ctx = *contexts_[next];
     ThreadState& ts = *thread_states_[next];
-    next = (next + 1) % contexts_.size();
     auto [ec, socket] = co_await acceptor_->async_accept(ctx, kTuple);
     if (ec) {
       if (ec == net::error::operation_aborted || stopping_.load()) break;
-      spdlog::warn("accept failed: {}", ec.message());
-      // Out of descriptors and similar: back off briefly instead of spinning.
-      net::steady_timer timer(co_await net::this_coro::executor, std::chrono::milliseconds(50));
+      ++accept_errors_;
+      // Out of descriptors and similar: back off instead of spinning, doubling the wait up to
+      // kAcceptBackoffMax; one warning a streak, not one per failure.
+      if (streak++ == 0) {
+        spdlog::warn("accept failed: {}; retrying with backoff from {} ms up to {} ms (limits.max_connections "
+                     "should keep this from happening; see docs/faults.md)",
+                     ec.message(), kAcceptBackoffMin.count(), kAcceptBackoffMax.count());
+      }
+      net::steady_timer timer(co_await net::this_coro::executor, backoff);
       co_await timer.async_wait(kTuple);
+      backoff = std::min(backoff * 2, kAcceptBackoffMax);
       continue;
     }
+    if (streak > 0) {
+      spdlog::info("accept recovered after {} failed attempts", streak);
+      streak = 0;
+      backoff = kAcceptBackoffMin;
+    }
+    next = (next + 1) % contexts_.size();
     socket.set_option(tcp::no_delay(true), ec);
     // Counted here, before the session starts on its thread, so that the limit is exact.
+    int status = 0;
+    net::ip::address peer;
     if (options_.max_connections > 0 && open_connections_.load() >= options_.max_connections) {
-      ++rejected_connections_;
+      status = 503;
+    } else if (options_.max_connections_per_client > 0) {
+      const auto endpoint = socket.remote_endpoint(ec);
+      if (ec) continue;  // gone already; the socket closes here
+      peer = endpoint.address();
+      if (!AdmitClient(peer)) status = 429;
+    }
+    if (status != 0) {
+      ++(status == 503 ? rejected_connections_ : rejected_client_connections_);
       if (lingering_rejections_.load() >= kMaxLingeringRejections) {
         socket.close(ec);  // a flood of them: no resources for a polite answer
         continue;
       }
       ++lingering_rejections_;
-      net::co_spawn(ctx, Reject(std::move(socket)),
+      net::co_spawn(ctx, Reject(std::move(socket), status),
                     [](std::exception_ptr e) { LogCoroutineFailure(e, "rejected connection"); });
       continue;
     }
-    ++open_connections_;
+    const int64_t open = ++open_connections_;
+    for (int64_t peak = peak_open_.load(); open > peak && !peak_open_.compare_exchange_weak(peak, open);) {
+    }
     accepted_connections_.fetch_add(1, std::memory_order_relaxed);
-    net::co_spawn(ctx, Session(std::move(socket), ts),
+    net::co_spawn(ctx, Session(std::move(socket), ts, peer),
                   [](std::exception_ptr e) { LogCoroutineFailure(e, "connection"); });
   }
+}
+
+bool Server::AdmitClient(const net::ip::address& address) {
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  uint32_t& n = clients_[address];
+  if (n >= options_.max_connections_per_client) {
+    if (n == 0) clients_.erase(address);
+    return false;
+  }
+  ++n;
+  return true;
+}
+
+void Server::ReleaseClient(const net::ip::address& address) {
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  auto it = clients_.find(address);
+  if (it == clients_.end()) return;
+  if (--it->second == 0) clients_.erase(it);
+}
+
+// glibc keeps freed memory in its arenas (one per I/O thread, and fragmented by thousands of
+// connection buffers); malloc_trim gives back what it can, including free pages in the middle of
+// a heap. It walks every arena, a few milliseconds at worst, hence only after a flood.
+void Server::MaybeReturnMemory(int64_t open) {
+  int64_t peak = peak_open_.load();
+  if (peak < kReturnMemoryPeak || open > peak / 2) return;
+  if (!peak_open_.compare_exchange_strong(peak, open)) return;  // another thread is at it
+  malloc_trim(0);
+  ++memory_returns_;
 }
 
 void Server::SetTlsContext(std::shared_ptr<net::ssl::context> context) {
   tls_context_.store(std::move(context));
 }
 
-net::awaitable<void> Server::Reject(tcp::socket socket) {
-  StringResponse res = ErrorResponse(503, "the server has too many open connections; retry later",
-                                     "too_many_connections", 11, false, options_.server_name);
+net::awaitable<void> Server::Reject(tcp::socket socket, int status) {
+  StringResponse res =
+      status == 503 ? ErrorResponse(503, "the server has too many open connections; retry later",
+                                    "too_many_connections", 11, false, options_.server_name)
+                    : ErrorResponse(429, "this client address has too many open connections (" +
+                                             std::to_string(options_.max_connections_per_client) +
+                                             "); close some or retry later",
+                                    "too_many_connections_from_client", 11, false, options_.server_name);
   res.set(bhttp::field::retry_after, "1");
   if (auto tls = tls_context_.load()) {
     // An HTTPS client can only read the 503 after a handshake; it gets kLinger for it.
@@ -306,7 +478,7 @@ net::awaitable<void> Server::Reject(tcp::socket socket) {
   --lingering_rejections_;
 }
 
-net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
+net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts, net::ip::address peer) {
   // The context is taken at accept: a certificate reload applies to the next connection.
   if (auto tls = tls_context_.load()) {
     TlsStream stream(std::move(socket), *tls);
@@ -315,7 +487,8 @@ net::awaitable<void> Server::Session(tcp::socket socket, ThreadState& ts) {
     beast::tcp_stream stream(std::move(socket));
     co_await Serve(stream, ts);
   }
-  --open_connections_;
+  if (options_.max_connections_per_client > 0) ReleaseClient(peer);
+  MaybeReturnMemory(--open_connections_);
 }
 
 template <class Stream>
@@ -347,9 +520,14 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
     parser.body_limit(options_.max_body_bytes);
     parser.header_limit(options_.max_header_bytes);
     entry.idle = true;
-    base.expires_after(first ? options_.read_timeout : options_.idle_timeout);
+    base.expires_never();
+    beast::error_code ec;
+    {
+      Watchdog watchdog(base, first ? options_.read_timeout : options_.idle_timeout);
+      std::tie(ec, std::ignore) = co_await bhttp::async_read_header(stream, buffer, parser, kTuple);
+      if (ec && watchdog.fired()) ec = beast::error::timeout;
+    }
     first = false;
-    auto [ec, n] = co_await bhttp::async_read_header(stream, buffer, parser, kTuple);
     entry.idle = false;
     if (ec) {
       if (ec == bhttp::error::header_limit) {
@@ -364,6 +542,13 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
                                    std::to_string(options_.max_body_bytes) + " bytes",
                           "", 11, false, options_.server_name),
             options_.write_timeout, kLingerBytes);
+      } else if (ec == beast::error::timeout && (buffer.size() > 0 || parser.got_some())) {
+        // Part of a head arrived, the rest did not within read_timeout (RFC 9110 section 15.5.9).
+        ++request_timeouts_;
+        co_await RefuseAndClose(
+            stream, ErrorResponse(408, "the request head did not arrive in time", "request_timeout", 11, false,
+                                  options_.server_name),
+            options_.write_timeout, kLingerBytes);
       } else if (ec != bhttp::error::end_of_stream && ec != net::error::operation_aborted &&
                  ec != beast::error::timeout && ec != net::error::eof &&
                  ec != net::error::connection_reset && ec != net::ssl::error::stream_truncated &&
@@ -375,6 +560,11 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
       break;
     }
     const auto& head = parser.get();
+    if (std::string why; const int refusal = CheckRequestHead(head, why)) {
+      co_await RefuseAndClose(stream, ErrorResponse(refusal, why, "", head.version(), false, options_.server_name),
+                              options_.write_timeout, kLingerBytes);
+      break;
+    }
     if (beast::iequals(head[bhttp::field::expect], "100-continue")) {
       bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, head.version()};
       base.expires_after(options_.write_timeout);
@@ -382,8 +572,13 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
       if (wec) break;
     }
     if (!parser.is_done()) {
-      base.expires_after(options_.read_timeout);
-      auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, kTuple);
+      base.expires_never();
+      beast::error_code bec;
+      {
+        Watchdog watchdog(base, options_.read_timeout);
+        std::tie(bec, std::ignore) = co_await bhttp::async_read(stream, buffer, parser, kTuple);
+        if (bec && watchdog.fired()) bec = beast::error::timeout;
+      }
       if (bec) {
         if (bec == bhttp::error::body_limit) {
           co_await RefuseAndClose(
@@ -392,7 +587,13 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
                                      std::to_string(options_.max_body_bytes) + " bytes",
                             "", head.version(), false, options_.server_name),
               options_.write_timeout, kLingerBytes);
-        } else if (bec != beast::error::timeout && bec != net::error::eof &&
+        } else if (bec == beast::error::timeout) {
+          ++request_timeouts_;
+          co_await RefuseAndClose(
+              stream, ErrorResponse(408, "the request body did not arrive in time", "request_timeout", head.version(),
+                                    false, options_.server_name),
+              options_.write_timeout, kLingerBytes);
+        } else if (bec != net::error::eof &&
                    bec != bhttp::error::partial_message && bec != net::error::connection_reset &&
                    bec != net::error::operation_aborted && bec != net::ssl::error::stream_truncated &&
                    bec.category() != net::error::get_ssl_category()) {

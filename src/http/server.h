@@ -13,13 +13,24 @@
 //
 // Errors the server answers itself, with an OpenAI-style JSON body: 400 for a malformed request,
 // 413 for a body over the limit, 431 for headers over the limit, 503 while shutting down.
+// Framing is checked strictly (RFC 9112 sections 3.2, 6.1 and 6.3; see CheckRequestHead): a
+// Transfer-Encoding whose final coding is not `chunked`, `chunked` applied twice, or any
+// Transfer-Encoding on an HTTP/1.0 request is 400; a coding before the final `chunked` (gzip,
+// deflate, ...) is 501, since no request coding but chunked is implemented; an HTTP/1.1 request
+// without Host, or with two, is 400; so are two Authorization headers (which credential would
+// count is ambiguous, and a front proxy may check one while we read the other). A connection
+// whose head or body stops arriving mid-request gets 408 when read_timeout passes; one that sent
+// nothing of a request (a new or an idle keep-alive connection) is closed without an answer.
 // After such an answer the connection closes politely: the server half-closes and discards what
 // the client still sends (at most 1 MiB, for at most 1 s), so that the client reads the error
 // instead of losing it to a reset. A client trickling its head or body is cut off when
 // read_timeout (a deadline for the whole head, then for the whole body) passes.
 //
 // Overload: with max_connections set, a connection accepted while that many are open gets a
-// 503 (Connection: close) written without waiting and is closed; the rejection holds no more
+// 503 (Connection: close) written without waiting and is closed. With max_connections_per_client
+// set, a connection from an address that already holds that many gets 429
+// (too_many_connections_from_client) the same way, so that one client (100 connections that each
+// trickle a byte, say) cannot take every slot. The rejection holds no more
 // than a socket and a small buffer for a short linger (so that the client reads the 503 rather
 // than a reset), and at most kMaxLingeringRejections of those at a time, beyond which the
 // connection is closed at once.
@@ -29,6 +40,11 @@
 // debug and closed without touching other connections. Everything above works the same over
 // TLS; a session ends with a close_notify (bounded by kTlsShutdown). SetTlsContext replaces the
 // context for connections accepted after it (certificate reload); open ones keep theirs.
+//
+// Accept errors (out of descriptors, above all) back off exponentially from 10 ms to 1 s, with
+// one warning when a streak starts and one line when it ends. After a flood, once the open
+// connections fall to half of their peak (a peak of kReturnMemoryPeak or more), the server hands
+// freed heap back to the system (malloc_trim), so that RSS returns near its level before.
 //
 // Shutdown (Stop): the listener closes at once; idle keep-alive connections close; exchanges in
 // progress get up to the drain deadline to finish, then everything is cancelled.
@@ -46,9 +62,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -77,6 +95,7 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60'000};   // keep-alive wait for the next request
   std::string server_name = "prefix-router";
   uint32_t max_connections = 0;                     // open client connections; 0 = no limit
+  uint32_t max_connections_per_client = 0;          // open connections per client address; 0 = no limit
   std::shared_ptr<net::ssl::context> tls;           // null = plain HTTP; see SetTlsContext
 };
 
@@ -191,6 +210,14 @@ class Server {
   int64_t accepted_connections() const { return accepted_connections_.load(); }
   // Connections refused because max_connections were open, since Start.
   int64_t rejected_connections() const { return rejected_connections_.load(); }
+  // Connections refused because their address held max_connections_per_client, since Start.
+  int64_t rejected_client_connections() const { return rejected_client_connections_.load(); }
+  // Requests answered 408 because their head or body stopped arriving, since Start.
+  int64_t request_timeouts() const { return request_timeouts_.load(); }
+  // accept() failures (EMFILE and the like), since Start.
+  int64_t accept_errors() const { return accept_errors_.load(); }
+  // Times freed heap was handed back to the system after a flood, since Start.
+  int64_t memory_returns() const { return memory_returns_.load(); }
 
   // TLS handshakes that failed or timed out, since Start.
   int64_t tls_handshake_failures() const { return tls_handshake_failures_.load(); }
@@ -203,16 +230,28 @@ class Server {
   static constexpr int64_t kMaxLingeringRejections = 64;
   // How long a TLS session's close_notify exchange may take when the connection ends.
   static constexpr std::chrono::milliseconds kTlsShutdown{500};
+  // Accept-error backoff: the first wait, and the longest.
+  static constexpr std::chrono::milliseconds kAcceptBackoffMin{10};
+  static constexpr std::chrono::milliseconds kAcceptBackoffMax{1000};
+  // Below this many open connections at the peak, nothing is handed back (not worth a trim).
+  static constexpr int64_t kReturnMemoryPeak = 1024;
   bool stopping() const { return stopping_.load(); }
 
  private:
   struct ThreadState;
   net::awaitable<void> AcceptLoop();
-  net::awaitable<void> Session(tcp::socket socket, ThreadState& thread);
+  // `peer` is the client's address when max_connections_per_client is set (else unspecified).
+  net::awaitable<void> Session(tcp::socket socket, ThreadState& thread, net::ip::address peer);
   // The request loop of one connection; Stream is beast::tcp_stream or TlsStream.
   template <class Stream>
   net::awaitable<void> Serve(Stream& stream, ThreadState& thread);
-  net::awaitable<void> Reject(tcp::socket socket);
+  // Answers `status` (503 too_many_connections or 429 too_many_connections_from_client).
+  net::awaitable<void> Reject(tcp::socket socket, int status);
+  // Per-client accounting: true (and counted) when `address` may open one more connection.
+  bool AdmitClient(const net::ip::address& address);
+  void ReleaseClient(const net::ip::address& address);
+  // Called when a connection ends with `open` still open: trims the heap after a flood.
+  void MaybeReturnMemory(int64_t open);
 
   ServerOptions options_;
   Handler& handler_;
@@ -230,10 +269,23 @@ class Server {
   std::atomic<int64_t> lingering_rejections_{0};
   std::atomic<int64_t> tls_handshake_failures_{0};
   std::atomic<int64_t> accepted_connections_{0};
+  std::atomic<int64_t> rejected_client_connections_{0};
+  std::atomic<int64_t> request_timeouts_{0};
+  std::atomic<int64_t> accept_errors_{0};
+  std::atomic<int64_t> memory_returns_{0};
+  std::atomic<int64_t> peak_open_{0};  // open connections' peak since the last memory return
+  std::mutex clients_mu_;
+  std::unordered_map<net::ip::address, uint32_t> clients_;  // guarded by clients_mu_; only with
+                                                            // max_connections_per_client
   std::atomic<std::shared_ptr<net::ssl::context>> tls_context_;
 };
 
 // Headers that belong to one connection and are never forwarded (RFC 9110 section 7.6.1).
 bool IsHopByHopHeader(std::string_view name);
+
+// A request head's framing and singleton fields, checked before the body is read: 0 when the
+// head is acceptable, else the status to refuse it with (400 or 501, see the top of this file)
+// and, in `message`, why.
+int CheckRequestHead(const bhttp::request_header<>& head, std::string& message);
 
 }  // namespace prefix_router::http

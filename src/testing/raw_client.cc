@@ -8,8 +8,13 @@ namespace beast = http::beast;
 namespace bhttp = http::bhttp;
 using tcp = http::tcp;
 
-RawClient::RawClient(uint16_t port) : socket_(ioc_) {
+RawClient::RawClient(uint16_t port, std::string_view source) : socket_(ioc_) {
   beast::error_code ec;
+  if (!source.empty()) {
+    socket_.open(tcp::v4(), ec);
+    socket_.bind(tcp::endpoint(net::ip::make_address(std::string(source)), 0), ec);
+    EXPECT_FALSE(ec) << "bind " << source << ": " << ec.message();
+  }
   socket_.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port), ec);
   EXPECT_FALSE(ec) << "connect: " << ec.message();
 }

@@ -19,8 +19,9 @@ namespace prefix_router::testing {
 
 class RawClient {
  public:
-  // Connects at once (a failure is a test failure).
-  explicit RawClient(uint16_t port);
+  // Connects at once (a failure is a test failure), from `source` (a loopback address such as
+  // 127.0.0.2, to act as another client host) or from the system's choice when empty.
+  explicit RawClient(uint16_t port, std::string_view source = {});
   RawClient(const RawClient&) = delete;
   RawClient& operator=(const RawClient&) = delete;
 
