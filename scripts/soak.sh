@@ -55,6 +55,7 @@
 #                         summary then says how many of REQUESTS were sent
 #   SOAK_MODE             load (default) or idle (see above)
 #   SOAK_IDLE_CONNECTIONS idle mode: connections held open (default 15000)
+#   SOAK_IDLE_ROUNDS      idle mode: floods one after the other (default 1); the last is judged
 # Run it niced on a shared machine: nice -n 10 scripts/soak.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -168,42 +169,50 @@ if [ "$mode" = idle ]; then
   sleep 1
   before=$(rss_parts "$gw_pid")
   echo "soak: idle mode, $idle_connections connections to the gateway (pid $gw_pid, $gw); RSS before (VmRSS, RssAnon, RssFile KiB): ${before//$'\t'/, }" >&2
-  python3 - "$gw_port" "$idle_connections" "$gw_pid" "$before" "$max_growth" "$out" <<'PY'
+  python3 - "$gw_port" "$idle_connections" "$gw_pid" "$before" "$max_growth" "$out" "${SOAK_IDLE_ROUNDS:-1}" <<'PY'
 import json, resource, socket, sys, time
-port, n, pid, before, max_growth, out = sys.argv[1:]
-n = int(n)
+port, n, pid, before, max_growth, out, rounds = sys.argv[1:]
+n, rounds = int(n), int(rounds)
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1024), hard))
 def rss():
     f = {l.split(":")[0]: int(l.split()[1]) for l in open(f"/proc/{pid}/status") if l.startswith(("VmRSS", "RssAnon", "RssFile"))}
     return f["VmRSS"], f["RssAnon"], f["RssFile"]
 request = b"GET /health HTTP/1.1\r\nHost: soak\r\n\r\n"
-socks, failed = [], 0
-t0 = time.time()
-for i in range(n):
-    s = socket.socket()
-    try:
-        s.connect(("127.0.0.1", int(port)))
-        s.sendall(request)
-        socks.append(s)
-    except OSError:
-        failed += 1
+def flood():
+    socks, failed = [], 0
+    t0 = time.time()
+    for i in range(n):
+        s = socket.socket()
+        try:
+            s.connect(("127.0.0.1", int(port)))
+            s.sendall(request)
+            socks.append(s)
+        except OSError:
+            failed += 1
+            s.close()
+    answered = 0
+    for s in socks:  # each reads its answer, then stays open and idle
+        s.settimeout(10)
+        try:
+            head = s.recv(4096)
+            answered += head.startswith(b"HTTP/1.1 200")
+        except OSError:
+            pass
+    opened = time.time() - t0
+    time.sleep(1)
+    held = rss()
+    for s in socks:
         s.close()
-answered = 0
-for s in socks:  # each reads its answer, then stays open and idle
-    s.settimeout(10)
-    try:
-        head = s.recv(4096)
-        answered += head.startswith(b"HTTP/1.1 200")
-    except OSError:
-        pass
-opened = time.time() - t0
-time.sleep(1)
-held = rss()
-for s in socks:
-    s.close()
-time.sleep(3)
-after = rss()
+    time.sleep(3)
+    return failed, answered, opened, held, rss()
+afters = []
+for r in range(rounds):  # later rounds: what a flood of the same size adds once the first is over
+    failed, answered, opened, held, after = flood()
+    afters.append(after)
+    if rounds > 1:
+        print(f"soak: round {r + 1}: VmRSS held {held[0] / 1024:.1f} MiB, after {after[0] / 1024:.1f} MiB")
+    if failed or answered != n: break
 b = [int(x) for x in before.split()]
 growth = 100.0 * (after[0] - b[0]) / b[0]
 fail = []
@@ -216,7 +225,7 @@ print(f"  VmRSS held     {mib(held[0]):.1f} MiB (RssAnon {mib(held[1]):.1f}) wit
 print(f"  VmRSS after    {mib(after[0]):.1f} MiB (RssAnon {mib(after[1]):.1f}) 3 s after closing: {growth:+.1f}% of before (bound {max_growth}%)")
 print("  result         " + ("PASS" if not fail else "FAIL: " + "; ".join(fail)))
 json.dump({"mode": "idle", "connections": n, "answered": answered, "connect_failures": failed,
-           "before_kib": b, "held_kib": list(held), "after_kib": list(after), "growth_pct": round(growth, 2),
+           "before_kib": b, "held_kib": list(held), "after_kib": list(after), "after_by_round_kib": [list(a) for a in afters], "growth_pct": round(growth, 2),
            "max_growth_pct": float(max_growth), "pass": not fail, "failures": fail},
           open(f"{out}/summary.json", "w"), indent=2)
 sys.exit(1 if fail else 0)

@@ -144,6 +144,13 @@ eventually bash -c "curl -s -o /dev/null http://127.0.0.1:$gw_port/health"
 check "health checks failed for want of descriptors" test "$(metric "$gw_port" '^prefix_router_local_resource_errors_total\{where="health_check"\}')" -gt 0
 check "no instance ejected (no limit)" bash -c "! grep -q 'instance ejected' '$dir/gw-nolimit.log'"
 check "gateway survived the descriptor exhaustion" kill -0 "$gw_pid"
+# Accept errors back off (10 ms doubling to 1 s) and are logged once a streak, not once each.
+accept_errors=$(metric "$gw_port" '^prefix_router_accept_errors_total')
+accept_logs=$(grep -c 'accept failed' "$dir/gw-nolimit.log")
+echo "accept errors: $accept_errors counted, $accept_logs warnings"
+check "accept failures counted" test "$accept_errors" -gt 0
+check "accept failures logged once a streak" test "$accept_logs" -lt "$accept_errors"
+check "accept failures bounded by the backoff" test "$accept_errors" -lt 400
 stop_gateway
 
 send_burst() {  # send_burst PORT N: N chat requests at once; prints one status code a line

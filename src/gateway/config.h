@@ -79,6 +79,10 @@
 //                                        # reserve for listeners, health checks and scrapes, so
 //                                        # that every client connection can have its upstream
 //                                        # one (gateway/connection_limit.h); 0 = no limit
+//     max_connections_per_client: 0      # 0..1000000 open connections from one client address;
+//                                        # beyond them 429 (too_many_connections_from_client);
+//                                        # 0 = no limit (the default: behind a load balancer every
+//                                        # client shares one address). limits.* need a restart.
 //   timeouts:                       # seconds (fractions allowed)
 //     connect: 5                    # upstream TCP connect, (0, 600]
 //     first_byte: 300               # upstream response headers after the request is sent, (0, 3600]

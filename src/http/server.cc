@@ -311,6 +311,13 @@ struct Server::ThreadState {
     bool idle;
   };
   std::unordered_set<Session*> sessions;  // touched only on this thread
+  // Accepted connections handed from the listener's thread to this one (see AcceptLoop). Both
+  // vectors keep their capacity, so that a flood of connections allocates nothing per
+  // connection on the listener's thread.
+  std::mutex handoff_mu;
+  std::vector<std::pair<tcp::socket, net::ip::address>> handoff;  // guarded by handoff_mu
+  bool wake_pending = false;                                        // guarded by handoff_mu
+  std::vector<std::pair<tcp::socket, net::ip::address>> batch;     // this thread's
 };
 
 Server::Server(ServerOptions options, Handler& handler) : options_(std::move(options)), handler_(handler) {
@@ -341,7 +348,13 @@ Status Server::Start() {
   } else {
     endpoint = tcp::endpoint(address, options_.port);
   }
-  acceptor_ = std::make_unique<tcp::acceptor>(*contexts_[0]);
+  // The listener has a thread and io_context of its own. Asio allocates each accepted socket's
+  // reactor state on the accepting thread and pools it for reuse, never freeing it; on an I/O
+  // thread those small objects would end up between connection buffers and pin their pages
+  // after a flood, where malloc_trim could not give them back (see MaybeReturnMemory).
+  accept_context_ = std::make_unique<net::io_context>(1);
+  work_.push_back(net::make_work_guard(*accept_context_));
+  acceptor_ = std::make_unique<tcp::acceptor>(*accept_context_);
   const std::string where = options_.host + ":" + std::to_string(options_.port);
   if (acceptor_->open(endpoint.protocol(), ec); ec) {
     return Status::Unavailable("listen " + where + ": " + ec.message());
@@ -352,7 +365,8 @@ Status Server::Start() {
     return Status::Unavailable("listen " + where + ": " + ec.message());
   }
   port_ = acceptor_->local_endpoint().port();
-  net::co_spawn(*contexts_[0], AcceptLoop(), [](std::exception_ptr e) { LogCoroutineFailure(e, "accept loop"); });
+  net::co_spawn(*accept_context_, AcceptLoop(), [](std::exception_ptr e) { LogCoroutineFailure(e, "accept loop"); });
+  threads_.emplace_back([c = accept_context_.get()] { c->run(); });
   for (auto& ctx : contexts_) {
     threads_.emplace_back([c = ctx.get()] { c->run(); });
   }
@@ -407,17 +421,42 @@ net::awaitable<void> Server::AcceptLoop() {
         continue;
       }
       ++lingering_rejections_;
-      net::co_spawn(ctx, Reject(std::move(socket), status),
-                    [](std::exception_ptr e) { LogCoroutineFailure(e, "rejected connection"); });
+      net::post(ctx, [this, &ctx, socket = std::move(socket), status]() mutable {
+        net::co_spawn(ctx, Reject(std::move(socket), status),
+                      [](std::exception_ptr e) { LogCoroutineFailure(e, "rejected connection"); });
+      });
       continue;
     }
     const int64_t open = ++open_connections_;
     for (int64_t peak = peak_open_.load(); open > peak && !peak_open_.compare_exchange_weak(peak, open);) {
     }
     accepted_connections_.fetch_add(1, std::memory_order_relaxed);
+    // Handed to the connection's thread, where its coroutine frame is made: allocated here, on
+    // the listener's thread, the frame (and a posted handler per connection) would come from
+    // the listener's heap arena and fragment it (see Start). A wake-up is posted only when the
+    // handoff was empty.
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(ts.handoff_mu);
+      ts.handoff.emplace_back(std::move(socket), peer);
+      wake = !std::exchange(ts.wake_pending, true);
+    }
+    if (wake) net::post(ctx, [this, &ctx, &ts] { StartSessions(ctx, ts); });
+  }
+}
+
+void Server::StartSessions(net::io_context& ctx, ThreadState& ts) {
+  {
+    std::lock_guard<std::mutex> lock(ts.handoff_mu);
+    std::swap(ts.handoff, ts.batch);
+    ts.wake_pending = false;
+  }
+  for (auto& [socket, peer] : ts.batch) {
     net::co_spawn(ctx, Session(std::move(socket), ts, peer),
                   [](std::exception_ptr e) { LogCoroutineFailure(e, "connection"); });
   }
+  ts.batch.clear();
+  if (ts.batch.capacity() > 1024) decltype(ts.batch)().swap(ts.batch);  // a flood's backlog: not kept for the next one
 }
 
 bool Server::AdmitClient(const net::ip::address& address) {
@@ -440,11 +479,21 @@ void Server::ReleaseClient(const net::ip::address& address) {
 
 // glibc keeps freed memory in its arenas (one per I/O thread, and fragmented by thousands of
 // connection buffers); malloc_trim gives back what it can, including free pages in the middle of
-// a heap. It walks every arena, a few milliseconds at worst, hence only after a flood.
+// a heap. It walks every arena, a few milliseconds at worst, hence only after a flood: at each
+// halving of the open connections from the peak, and a last time once at most
+// kReturnMemoryIdle remain (then the flood is over and the peak starts again from there).
 void Server::MaybeReturnMemory(int64_t open) {
-  int64_t peak = peak_open_.load();
-  if (peak < kReturnMemoryPeak || open > peak / 2) return;
-  if (!peak_open_.compare_exchange_strong(peak, open)) return;  // another thread is at it
+  const int64_t peak = peak_open_.load();
+  if (peak < kReturnMemoryPeak) return;
+  int64_t level = trim_level_.load();  // open connections at the last trim; 0 = none since the peak
+  const int64_t from = level > 0 ? level : peak;
+  const bool idle = open <= kReturnMemoryIdle;
+  if (open > from / 2 && !idle) return;
+  if (!trim_level_.compare_exchange_strong(level, std::max<int64_t>(open, 1))) return;  // another thread is at it
+  if (idle) {
+    trim_level_.store(0);
+    peak_open_.store(open);
+  }
   malloc_trim(0);
   ++memory_returns_;
 }
@@ -630,7 +679,7 @@ void Server::Stop(std::chrono::milliseconds drain) {
   if (stopped_.exchange(true)) return;
   stopping_.store(true);
   if (acceptor_) {
-    net::post(*contexts_[0], [this] {
+    net::post(*accept_context_, [this] {
       beast::error_code ignored;
       acceptor_->close(ignored);
     });
@@ -663,6 +712,7 @@ void Server::Stop(std::chrono::milliseconds drain) {
     cancel_sessions(false);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (accept_context_) accept_context_->stop();
   for (auto& ctx : contexts_) ctx->stop();
   for (auto& t : threads_) {
     if (t.joinable() && t.get_id() != std::this_thread::get_id()) t.join();

@@ -1,7 +1,9 @@
 // The HTTP/1.1 server layer shared by the gateway (`serve`) and the engine emulator (`engine`).
 //
-// A Server owns N I/O threads, each running its own io_context; accepted connections are spread
-// over them round-robin and stay on their thread for life, so a connection's state needs no
+// A Server owns N I/O threads, each running its own io_context, and one more thread for its
+// listener (so that nothing a connection allocates lands between the per-socket state Asio
+// keeps on the accepting thread; see Start); accepted connections are spread over the I/O
+// threads round-robin and stay on their thread for life, so a connection's state needs no
 // strand or lock (the Beast "one executor per connection" model, without cross-thread hops).
 // Each connection is a coroutine that reads a request (head and body, with deadlines and size
 // limits), hands it to the Handler as an Exchange, and loops while keep-alive holds.
@@ -43,8 +45,9 @@
 //
 // Accept errors (out of descriptors, above all) back off exponentially from 10 ms to 1 s, with
 // one warning when a streak starts and one line when it ends. After a flood, once the open
-// connections fall to half of their peak (a peak of kReturnMemoryPeak or more), the server hands
-// freed heap back to the system (malloc_trim), so that RSS returns near its level before.
+// connections fall to half of their peak (a peak of kReturnMemoryPeak or more), and at each
+// further halving down to kReturnMemoryIdle, the server hands freed heap back to the system
+// (malloc_trim), so that RSS returns near its level before.
 //
 // Shutdown (Stop): the listener closes at once; idle keep-alive connections close; exchanges in
 // progress get up to the drain deadline to finish, then everything is cancelled.
@@ -235,11 +238,15 @@ class Server {
   static constexpr std::chrono::milliseconds kAcceptBackoffMax{1000};
   // Below this many open connections at the peak, nothing is handed back (not worth a trim).
   static constexpr int64_t kReturnMemoryPeak = 1024;
+  // After a flood, the last trim comes once at most this many connections remain open.
+  static constexpr int64_t kReturnMemoryIdle = 64;
   bool stopping() const { return stopping_.load(); }
 
  private:
   struct ThreadState;
   net::awaitable<void> AcceptLoop();
+  // On `ts`'s thread: starts a session for each connection handed over by AcceptLoop.
+  void StartSessions(net::io_context& ctx, ThreadState& ts);
   // `peer` is the client's address when max_connections_per_client is set (else unspecified).
   net::awaitable<void> Session(tcp::socket socket, ThreadState& thread, net::ip::address peer);
   // The request loop of one connection; Stream is beast::tcp_stream or TlsStream.
@@ -259,6 +266,7 @@ class Server {
   std::vector<std::unique_ptr<ThreadState>> thread_states_;
   std::vector<net::executor_work_guard<net::io_context::executor_type>> work_;
   std::vector<std::thread> threads_;
+  std::unique_ptr<net::io_context> accept_context_;  // the listener's (see Start)
   std::unique_ptr<tcp::acceptor> acceptor_;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
@@ -273,7 +281,8 @@ class Server {
   std::atomic<int64_t> request_timeouts_{0};
   std::atomic<int64_t> accept_errors_{0};
   std::atomic<int64_t> memory_returns_{0};
-  std::atomic<int64_t> peak_open_{0};  // open connections' peak since the last memory return
+  std::atomic<int64_t> peak_open_{0};   // open connections' peak since the last flood ended
+  std::atomic<int64_t> trim_level_{0};  // open connections at the last trim of this flood; 0 = none
   std::mutex clients_mu_;
   std::unordered_map<net::ip::address, uint32_t> clients_;  // guarded by clients_mu_; only with
                                                             // max_connections_per_client
