@@ -1569,10 +1569,6 @@ Result<MetricsListener> ParseMetricsListener(std::string_view name) {
   return Status::InvalidArgument("'" + std::string(name) + "' is not one of client, admin");
 }
 
-std::string_view MetricsListenerName(MetricsListener listener) {
-  return listener == MetricsListener::kAdmin ? "admin" : "client";
-}
-
 Result<LogFormat> ParseLogFormat(std::string_view name) {
   if (name == "text") return LogFormat::kText;
   if (name == "json") return LogFormat::kJson;

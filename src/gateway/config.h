@@ -389,7 +389,6 @@ std::string_view LogFormatName(LogFormat format);
 // when on), or on the admin listener alone.
 enum class MetricsListener { kClient, kAdmin };
 Result<MetricsListener> ParseMetricsListener(std::string_view name);
-std::string_view MetricsListenerName(MetricsListener listener);
 
 struct MetricsConfig {
   MetricsListener listener = MetricsListener::kClient;
