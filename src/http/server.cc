@@ -461,11 +461,8 @@ void Server::StartSessions(net::io_context& ctx, ThreadState& ts) {
 
 bool Server::AdmitClient(const net::ip::address& address) {
   std::lock_guard<std::mutex> lock(clients_mu_);
-  uint32_t& n = clients_[address];
-  if (n >= options_.max_connections_per_client) {
-    if (n == 0) clients_.erase(address);
-    return false;
-  }
+  uint32_t& n = clients_[address];  // REQUIRES max_connections_per_client > 0: never left at 0
+  if (n >= options_.max_connections_per_client) return false;
   ++n;
   return true;
 }
