@@ -34,6 +34,7 @@ struct SimulateArgs {
   std::vector<double> rates;
   std::vector<uint32_t> concurrency;
   std::string profile = "llama-70b-h100x8";
+  std::string calibration;
   uint32_t capacity_blocks = 0;
   double duration_s = 3600;
   double warmup_s = -1;
@@ -61,6 +62,22 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   if (!profile.ok()) return Fail(profile.status().message());
   spec.base.profile = *profile;
   if (a.capacity_blocks > 0) spec.base.profile.config.capacity_blocks = a.capacity_blocks;
+  if (!a.calibration.empty()) {
+    auto target = engine_model::ParseCalibration(a.calibration);
+    if (!target.ok()) return Fail("--calibration: " + target.status().message());
+    if (Status s = engine_model::Calibrate(spec.base.profile.config, *target); !s.ok()) {
+      return Fail("--calibration: " + s.message());
+    }
+    if (!a.quiet) {
+      const auto& cost = spec.base.profile.config.cost;
+      std::cerr << fmt::format(
+          "calibration uncached {:.0f} ms, cached {:.0f} ms: fitted MFU {:.3f}{}, request "
+          "overhead {:.1f} ms\n",
+          target->uncached_ttft * 1e3, target->cached_ttft * 1e3, cost.mfu,
+          cost.overlap_all_reduce ? " (all-reduces overlapped with the GEMMs)" : "",
+          cost.request_overhead * 1e3);
+    }
+  }
   if (Status s = spec.base.profile.config.Validate(); !s.ok()) return Fail(s.message());
   for (const std::string& p : a.params) {
     const size_t eq = p.find('=');
@@ -211,6 +228,12 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   std::string profiles = "Engine profile:";
   for (auto name : engine_model::ProfileNames()) profiles += " " + std::string(name);
   cmd->add_option("--profile", a->profile, profiles)->capture_default_str();
+  cmd->add_option("--calibration", a->calibration,
+                  "Refit the engine model to other idle-instance TTFTs of an 8,000-token prompt: "
+                  "uncached=MS,cached=MS (either or both; the reference is uncached=280,cached=63, "
+                  "the managed service's published range). Refits the MFU and the per-request "
+                  "overhead (engine_model/profiles.h); says so when a point is out of the "
+                  "hardware's reach");
   cmd->add_option("--capacity-blocks", a->capacity_blocks,
                   "Override the profile's KV cache capacity per instance, in blocks");
   cmd->add_option("--duration", a->duration_s, "Seconds of model time during which requests are sent")

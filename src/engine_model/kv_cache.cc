@@ -116,9 +116,16 @@ size_t KvCache::LongestCachedPrefix(std::span<const uint32_t> tokens,
   return b;
 }
 
+size_t KvCache::CachedTokens(std::span<const uint32_t> tokens, std::string_view adapter) const {
+  if (tokens.empty()) return 0;
+  const size_t max_hit_blocks = (tokens.size() - 1) / config_.block_size;
+  return std::min(LongestCachedPrefix(tokens, adapter), max_hit_blocks) * config_.block_size;
+}
+
 Result<size_t> KvCache::Allocate(uint64_t request_id, std::span<const uint32_t> tokens,
-                                 std::string_view adapter) {
+                                 std::string_view adapter, size_t max_new_tokens) {
   if (tokens.empty()) return Status::InvalidArgument("a request needs at least one token");
+  if (max_new_tokens == 0) return Status::InvalidArgument("max_new_tokens must be >= 1");
   if (live_.contains(request_id)) {
     return Status::InvalidArgument("request " + std::to_string(request_id) + " is already live");
   }
@@ -138,7 +145,8 @@ Result<size_t> KvCache::Allocate(uint64_t request_id, std::span<const uint32_t> 
     if (blocks_[block].ref_count == 0) ++hit_free;
   }
   const size_t hits = scratch_blocks_.size();
-  const size_t needed = CeilDiv(tokens.size(), bs) - hits;
+  const size_t held = hits * bs + std::min(tokens.size() - hits * bs, max_new_tokens);
+  const size_t needed = CeilDiv(held, bs) - hits;
   if (needed > free_count_ - hit_free) {
     return Status::ResourceExhausted("need " + std::to_string(needed) + " free KV blocks, have " +
                                      std::to_string(free_count_ - hit_free));
@@ -163,6 +171,7 @@ Result<size_t> KvCache::Allocate(uint64_t request_id, std::span<const uint32_t> 
   seq.hashes.assign(scratch_hashes_.begin(), scratch_hashes_.end());
   seq.adapter.assign(adapter);
   seq.adapter_hash = adapter_hash;
+  seq.held = held;
   seq.computed = hits * bs;
   seq.registered = hits;
   live_.emplace(request_id, slot);
@@ -183,14 +192,33 @@ size_t KvCache::NumTokens(uint64_t request_id) const {
   return it == live_.end() ? 0 : sequences_[it->second].tokens.size();
 }
 
-Status KvCache::AppendTokens(uint64_t request_id, std::span<const uint32_t> tokens) {
-  Sequence& seq = Live(request_id);
-  const size_t needed_blocks = CeilDiv(seq.tokens.size() + tokens.size(), config_.block_size);
-  const size_t extra = needed_blocks - seq.blocks.size();
+size_t KvCache::NumHeld(uint64_t request_id) const {
+  auto it = live_.find(request_id);
+  return it == live_.end() ? 0 : sequences_[it->second].held;
+}
+
+Status KvCache::HoldTokens(Sequence& seq, size_t num_tokens, uint64_t request_id) {
+  if (num_tokens <= seq.held) return Status::Ok();
+  const size_t extra = CeilDiv(num_tokens, config_.block_size) - seq.blocks.size();
   if (extra > free_count_) {
     return Status::ResourceExhausted("no free KV block for request " + std::to_string(request_id));
   }
   for (size_t i = 0; i < extra; ++i) seq.blocks.push_back(TakeFreeBlock());
+  seq.held = num_tokens;
+  return Status::Ok();
+}
+
+Status KvCache::Grow(uint64_t request_id, size_t num_tokens) {
+  Sequence& seq = Live(request_id);
+  assert(num_tokens <= seq.tokens.size());
+  return HoldTokens(seq, num_tokens, request_id);
+}
+
+Status KvCache::AppendTokens(uint64_t request_id, std::span<const uint32_t> tokens) {
+  Sequence& seq = Live(request_id);
+  if (Status s = HoldTokens(seq, seq.tokens.size() + tokens.size(), request_id); !s.ok()) {
+    return s;
+  }
   seq.tokens.insert(seq.tokens.end(), tokens.begin(), tokens.end());
   ExtendHashes(seq.tokens, seq.adapter_hash, seq.hashes);
   return Status::Ok();
@@ -198,7 +226,7 @@ Status KvCache::AppendTokens(uint64_t request_id, std::span<const uint32_t> toke
 
 void KvCache::MarkComputed(uint64_t request_id, size_t num_computed_tokens) {
   Sequence& seq = Live(request_id);
-  assert(num_computed_tokens <= seq.tokens.size());
+  assert(num_computed_tokens <= seq.held);
   seq.computed = std::max(seq.computed, num_computed_tokens);
   const size_t bs = config_.block_size;
   const size_t complete = seq.computed / bs;  // full blocks entirely computed
@@ -235,6 +263,7 @@ void KvCache::Free(uint64_t request_id) {
   seq.tokens.clear();
   seq.blocks.clear();
   seq.hashes.clear();
+  seq.held = 0;
   seq.computed = 0;
   seq.registered = 0;
   spare_sequences_.push_back(it->second);
@@ -280,7 +309,8 @@ Status KvCache::CheckInvariants() const {
   std::vector<uint32_t> refs(blocks_.size(), 0);
   for (const auto& [id, slot] : live_) {
     const Sequence& seq = sequences_[slot];
-    if (seq.blocks.size() != CeilDiv(seq.tokens.size(), config_.block_size)) {
+    if (seq.held > seq.tokens.size() || seq.computed > seq.held ||
+        seq.blocks.size() != CeilDiv(seq.held, config_.block_size)) {
       return Status::Internal("request " + std::to_string(id) + " holds the wrong block count");
     }
     for (uint32_t b : seq.blocks) ++refs[b];

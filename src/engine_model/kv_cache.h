@@ -29,10 +29,14 @@
 // block already holds the same hash (two requests computed the same prefix at the same time),
 // the newer block stays unregistered and is dropped when freed, as a duplicate.
 //
-// No output reservation: like vLLM v1, blocks for generated tokens are allocated as decoding
-// reaches them; when none is free AppendTokens fails and the scheduler preempts.
+// Blocks are taken as computation reaches them, as vLLM v1's allocate_slots does: a request is
+// admitted with blocks for its cached prefix and its first scheduled chunk only (Allocate), each
+// later prefill chunk grows them (Grow) and each generated token appends (AppendTokens). No
+// reservation for the rest of the prompt or the output: when no block is free, Grow and
+// AppendTokens fail without side effect and the scheduler preempts. A request's `held` tokens
+// are those its blocks cover; its token list may be longer (the rest of the prompt).
 //
-// Cost: Allocate, AppendTokens, MarkComputed and Free are O(blocks of the request touched),
+// Cost: Allocate, Grow, AppendTokens, MarkComputed and Free are O(blocks of the request touched),
 // with one probe of a flat hash table per block; no allocation in steady state (per-request
 // state is recycled). Stats are O(1).
 //
@@ -115,21 +119,30 @@ class KvCache {
   // Not capped and does not count as a use (no LRU or stats change).
   size_t LongestCachedPrefix(std::span<const uint32_t> tokens, std::string_view adapter) const;
 
-  // Admits request `request_id` with prompt `tokens`: pins its cached prefix and takes blocks
-  // for the rest of the prompt. Returns the number of cached prompt tokens (a multiple of
-  // block_size, at most tokens.size() - 1). ResourceExhausted, with no side effect, when fewer
-  // free blocks than needed exist; InvalidArgument if the id is live or `tokens` is empty.
-  Result<size_t> Allocate(uint64_t request_id, std::span<const uint32_t> tokens,
-                          std::string_view adapter);
+  // The cached tokens Allocate would find for `tokens` now (capped as above); read-only.
+  size_t CachedTokens(std::span<const uint32_t> tokens, std::string_view adapter) const;
 
-  // Appends tokens (generated ones) to a live request, taking blocks as they are needed.
-  // ResourceExhausted, with no side effect, when no free block is left (the caller preempts).
+  // Admits request `request_id` with prompt `tokens`: pins its cached prefix and takes blocks
+  // for up to `max_new_tokens` tokens after it (its first chunk; SIZE_MAX = the whole prompt).
+  // Returns the number of cached prompt tokens (a multiple of block_size, at most
+  // tokens.size() - 1). ResourceExhausted, with no side effect, when fewer free blocks than
+  // needed exist; InvalidArgument if the id is live, `tokens` is empty or max_new_tokens is 0.
+  Result<size_t> Allocate(uint64_t request_id, std::span<const uint32_t> tokens,
+                          std::string_view adapter, size_t max_new_tokens = SIZE_MAX);
+
+  // Takes blocks so that the request's first `num_tokens` tokens are held (a later prefill
+  // chunk). ResourceExhausted, with no side effect, when too few blocks are free.
+  // REQUIRES: request_id is live; num_tokens <= its token count.
+  Status Grow(uint64_t request_id, size_t num_tokens);
+
+  // Appends tokens (generated ones) to a live request and takes blocks to hold all its tokens.
+  // ResourceExhausted, with no side effect, when too few blocks are free (the caller preempts).
   // REQUIRES: request_id is live.
   Status AppendTokens(uint64_t request_id, std::span<const uint32_t> tokens);
 
   // Declares the first `num_computed_tokens` tokens of the request computed (their KV is
   // written); full blocks among them get their hash registered. Monotonic.
-  // REQUIRES: request_id is live; num_computed_tokens <= its token count.
+  // REQUIRES: request_id is live; num_computed_tokens <= its held tokens.
   void MarkComputed(uint64_t request_id, size_t num_computed_tokens);
 
   // Releases a request's blocks: unpinned, registered ones stay cached. No-op if not live.
@@ -140,8 +153,10 @@ class KvCache {
   Status ResetPrefixCache();
 
   bool IsLive(uint64_t request_id) const { return live_.contains(request_id); }
-  // Tokens held for a live request (prompt plus appended); 0 if not live.
+  // Tokens of a live request (prompt plus appended); 0 if not live.
   size_t NumTokens(uint64_t request_id) const;
+  // Of which held in blocks; 0 if not live.
+  size_t NumHeld(uint64_t request_id) const;
   uint32_t num_free_blocks() const { return free_count_; }
   KvCacheStats stats() const;
   double usage() const { return stats().usage(); }
@@ -166,11 +181,14 @@ class KvCache {
     std::vector<uint64_t> hashes;  // of the full blocks, in order
     std::string adapter;
     uint64_t adapter_hash = 0;
-    size_t computed = 0;    // tokens with KV written
+    size_t held = 0;        // leading tokens covered by `blocks`
+    size_t computed = 0;    // tokens with KV written (<= held)
     size_t registered = 0;  // leading blocks whose registration was attempted
   };
 
   Sequence& Live(uint64_t request_id);
+  // Takes blocks so that `seq` holds `num_tokens` tokens; ResourceExhausted if too few are free.
+  Status HoldTokens(Sequence& seq, size_t num_tokens, uint64_t request_id);
   // Hashes of full blocks [hashes.size(), tokens.size() / block_size) appended to `hashes`.
   void ExtendHashes(std::span<const uint32_t> tokens, uint64_t adapter_hash,
                     std::vector<uint64_t>& hashes) const;

@@ -231,6 +231,36 @@ TEST(KvCacheTest, AppendFailsCleanlyWhenFull) {
   EXPECT_TRUE(kv.CheckInvariants().ok());
 }
 
+// Allocate with a first chunk holds the cached prefix and that chunk only; Grow takes blocks for
+// later chunks and fails cleanly when the cache is full.
+TEST(KvCacheTest, AllocatesPerChunkAndGrows) {
+  KvCache kv(Config(16, 20));
+  const std::vector<uint32_t> a = Tokens(1, 300);  // 19 blocks if held whole
+  Result<size_t> cached = kv.Allocate(1, a, "", 100);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(*cached, 0u);
+  EXPECT_EQ(kv.NumHeld(1), 100u);
+  EXPECT_EQ(kv.NumTokens(1), 300u);
+  EXPECT_EQ(kv.num_free_blocks(), 13u);  // 7 blocks hold 100 tokens
+  kv.MarkComputed(1, 100);
+  ASSERT_TRUE(kv.Grow(1, 250).ok());
+  EXPECT_EQ(kv.num_free_blocks(), 4u);  // 16 blocks
+  EXPECT_TRUE(kv.CheckInvariants().ok());
+  // Another request takes what is left; the first cannot grow to its end.
+  ASSERT_TRUE(kv.Allocate(2, Tokens(2, 64), "").ok());
+  EXPECT_EQ(kv.Grow(1, 300).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(kv.NumHeld(1), 250u);
+  EXPECT_TRUE(kv.CheckInvariants().ok());
+  kv.Free(2);
+  EXPECT_TRUE(kv.Grow(1, 300).ok());
+  EXPECT_EQ(kv.CachedTokens(a, ""), 96u);  // the 6 full blocks computed so far
+  kv.MarkComputed(1, 300);
+  kv.Free(1);
+  EXPECT_EQ(kv.CachedTokens(a, ""), 288u);  // 18 full blocks
+  EXPECT_FALSE(kv.Allocate(3, a, "", 0).ok());
+  EXPECT_TRUE(kv.CheckInvariants().ok());
+}
+
 // Two requests computing the same prefix at once keep one registered copy.
 TEST(KvCacheTest, ConcurrentDuplicatesKeepOneCopy) {
   KvCache kv(Config(4, 10));

@@ -1,6 +1,9 @@
 #include "engine_model/profiles.h"
 
+#include <cassert>
+#include <charconv>
 #include <cmath>
+#include <string>
 
 namespace prefix_router::engine_model {
 namespace {
@@ -17,16 +20,22 @@ Profile Llama70bH100x8() {
       ModelSpec{p::kParams, p::kLayers, p::kHidden, p::kKvHeads, p::kHeadDim, p::kDtypeBytes};
   c.cost.gpu = GpuSpec{p::kPeakFlops, p::kHbmBandwidth, p::kHbmBytes};
   c.cost.num_gpus = p::kGpus;
-  c.cost.mfu = p::kMfu;
   c.cost.mbu = p::kMbu;
   c.cost.fixed_step_overhead = p::kFixedStepOverhead;
-  c.cost.request_overhead = p::kRequestOverhead;
+  c.cost.per_sequence_cpu = p::kPerSequenceCpu;
+  c.cost.all_reduce_latency = p::kAllReduceLatency;
+  c.cost.all_reduce_bandwidth = p::kAllReduceBandwidth;
+  c.cost.step_jitter = p::kStepJitter;
+  c.cost.tokenize_per_token = p::kTokenizePerToken;
   c.block_size = p::kBlockSize;
   c.capacity_blocks = KvCapacityBlocks(c.cost.model, c.cost.gpu, p::kGpus, p::kGpuMemoryUtilization,
                                        p::kReserveBytesPerGpu, p::kBlockSize);
   c.max_num_seqs = p::kMaxNumSeqs;
   c.max_num_batched_tokens = p::kMaxNumBatchedTokens;
   c.max_model_len = p::kMaxModelLen;
+  // mfu and request_overhead: fitted to the reference calibration (the header comment).
+  [[maybe_unused]] Status fitted = Calibrate(c, Calibration{});
+  assert(fitted.ok());
   return profile;
 }
 
@@ -46,6 +55,7 @@ Profile TinyTest() {
   c.cost.mbu = 0.8;
   c.cost.fixed_step_overhead = 1e-3;
   c.cost.request_overhead = 5e-3;
+  // No jitter, tokenization or all-reduce: tests of the scheduler read exact step times.
   c.block_size = 16;
   c.capacity_blocks = 256;
   c.max_num_seqs = 8;
@@ -65,6 +75,114 @@ uint32_t KvCapacityBlocks(const ModelSpec& model, const GpuSpec& gpu, uint32_t n
   const double block_bytes = model.KvBytesPerToken() * block_size;
   if (usable <= 0 || block_bytes <= 0) return 0;
   return static_cast<uint32_t>(std::floor(usable / block_bytes));
+}
+
+namespace {
+
+// The expected duration of the prefill steps of one prompt on an idle instance.
+double IdlePrefillSeconds(const StepCostModel& cost, uint32_t max_chunk, uint32_t prompt_tokens,
+                          uint32_t cached_tokens) {
+  double seconds = 0;
+  for (uint32_t done = cached_tokens; done < prompt_tokens;) {
+    const uint32_t chunk = std::min(max_chunk, prompt_tokens - done);
+    StepShape shape;
+    shape.Add(done, chunk);
+    seconds += cost.StepSeconds(shape);
+    done += chunk;
+  }
+  return seconds;
+}
+
+}  // namespace
+
+double IdleTtft(const SchedulerConfig& c, uint32_t prompt_tokens, uint32_t cached_tokens) {
+  return c.cost.request_overhead + c.cost.TokenizeSeconds(prompt_tokens) +
+         IdlePrefillSeconds(c.cost, c.max_num_batched_tokens, prompt_tokens, cached_tokens);
+}
+
+Status Calibrate(SchedulerConfig& c, const Calibration& target) {
+  if (!(target.uncached_ttft > 0) || !(target.cached_ttft > 0) ||
+      target.cached_ttft >= target.uncached_ttft) {
+    return Status::InvalidArgument("calibration needs 0 < cached (" +
+                                   std::to_string(target.cached_ttft * 1e3) + " ms) < uncached (" +
+                                   std::to_string(target.uncached_ttft * 1e3) + " ms)");
+  }
+  if (target.prompt_tokens < 2 * c.block_size) {
+    return Status::InvalidArgument("calibration prompt must span at least two KV blocks");
+  }
+  // All full blocks but the last are reusable (kv_cache.h: at least one token is computed).
+  const uint32_t cached = (target.prompt_tokens - 1) / c.block_size * c.block_size;
+  const double gap = target.uncached_ttft - target.cached_ttft;
+  StepCostModel cost = c.cost;
+  // The uncached prefill minus the cached one shrinks as the mfu grows: bisect for the gap.
+  auto excess = [&](double mfu) {
+    cost.mfu = mfu;
+    return IdlePrefillSeconds(cost, c.max_num_batched_tokens, target.prompt_tokens, 0) -
+           IdlePrefillSeconds(cost, c.max_num_batched_tokens, target.prompt_tokens, cached) - gap;
+  };
+  double ceiling = kMaxSerialMfu;
+  cost.overlap_all_reduce = false;
+  if (excess(ceiling) > 0) {
+    cost.overlap_all_reduce = true;
+    ceiling = 1.0;
+    if (excess(ceiling) > 0) {
+      return Status::InvalidArgument(
+          "calibration out of reach: " + std::to_string(target.uncached_ttft * 1e3) +
+          " ms uncached is less than " + std::to_string(target.cached_ttft * 1e3) +
+          " ms cached plus the fastest prefill this hardware can do (MFU 1, all-reduces "
+          "overlapped)");
+    }
+  }
+  double lo = 1e-3;
+  double hi = ceiling;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (excess(mid) > 0 ? lo : hi) = mid;
+  }
+  cost.mfu = hi;
+  cost.request_overhead = 0;
+  SchedulerConfig fitted = c;
+  fitted.cost = cost;
+  const double overhead = target.cached_ttft - IdleTtft(fitted, target.prompt_tokens, cached);
+  if (overhead < 0) {
+    return Status::InvalidArgument(
+        "calibration out of reach: " + std::to_string(target.cached_ttft * 1e3) +
+        " ms cached is less than tokenizing the prompt and reading the weights and its KV (" +
+        std::to_string((target.cached_ttft - overhead) * 1e3) + " ms)");
+  }
+  c.cost.mfu = cost.mfu;
+  c.cost.overlap_all_reduce = cost.overlap_all_reduce;
+  c.cost.request_overhead = overhead;
+  return Status::Ok();
+}
+
+Result<Calibration> ParseCalibration(std::string_view text) {
+  Calibration out;
+  if (text.empty()) return Status::InvalidArgument("calibration is empty (want uncached=MS,cached=MS)");
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view part = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    const size_t eq = part.find('=');
+    const std::string_view name = part.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? "" : part.substr(eq + 1);
+    double ms = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+    if (eq == std::string_view::npos || ec != std::errc() || end != value.data() + value.size() ||
+        !(ms > 0) || ms > 1e6) {
+      return Status::InvalidArgument("calibration part \"" + std::string(part) +
+                                     "\": want uncached=MS or cached=MS, MS a positive number");
+    }
+    if (name == "uncached") {
+      out.uncached_ttft = ms / 1e3;
+    } else if (name == "cached") {
+      out.cached_ttft = ms / 1e3;
+    } else {
+      return Status::InvalidArgument("calibration part \"" + std::string(part) +
+                                     "\": unknown name (want uncached or cached)");
+    }
+  }
+  return out;
 }
 
 std::vector<std::string_view> ProfileNames() { return {"llama-70b-h100x8", "tiny-test"}; }

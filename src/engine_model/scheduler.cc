@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <span>
 #include <string>
 
@@ -12,6 +13,7 @@ namespace prefix_router::engine_model {
 struct StepScheduler::Request {
   EngineRequest spec;
   double arrival = 0;
+  double ready = 0;  // tokenized: schedulable from then on
   bool admitted_once = false;
   bool decoding = false;  // scheduled this step for one decode token
   bool finished = false;
@@ -20,7 +22,7 @@ struct StepScheduler::Request {
   uint32_t last_token_id = 0;  // the latest sampled token, entering the cache next step
   double queue_wait = 0;
   double ttft = 0;
-  size_t kv_tokens = 0;  // tokens held in the KV cache (0 while waiting)
+  size_t kv_tokens = 0;  // tokens of its KV sequence: prompt (+ generated) (0 while waiting)
   size_t computed = 0;   // of which computed
   size_t scheduled = 0;  // tokens processed in the current step
 };
@@ -64,15 +66,31 @@ Status SchedulerConfig::Validate() const {
   if (cost.mfu > 1 || cost.mbu > 1) {
     return Status::InvalidArgument("cost.mfu and cost.mbu must be <= 1");
   }
-  if (!(cost.fixed_step_overhead >= 0) || !(cost.request_overhead >= 0)) {
-    return Status::InvalidArgument(
-        "cost.fixed_step_overhead and cost.request_overhead must be >= 0");
+  const std::pair<double, const char*> non_negatives[] = {
+      {cost.fixed_step_overhead, "cost.fixed_step_overhead"},
+      {cost.per_sequence_cpu, "cost.per_sequence_cpu"},
+      {cost.all_reduce_latency, "cost.all_reduce_latency"},
+      {cost.all_reduce_bandwidth, "cost.all_reduce_bandwidth"},
+      {cost.request_overhead, "cost.request_overhead"},
+      {cost.tokenize_per_token, "cost.tokenize_per_token"},
+  };
+  for (const auto& [v, field] : non_negatives) {
+    if (!(v >= 0)) {
+      return Status::InvalidArgument(std::string(field) + " must be >= 0, got " +
+                                     std::to_string(v));
+    }
+  }
+  if (!(cost.step_jitter >= 0 && cost.step_jitter <= 0.5)) {
+    return Status::InvalidArgument("cost.step_jitter must be in [0, 0.5], got " +
+                                   std::to_string(cost.step_jitter));
   }
   return Status::Ok();
 }
 
 StepScheduler::StepScheduler(SchedulerConfig config, KvEventListener* listener)
-    : config_(config), kv_(KvCacheConfig{config.block_size, config.capacity_blocks}, listener) {
+    : config_(config),
+      kv_(KvCacheConfig{config.block_size, config.capacity_blocks}, listener),
+      jitter_rng_(Mix64(config.seed ^ 0x6a69747465723031ULL)) {  // "jitter01"
   assert(config_.Validate().ok());
   running_.reserve(config_.max_num_seqs);
 }
@@ -100,6 +118,9 @@ Status StepScheduler::Submit(EngineRequest request, double now) {
                                    std::to_string(capacity_tokens) + " tokens");
   }
   auto r = std::make_unique<Request>();
+  r->ready = std::max(now, tokenizer_free_at_) +
+             config_.cost.TokenizeSeconds(static_cast<double>(request.prompt.size()));
+  tokenizer_free_at_ = r->ready;
   r->spec = std::move(request);
   r->arrival = now;
   waiting_.push_back(r.get());
@@ -140,7 +161,7 @@ void StepScheduler::Preempt(Request* r) {
   result_.events.push_back(e);
 }
 
-bool StepScheduler::TryAdmit(double now) {
+size_t StepScheduler::TryAdmit(double now, size_t budget) {
   Request* r = waiting_.front();
   std::span<const uint32_t> tokens = r->spec.prompt;
   if (r->generated > 0) {
@@ -151,8 +172,8 @@ bool StepScheduler::TryAdmit(double now) {
     }
     tokens = scratch_tokens_;
   }
-  Result<size_t> cached = kv_.Allocate(r->spec.id, tokens, r->spec.adapter);
-  if (!cached.ok()) return false;
+  Result<size_t> cached = kv_.Allocate(r->spec.id, tokens, r->spec.adapter, budget);
+  if (!cached.ok()) return 0;
   waiting_.pop_front();
   r->kv_tokens = tokens.size();
   r->computed = *cached;
@@ -162,7 +183,17 @@ bool StepScheduler::TryAdmit(double now) {
     r->queue_wait = now - r->arrival;
   }
   running_.push_back(r);
-  return true;
+  return std::min(r->kv_tokens - r->computed, budget);
+}
+
+double StepScheduler::JitterFactor() {
+  const double sigma = config_.cost.step_jitter;
+  if (sigma <= 0) return 1;
+  // Box-Muller: one standard normal from two uniforms in (0, 1].
+  const double u1 = 1.0 - jitter_rng_.NextDouble();
+  const double u2 = jitter_rng_.NextDouble();
+  const double z = std::clamp(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2), -3.0, 3.0);
+  return std::exp(sigma * z - sigma * sigma / 2);
 }
 
 const StepResult& StepScheduler::Step(double now) {
@@ -178,16 +209,19 @@ const StepResult& StepScheduler::Step(double now) {
   }
   size_t budget = config_.max_num_batched_tokens;
 
-  // 1. One decode token for every running request whose context is computed. Its last sampled
-  //    token enters the cache now; with no free block, preempt from the most recent admission.
+  // 1. Running requests in admission order: a decode token or the next prefill chunk, with the
+  //    blocks for it taken now; with none free, preempt from the most recent admission.
   bool preempted = false;
-  for (size_t i = 0; i < running_.size(); ++i) {
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Request* r = running_[i];
-    if (r->computed < r->kv_tokens) continue;
-    assert(r->generated > 0);  // a computed context means a token was sampled from it
+    const bool decode = r->computed >= r->kv_tokens;
+    assert(!decode || r->generated > 0);  // a computed context means a token was sampled
+    const size_t chunk = decode ? 1 : std::min(r->kv_tokens - r->computed, budget);
     const uint32_t token = r->last_token_id;
     bool self_preempted = false;
-    while (!kv_.AppendTokens(r->spec.id, std::span<const uint32_t>(&token, 1)).ok()) {
+    while (!(decode ? kv_.AppendTokens(r->spec.id, std::span<const uint32_t>(&token, 1))
+                    : kv_.Grow(r->spec.id, r->computed + chunk))
+                .ok()) {
       Request* victim = running_.back();
       running_.pop_back();
       Preempt(victim);
@@ -198,26 +232,20 @@ const StepResult& StepScheduler::Step(double now) {
       }
     }
     if (self_preempted) break;  // r was the last running request
-    ++r->kv_tokens;
-    r->scheduled = 1;
-    r->decoding = true;
-    --budget;
+    if (decode) ++r->kv_tokens;
+    r->scheduled = chunk;
+    r->decoding = decode;
+    budget -= chunk;
   }
 
-  // 2. Chunked prefill of the running requests still computing their context.
-  for (Request* r : running_) {
-    if (budget == 0) break;
-    if (r->decoding || r->computed >= r->kv_tokens) continue;
-    r->scheduled = std::min(r->kv_tokens - r->computed, budget);
-    budget -= r->scheduled;
-  }
-
-  // 3. Admission, FCFS with head-of-line blocking. As vLLM v1, none in a step that preempted.
+  // 2. Admission, FCFS with head-of-line blocking, of tokenized requests. As vLLM v1, none in a
+  //    step that preempted.
   while (!preempted && budget > 0 && running_.size() < config_.max_num_seqs && !waiting_.empty() &&
-         TryAdmit(now)) {
-    Request* r = running_.back();
-    r->scheduled = std::min(r->kv_tokens - r->computed, budget);
-    budget -= r->scheduled;
+         waiting_.front()->ready <= now) {
+    const size_t chunk = TryAdmit(now, budget);
+    if (chunk == 0) break;
+    running_.back()->scheduled = chunk;
+    budget -= chunk;
   }
 
   StepShape shape;
@@ -228,10 +256,15 @@ const StepResult& StepScheduler::Step(double now) {
     (r->decoding ? result_.num_decode_tokens : result_.num_prefill_tokens) +=
         static_cast<uint32_t>(r->scheduled);
   }
-  result_.duration = config_.cost.StepSeconds(shape);
+  if (shape.tokens <= 0) {
+    // Idle: nothing runs and the head of the queue is still being tokenized.
+    if (!waiting_.empty()) result_.duration = std::max(waiting_.front()->ready - now, 0.0);
+    return result_;
+  }
+  result_.duration = config_.cost.StepSeconds(shape) * JitterFactor();
   const double end = now + result_.duration;
 
-  // 4. End of step: write the KV, sample where the context is complete, retire finished ones.
+  // 3. End of step: write the KV, sample where the context is complete, retire finished ones.
   bool any_finished = false;
   for (Request* r : running_) {
     if (r->scheduled == 0) continue;

@@ -6,23 +6,34 @@
 // the step's end, and the caller advances its clock by that duration (the emulator sleeps, the
 // simulator schedules an event) before the next Step. Times are seconds on the caller's clock.
 //
-// Scheduling a step, with a budget of max_num_batched_tokens tokens:
-//   1. decode: every running request whose prompt is fully computed gets 1 token (its last
-//      sampled token enters the KV cache). If no KV block is free for it, the most recently
-//      admitted running request is preempted (blocks freed, back to the front of the waiting
-//      queue, recomputed later: vLLM's recompute preemption), repeatedly, until it fits or the
-//      request preempted itself;
-//   2. chunked prefill: running requests still prefilling get chunks of their uncomputed
-//      tokens, in admission order, while budget remains;
-//   3. admission: while fewer than max_num_seqs run and budget remains, the head of the waiting
-//      queue is admitted if the KV cache can hold its prompt (cached prefix pinned, the rest
-//      allocated); its uncached tokens start prefilling in this step. If it does not fit,
-//      admission stops (head-of-line blocking, as vLLM's FCFS policy).
-// The step's duration comes from the StepCostModel over the batch. At the end of the step,
-// every request whose scheduled tokens complete its context samples a token: the first one
-// (time to first token = step end - arrival, queue wait = admission step start - arrival) or
-// the next one; a request reaching max_tokens finishes and frees its blocks, which stay cached.
-// A resumed preempted request recomputes prompt and generated tokens, then continues decoding.
+// Before it can be scheduled a request is tokenized: the API server's single tokenizer takes
+// requests one at a time, cost.TokenizeSeconds(prompt tokens) each, so a request is ready at
+//   ready = max(arrival, previous request's ready) + tokenize time.
+//
+// Scheduling a step, as vLLM v1's scheduler does, with a budget of max_num_batched_tokens:
+//   1. running requests, in admission order while budget remains: a decoding one gets 1 token
+//      (its last sampled token enters the cache), a prefilling one its next chunk (its
+//      uncomputed tokens, capped by the budget). The KV blocks for exactly those tokens are
+//      taken now (per-chunk allocation, no reservation for the rest). If no block is free, the
+//      most recently admitted running request is preempted (blocks freed, back to the front of
+//      the waiting queue, recomputed later: vLLM's recompute preemption), repeatedly, until the
+//      allocation succeeds or the request preempted itself;
+//   2. admission, only in a step that preempted nothing: while fewer than max_num_seqs run and
+//      budget remains, the head of the waiting queue, once tokenized, is admitted if the cache
+//      can pin its cached prefix and hold its first chunk; otherwise admission stops
+//      (head-of-line blocking, as vLLM's FCFS policy).
+// Progress: the oldest running request is never preempted for a newer one and alone always
+// fits (Submit refuses a request larger than the cache), so every step moves it forward; under
+// KV pressure the newest requests give way until the oldest finish.
+// The step's duration is the StepCostModel's over the batch times a seeded lognormal factor
+// exp(step_jitter x z - step_jitter^2 / 2), z standard normal clipped to [-3, 3] (mean about 1:
+// the model's times are expectations). With nothing schedulable because the head of the queue
+// is still being tokenized, the step is idle: it schedules nothing and lasts until the head is
+// ready. At the end of the step, every request whose scheduled tokens complete its context
+// samples a token: the first one (time to first token = step end - arrival, tokenization
+// included; queue wait = admission step start - arrival) or the next one; a request reaching
+// max_tokens finishes and frees its blocks, which stay cached. A resumed preempted request
+// recomputes prompt and generated tokens, then continues decoding.
 //
 // Generated token ids are GeneratedTokenId(output_seed, i) (tokenizer.h), so the text streamed
 // for a request is AppendGeneratedPiece(output_seed, i) and a follow-up turn that resends it
@@ -42,6 +53,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/rng.h"
 #include "core/status.h"
 #include "engine_model/cost_model.h"
 #include "engine_model/kv_cache.h"
@@ -55,10 +67,13 @@ struct SchedulerConfig {
   uint32_t max_num_batched_tokens = 8192;  // token budget per step
   uint32_t max_model_len = 131072;         // prompt + output tokens per request
   StepCostModel cost;
+  uint64_t seed = 0;  // of the step-time jitter: same seed, same steps
+
 
   // InvalidArgument naming the field when a value is out of range (block_size 1..256,
   // capacity_blocks >= 1, 1 <= max_num_seqs <= max_num_batched_tokens, max_model_len >= 2,
-  // positive mfu, mbu, peaks and model sizes, non-negative overheads).
+  // positive mfu, mbu, peaks and model sizes, non-negative overheads and costs, step_jitter in
+  // [0, 0.5]).
   Status Validate() const;
 };
 
@@ -90,8 +105,9 @@ struct RequestEvent {
 };
 
 struct StepResult {
-  // Seconds. 0 only when nothing was scheduled, which Submit's checks rule out while
-  // HasWork() (the oldest running request always fits; an empty engine admits anything).
+  // Seconds; > 0 while HasWork() (the oldest running request always fits; an empty engine
+  // admits anything tokenized, and waits for the tokenizer otherwise: an idle step, with no
+  // sequence scheduled).
   double duration = 0;
   uint32_t num_prefill_tokens = 0;
   uint32_t num_decode_tokens = 0;
@@ -135,8 +151,11 @@ class StepScheduler {
 
   // Frees `r`'s blocks and puts it at the front of the waiting queue.
   void Preempt(Request* r);
-  // Admits the head of the waiting queue if the cache can hold it.
-  bool TryAdmit(double now);
+  // Admits the head of the waiting queue with a first chunk of at most `budget` tokens if the
+  // cache can hold it; returns the chunk (0 = not admitted).
+  size_t TryAdmit(double now, size_t budget);
+  // The multiplicative step-time factor (see above).
+  double JitterFactor();
 
   SchedulerConfig config_;
   KvCache kv_;
@@ -144,6 +163,8 @@ class StepScheduler {
   std::vector<Request*> running_;  // admission order: most recently admitted last
   std::deque<Request*> waiting_;   // FCFS; preempted requests re-enter at the front
   std::vector<uint32_t> scratch_tokens_;
+  Rng jitter_rng_;
+  double tokenizer_free_at_ = 0;  // when the API server's tokenizer is next idle
   StepResult result_;
   uint64_t preemptions_ = 0;
   uint64_t steps_ = 0;

@@ -365,6 +365,85 @@ TEST(StepSchedulerTest, IsDeterministic) {
   for (const auto& [id, o] : a.outcomes) EXPECT_TRUE(o.has_finished) << id;
 }
 
+// Blocks are taken per scheduled chunk (vLLM v1's allocate_slots): a long prompt holds only its
+// first chunk after admission and grows chunk by chunk.
+TEST(StepSchedulerTest, AllocatesBlocksPerChunk) {
+  StepScheduler s(Profile("tiny-test"));  // 512 tokens per step, blocks of 16
+  ASSERT_TRUE(s.Submit(Req(1, Tokens(1, 2000), 4), 0).ok());
+  double now = 0;
+  std::vector<size_t> held;
+  while (s.HasWork() && held.size() < 4) {
+    now += s.Step(now).duration;
+    held.push_back(s.kv_cache().NumHeld(1));
+  }
+  EXPECT_EQ(held, (std::vector<size_t>{512, 1024, 1536, 2000}));
+  EXPECT_EQ(s.kv_cache().stats().used_blocks, 125u);  // ceil(2000 / 16)
+}
+
+// Under KV pressure from prompts that together exceed the cache, the newest running request
+// gives way (recompute preemption) and every request completes, oldest first: the progress
+// guarantee. 30 distinct prompts of 51,100 tokens on the 70B profile need 1.53M tokens of KV,
+// more than its 1.39M, and each decodes long enough (400 steps) for the others to fill it.
+TEST(StepSchedulerTest, LongPromptsPastCapacityAllComplete) {
+  StepScheduler s(Profile("llama-70b-h100x8"));
+  std::vector<EngineRequest> requests;
+  for (uint64_t id = 1; id <= 30; ++id) requests.push_back(Req(id, Tokens(1000 + id, 51100), 400));
+  Trace run = DriveAll(s, std::move(requests));
+  ASSERT_EQ(run.outcomes.size(), 30u);
+  double last_finish_order = -1;
+  for (uint64_t id = 1; id <= 30; ++id) {
+    const Outcome& o = run.outcomes[id];
+    ASSERT_TRUE(o.has_finished) << id;
+    EXPECT_EQ(o.token_indices.size(), 400u) << id;
+    EXPECT_GE(o.first.ttft, last_finish_order) << id;  // first tokens in arrival order
+    last_finish_order = o.first.ttft;
+  }
+  EXPECT_GT(s.num_preemptions(), 0u);
+  EXPECT_EQ(run.outcomes[1].preemptions, 0);
+  EXPECT_FALSE(s.HasWork());
+  EXPECT_TRUE(s.kv_cache().CheckInvariants().ok());
+}
+
+// A prefill chunk that cannot get blocks preempts the newest running request, as a decode does;
+// the preempted request recomputes and its tokens are the same.
+TEST(StepSchedulerTest, PrefillChunkPreemptsNewest) {
+  StepScheduler s(Profile("tiny-test"));  // 4,096 tokens of KV
+  // Three 1,500-token prompts (94 blocks each, 282 > 256): the third is admitted with its first
+  // chunk, then the second's or third's growth runs out of blocks.
+  std::vector<EngineRequest> requests;
+  for (uint64_t id = 1; id <= 3; ++id) requests.push_back(Req(id, Tokens(id, 1500), 20));
+  Trace run = DriveAll(s, std::move(requests));
+  EXPECT_GT(s.num_preemptions(), 0u);
+  EXPECT_EQ(run.outcomes[1].preemptions, 0);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    const Outcome& o = run.outcomes[id];
+    ASSERT_TRUE(o.has_finished) << id;
+    for (uint32_t i = 0; i < 20; ++i) EXPECT_EQ(o.token_ids[i], GeneratedTokenId(id * 7919, i));
+  }
+  EXPECT_TRUE(s.kv_cache().CheckInvariants().ok());
+}
+
+// The API server's tokenizer takes one request at a time: requests arriving together wait for
+// the ones before them, and an idle engine waits for the first to be ready.
+TEST(StepSchedulerTest, TokenizationQueuesOnOneThread) {
+  SchedulerConfig c = Profile("tiny-test");
+  c.cost.tokenize_per_token = 1e-4;  // 10 ms for 100 tokens
+  StepScheduler s(c);
+  ASSERT_TRUE(s.Submit(Req(1, Tokens(1, 100), 1), 0).ok());
+  ASSERT_TRUE(s.Submit(Req(2, Tokens(2, 100), 1), 0).ok());
+  const StepResult& idle = s.Step(0);
+  EXPECT_EQ(idle.num_scheduled_seqs, 0u);
+  EXPECT_NEAR(idle.duration, 0.010, 1e-9);
+  std::vector<Arrival> none;
+  Trace run = Drive(s, std::move(none), 0.010);
+  EXPECT_NEAR(run.outcomes[1].first.queue_wait, 0.010, 1e-9);
+  EXPECT_GE(run.outcomes[2].first.queue_wait, 0.020 - 1e-9);
+  // A request arriving after the tokenizer went idle waits for its own tokenization only.
+  ASSERT_TRUE(s.Submit(Req(3, Tokens(3, 50), 1), 10.0).ok());
+  Trace later = Drive(s, {}, 10.0);
+  EXPECT_NEAR(later.outcomes[3].first.queue_wait, 0.005, 1e-9);
+}
+
 // A long run on the 70B profile drains completely with consistent accounting.
 TEST(StepSchedulerTest, LargeProfileDrainsUnderLoad) {
   StepScheduler s(Profile("llama-70b-h100x8"));
@@ -379,7 +458,7 @@ TEST(StepSchedulerTest, LargeProfileDrainsUnderLoad) {
   }
   EXPECT_GT(tokens, 100000u);
   EXPECT_EQ(s.kv_usage(), 0.0);
-  EXPECT_EQ(s.num_preemptions(), 0u);  // 1.28M tokens of KV: no memory pressure here
+  EXPECT_EQ(s.num_preemptions(), 0u);  // 1.39M tokens of KV: no memory pressure here
   EXPECT_TRUE(s.kv_cache().CheckInvariants().ok());
 }
 
