@@ -65,8 +65,9 @@ wait_ready() {  # URL
 run_one() {  # SOURCE ROUND
   local source=$1 round=$2 args=()
   for k in 0 1 2; do
+    # --enable-prompt-tokens-details: the hit rate column comes from the responses' cached tokens.
     "$bin" engine --listen 127.0.0.1:${engine_ports[$k]} --kv-events-endpoint "tcp://127.0.0.1:${event_ports[$k]}" \
-      >"$out/engine-$source-$round-$k.log" 2>&1 &
+      --enable-prompt-tokens-details >"$out/engine-$source-$round-$k.log" 2>&1 &
     pids+=($!)
     args+=(--instance "e$k=http://127.0.0.1:${engine_ports[$k]}")
   done

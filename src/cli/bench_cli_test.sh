@@ -12,8 +12,10 @@ check() {  # check NAME COMMAND...: passes when the command succeeds
 }
 tmp=$(mktemp -d)
 engine_pid=
+plain_pid=
 cleanup() {
   if [ -n "$engine_pid" ]; then kill -TERM "$engine_pid" 2>/dev/null; wait "$engine_pid" 2>/dev/null; fi
+  if [ -n "$plain_pid" ]; then kill -TERM "$plain_pid" 2>/dev/null; wait "$plain_pid" 2>/dev/null; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -55,15 +57,22 @@ usage "no-stream and stream fraction" --no-stream --stream-fraction 0.5
 check "unreachable exit code" test $rc = 1
 check "unreachable reported" grep -q "connect" "$tmp/out"
 
-# The engine emulator on an ephemeral port.
-"$bin" engine --listen 127.0.0.1:0 --profile tiny-test --time-scale 0.01 >"$tmp/engine.log" 2>&1 &
+port_of() {  # port_of LOG: the port an engine logged, waiting up to 5 s
+  local p=
+  for _ in $(seq 1 100); do
+    p=$(grep -o 'engine emulator on 127.0.0.1:[0-9]*' "$1" 2>/dev/null | grep -o '[0-9]*$')
+    [ -n "$p" ] && break
+    sleep 0.05
+  done
+  echo "$p"
+}
+
+# The engine emulator on an ephemeral port, reporting cached tokens (as vLLM does with
+# --enable-prompt-tokens-details) so that the runs below have a hit rate.
+"$bin" engine --listen 127.0.0.1:0 --profile tiny-test --time-scale 0.01 --enable-prompt-tokens-details \
+  >"$tmp/engine.log" 2>&1 &
 engine_pid=$!
-port=
-for _ in $(seq 1 100); do
-  port=$(grep -o 'engine emulator on 127.0.0.1:[0-9]*' "$tmp/engine.log" 2>/dev/null | grep -o '[0-9]*$')
-  [ -n "$port" ] && break
-  sleep 0.05
-done
+port=$(port_of "$tmp/engine.log")
 check "engine started" test -n "$port"
 url=http://127.0.0.1:${port:-9}
 
@@ -142,6 +151,34 @@ import json
 r = json.load(open('$tmp/run.json'))[0]
 assert 'stream_fraction' not in r['settings'] and 'abort_fraction' not in r['settings'], r['settings']
 assert 'aborted' not in r['extra'], r['extra']
+"
+
+# Against an engine at its default (no cached-token counts, as a default vLLM), the hit rate is
+# n/a in the summary and null in the JSON, not 0%; streamed or not; the rest is measured.
+"$bin" engine --listen 127.0.0.1:0 --profile tiny-test --time-scale 0.01 >"$tmp/plain.log" 2>&1 &
+plain_pid=$!
+plain=$(port_of "$tmp/plain.log")
+check "default engine started" test -n "$plain"
+for mode in stream no-stream; do
+  extra=(); [ $mode = no-stream ] && extra=(--no-stream)
+  "$bin" bench --url "http://127.0.0.1:${plain:-9}" "${small[@]}" --concurrency 2 --requests 12 --time-scale 0.01 \
+    "${extra[@]}" --json "$tmp/plain-$mode.json" --quiet >"$tmp/out" 2>&1; rc=$?
+  check "no counts, $mode: exit 0" test $rc = 0
+  check "no counts, $mode: summary says n/a" grep -Eq '^  hit rate +n/a' "$tmp/out"
+  check "no counts, $mode: json null" python3 -c "
+import json
+r = json.load(open('$tmp/plain-$mode.json'))[0]
+assert r['errors'] == 0 and r['requests'] == 12, r
+assert r['hit_rate'] is None, r['hit_rate']
+assert r['ttft_p50_s'] > 0 and r['throughput_rps'] > 0, r
+"
+done
+# The same engine still counts its prefix cache hits in /metrics (12 requests over 4 documents).
+check "no counts: metrics still count hits" python3 -c "
+import re, urllib.request
+text = urllib.request.urlopen('http://127.0.0.1:${plain:-9}/metrics').read().decode()
+m = re.search(r'^vllm:prefix_cache_hits_total\{[^}]*\} ([0-9.e+]+)$', text, re.M)
+assert m and float(m.group(1)) > 0, text
 "
 
 # --progress prints progress lines on stderr even when it is not a terminal (a 1.6 s wall run).

@@ -141,7 +141,12 @@ std::string Summary(const BenchArgs& a, const loadgen::LoadOptions& o, const loa
     out += fmt::format("  e2e           P50 {}  P90 {}\n", Duration(r.e2e_p50_s), Duration(r.e2e_p90_s));
     out += fmt::format("  ITL           P50 {}\n", Duration(r.itl_p50_s));
   }
-  out += fmt::format("  hit rate      {:.1f}% of prompt tokens cached\n", 100 * r.hit_rate);
+  if (std::isnan(r.hit_rate)) {
+    out += "  hit rate      n/a (no response carried usage.prompt_tokens_details.cached_tokens: vLLM "
+           "sends it only with --enable-prompt-tokens-details)\n";
+  } else {
+    out += fmt::format("  hit rate      {:.1f}% of prompt tokens cached\n", 100 * r.hit_rate);
+  }
   out += fmt::format("  throughput    {:.1f} req/s, {:.0f} output tok/s\n", r.throughput_rps, r.output_tokens_per_s);
   if (r.share.empty()) {
     out += "  share         - (no x-prefix-router-instance headers: not behind the gateway?)\n";
@@ -349,7 +354,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
       "Measure an endpoint over HTTP: send a workload's requests to a gateway, an engine emulator "
       "or any OpenAI-compatible server and report TTFT (to the first streamed token), end-to-end "
       "latency, inter-token latency, prefix-cache hit rate (from usage.prompt_tokens_details."
-      "cached_tokens), throughput and, behind the gateway, each instance's share of requests. "
+      "cached_tokens, which vLLM and `prefix-router engine` send only with "
+      "--enable-prompt-tokens-details; n/a without), throughput and, behind the gateway, each "
+      "instance's share of requests. "
       "Closed loop (--concurrency users) by default; --rate for an open loop.");
   cmd->add_option("--url", a->url, "Base URL of the endpoint (http only); the API path is appended")
       ->capture_default_str();

@@ -77,6 +77,7 @@ check "SIGTERM exits 0" test $rc = 0
 
 # The engine's KV event flags: documented, and bad values refused naming the flag.
 check "engine help documents kv events" bash -c "'$bin' engine --help | grep -q -- '--kv-events-replay-endpoint'"
+check "engine help documents prompt tokens details" bash -c "'$bin' engine --help | grep -q -- '--enable-prompt-tokens-details'"
 err=$("$bin" engine --listen 127.0.0.1:0 --kv-events-endpoint 'tcp://127.0.0.1:*' --kv-events-encoding json 2>&1 >/dev/null); rc=$?
 check "kv events encoding refused" bash -c "test $rc = 2 && echo '$err' | grep -q -- '--kv-events-encoding'"
 err=$("$bin" engine --listen 127.0.0.1:0 --kv-events-endpoint 'bogus://x' 2>&1 >/dev/null); rc=$?

@@ -21,6 +21,7 @@
 #include "gateway/gateway.h"
 #include "loadgen/loadgen.h"
 #include "report/report.h"
+#include "report/text.h"
 #include "report/results.h"
 #include "sim/simulator.h"
 
@@ -108,6 +109,9 @@ Result<std::unique_ptr<Fleet>> StartFleet(const DemoArgs& a, double time_scale,
     eo.time_scale = time_scale;
     eo.model = std::string(kModel);
     eo.stream_interval = kStreamInterval;
+    // The demo's hit rates come from the responses' cached-token counts, which the emulator
+    // (like vLLM) sends only when asked to.
+    eo.enable_prompt_tokens_details = true;
     auto e = engine::EngineServer::Create(eo);
     if (!e.ok()) return e.status();
     if (Status s = (*e)->Start(); !s.ok()) return s;
@@ -237,9 +241,9 @@ int RunDemo(const DemoArgs& a) {
       if (!r.ok()) return Fail(workload + " " + strategy + ": " + r.status().message());
       if (a.rate_rps <= 0) r->settings["saturation_rps"] = *saturation;
       if (!a.quiet) {
-        std::cerr << fmt::format("  {} {}: {} requests ({} failed), TTFT P50 {:.3f} s, hit rate {:.1f}%\n",
+        std::cerr << fmt::format("  {} {}: {} requests ({} failed), TTFT P50 {:.3f} s, hit rate {}\n",
                                  workload, strategy, r->requests, r->errors, r->ttft_p50_s,
-                                 100 * r->hit_rate);
+                                 report::FormatHitRate(r->hit_rate));
       }
       results.push_back(std::move(*r));
       if (!a.no_simulate) {

@@ -97,6 +97,13 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
                   "Generated tokens per streamed chunk after the first (sent at once)")
       ->check(CLI::Range(1u, 4096u))
       ->capture_default_str();
+  cmd->add_flag("--enable-prompt-tokens-details", a->options.enable_prompt_tokens_details,
+               "Report in responses the prompt tokens served from the prefix cache, as vLLM does "
+               "with the same flag: usage.prompt_tokens_details.cached_tokens when above 0 (null "
+               "otherwise, absent from a stream's usage chunk, as vLLM) and cached= in "
+               "x-engine-timing. Off by default, as in vLLM: responses then carry no cached-token "
+               "count and `bench` reports the hit rate as n/a. /metrics counts prefix cache hits "
+               "either way");
   cmd->add_option("--kv-events-endpoint", a->options.kv_events.endpoint,
                   "Publish KV cache events as vLLM does (ZMQ PUB, 3 frames: topic, 8-byte "
                   "big-endian seq, msgpack batch), e.g. tcp://*:5557; binds when the address has "

@@ -90,6 +90,9 @@ for r in runs:
     if r['source'] == 'demo':
         assert r['ttft_kind'] == 'client' and r['engine_ttft_p50_s'] > 0, r
         assert r['ttft_p50_s'] > 0 and len(r['share']) == 7
+        # demo's engines report cached tokens (--enable-prompt-tokens-details): a hit rate, not n/a
+        assert r['hit_rate'] is not None, r
+assert max(r['hit_rate'] for r in runs if r['source'] == 'demo') > 0
 "
 check "demo report is self-contained HTML" sh -c "grep -q '<svg' '$work/demo/report.html' && ! grep -qE 'https?://|<script' '$work/demo/report.html'"
 check "demo prints the table" grep -q "prefix-aware" "$work/demo.txt"

@@ -93,11 +93,18 @@ Status ReadPrompt(const json::value& v, EngineHttpRequest& r) {
 
 std::string Quote(std::string_view s) { return json::serialize(json::string_view(s.data(), s.size())); }
 
-std::string UsageJson(const Usage& u) {
-  return "{\"prompt_tokens\":" + std::to_string(u.prompt_tokens) +
-         ",\"completion_tokens\":" + std::to_string(u.completion_tokens) +
-         ",\"total_tokens\":" + std::to_string(u.prompt_tokens + u.completion_tokens) +
-         ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(u.cached_tokens) + "}}";
+// `stream`: the usage chunk of a stream, where vLLM leaves out a null prompt_tokens_details
+// (see Usage).
+std::string UsageJson(const Usage& u, bool stream) {
+  std::string out = "{\"prompt_tokens\":" + std::to_string(u.prompt_tokens) +
+                    ",\"completion_tokens\":" + std::to_string(u.completion_tokens) +
+                    ",\"total_tokens\":" + std::to_string(u.prompt_tokens + u.completion_tokens);
+  if (u.prompt_tokens_details && u.cached_tokens > 0) {
+    out += ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(u.cached_tokens) + "}";
+  } else if (!stream) {
+    out += ",\"prompt_tokens_details\":null";
+  }
+  return out + "}";
 }
 
 std::string Head(const EngineHttpRequest& r, const std::string& id, int64_t created, bool chunk) {
@@ -228,7 +235,7 @@ std::string CompletionBody(const EngineHttpRequest& r, const std::string& id, in
   } else {
     out += ",\"choices\":[{\"index\":0,\"text\":" + Quote(text) + ",\"logprobs\":null,\"finish_reason\":\"length\"}]";
   }
-  out += ",\"usage\":" + UsageJson(usage) + "}";
+  out += ",\"usage\":" + UsageJson(usage, false) + "}";
   return out;
 }
 
@@ -253,7 +260,7 @@ std::string StreamEnd(const EngineHttpRequest& r, const std::string& id, int64_t
     out += ",\"choices\":[{\"index\":0,\"text\":\"\",\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n";
   }
   if (r.include_usage) {
-    out += "data: " + Head(r, id, created, true) + ",\"choices\":[],\"usage\":" + UsageJson(usage) + "}\n\n";
+    out += "data: " + Head(r, id, created, true) + ",\"choices\":[],\"usage\":" + UsageJson(usage, true) + "}\n\n";
   }
   out += "data: [DONE]\n\n";
   return out;

@@ -61,10 +61,18 @@ Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body);
 // {"count":N,"max_model_len":L,"tokens":[...],"token_strs":null}
 std::string TokenizeResponseBody(const std::vector<uint32_t>& tokens, uint32_t max_model_len);
 
+// `usage` as vLLM writes it. vLLM reports the prompt tokens served from its prefix cache
+// (`prompt_tokens_details.cached_tokens`) only when started with --enable-prompt-tokens-details
+// (off by default), and even then only when the count is above 0
+// (vllm/entrypoints/openai/serving_chat.py: `if self.enable_prompt_tokens_details and
+// num_cached_tokens`). Otherwise a whole response carries `"prompt_tokens_details": null`
+// (pydantic's model_dump keeps None) and a stream's usage chunk has no such member (its chunks
+// are dumped with exclude_none).
 struct Usage {
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
   uint32_t cached_tokens = 0;
+  bool prompt_tokens_details = false;  // the engine runs with --enable-prompt-tokens-details
 };
 
 // Whole responses and stream chunks in OpenAI's shapes. `id` like "chatcmpl-42".

@@ -174,5 +174,37 @@ TEST(EngineRequestTest, WritesOpenAiShapes) {
   EXPECT_TRUE(err.at("param").is_null());
 }
 
+// usage as vLLM writes it: prompt_tokens_details.cached_tokens only when the engine reports
+// cached tokens (--enable-prompt-tokens-details) and the count is above 0; otherwise null in a
+// whole response and absent from a stream's usage chunk.
+TEST(EngineRequestTest, PromptTokensDetailsAsVllm) {
+  auto r = ParseEngineRequest("/v1/chat/completions",
+                              R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})");
+  ASSERT_TRUE(r.ok());
+  auto whole = [&](const Usage& u) { return json::parse(CompletionBody(*r, "c", 5, "t", u)).at("usage"); };
+  auto streamed = [&](const Usage& u) {
+    const std::string end = StreamEnd(*r, "c", 5, u);
+    const size_t at = end.find("data: {", end.find("\n\n") + 2);  // the event after finish
+    return json::parse(end.substr(at + 6, end.find("\n\n", at) - at - 6)).at("usage");
+  };
+  for (const bool details : {false, true}) {
+    for (const uint32_t cached : {0u, 96u}) {
+      const Usage u{120, 2, cached, details};
+      const json::object w = whole(u).as_object();
+      const json::object s = streamed(u).as_object();
+      EXPECT_EQ(w.at("prompt_tokens").as_int64(), 120);
+      EXPECT_EQ(s.at("completion_tokens").as_int64(), 2);
+      if (details && cached > 0) {
+        EXPECT_EQ(w.at("prompt_tokens_details").at("cached_tokens").as_int64(), 96);
+        EXPECT_EQ(s.at("prompt_tokens_details").at("cached_tokens").as_int64(), 96);
+      } else {
+        ASSERT_TRUE(w.contains("prompt_tokens_details")) << details << " " << cached;
+        EXPECT_TRUE(w.at("prompt_tokens_details").is_null()) << details << " " << cached;
+        EXPECT_FALSE(s.contains("prompt_tokens_details")) << details << " " << cached;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace prefix_router::engine

@@ -29,8 +29,13 @@ http::StringResponse JsonResponse(int status, std::string body) {
   return res;
 }
 
-std::string TimingHeader(double queue, double ttft, uint32_t cached, uint32_t prompt) {
-  return fmt::format("queue={:.6f}; ttft={:.6f}; cached={}; prompt={}", queue, ttft, cached, prompt);
+// `cached=` only when the engine reports cached tokens (EngineOptions::enable_prompt_tokens_details).
+std::string TimingHeader(double queue, double ttft, const Usage& usage) {
+  if (!usage.prompt_tokens_details) {
+    return fmt::format("queue={:.6f}; ttft={:.6f}; prompt={}", queue, ttft, usage.prompt_tokens);
+  }
+  return fmt::format("queue={:.6f}; ttft={:.6f}; cached={}; prompt={}", queue, ttft, usage.cached_tokens,
+                     usage.prompt_tokens);
 }
 
 }  // namespace
@@ -133,9 +138,10 @@ Status EngineServer::Start() {
   if (Status s = server_->Start(); !s.ok()) return s;
   wake_ = std::make_unique<net::steady_timer>(server_->context(0), net::steady_timer::time_point::max());
   net::co_spawn(server_->context(0), Loop(), net::detached);
-  spdlog::info("engine emulator on {}:{}: profile {}, model {}, {} KV blocks of {} tokens, time scale {}",
+  spdlog::info("engine emulator on {}:{}: profile {}, model {}, {} KV blocks of {} tokens, time scale {}{}",
                options_.host, server_->port(), profile_.name, options_.model,
-               profile_.config.capacity_blocks, profile_.config.block_size, options_.time_scale);
+               profile_.config.capacity_blocks, profile_.config.block_size, options_.time_scale,
+               options_.enable_prompt_tokens_details ? ", prompt tokens details on" : "");
   if (kv_publisher_) {
     spdlog::info("engine emulator: KV events on {} (topic \"{}\", {} encoding){}{}",
                  kv_publisher_->endpoint(), options_.kv_events.topic,
@@ -316,6 +322,7 @@ net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::strin
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   Usage usage;
   usage.prompt_tokens = prompt_tokens;
+  usage.prompt_tokens_details = options_.enable_prompt_tokens_details;
   std::string text;      // non-streaming: the whole output
   std::string pending_out;  // streaming: events not yet written
   std::string unsent_text;  // streaming: generated text not yet in an event
@@ -368,7 +375,7 @@ net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::strin
         head.result(bhttp::status::ok);
         head.set(bhttp::field::content_type, "text/event-stream");
         head.set(bhttp::field::cache_control, "no-cache");
-        head.set("x-engine-timing", TimingHeader(queue, ttft, usage.cached_tokens, prompt_tokens));
+        head.set("x-engine-timing", TimingHeader(queue, ttft, usage));
         head_sent = true;
         if (!co_await ex.SendHead(std::move(head))) client_gone = true;
       }
@@ -396,7 +403,7 @@ net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::strin
     if (co_await ex.SendBody(net::buffer(end))) co_await ex.Finish();
   } else {
     auto res = JsonResponse(200, CompletionBody(r, response_id, created, text, usage));
-    res.set("x-engine-timing", TimingHeader(queue, ttft, usage.cached_tokens, prompt_tokens));
+    res.set("x-engine-timing", TimingHeader(queue, ttft, usage));
     co_await ex.Send(std::move(res));
   }
 }

@@ -12,6 +12,12 @@
 // (modelled seconds, TTFT including the profile's per-request overhead), are therefore free of
 // loopback and scheduling jitter, so time-scaled runs can be read in model time.
 //
+// Cached-token counts are reported as vLLM reports them: only with
+// enable_prompt_tokens_details (vLLM's --enable-prompt-tokens-details, off by default), in
+// usage.prompt_tokens_details when above 0 (engine_request.h Usage). Without it the header has
+// no `cached=` either, so a client sees what it would see from a default vLLM; /metrics
+// (vllm:prefix_cache_hits_total) counts hits either way, as vLLM's does.
+//
 // Routes: POST /v1/chat/completions, /v1/completions, /invocations; POST /tokenize (vLLM's:
 // the prompt's token ids, as a router routing on tokens asks for them); GET /v1/models,
 // /health, /ping, /metrics.
@@ -60,6 +66,10 @@ struct EngineOptions {
   // Generated tokens per streamed chunk after the first (which is sent alone, at once): 1
   // streams every token; more cuts the events a fast, time-scaled run must carry.
   uint32_t stream_interval = 1;
+  // Report cached prompt tokens per response (usage.prompt_tokens_details.cached_tokens and
+  // `cached=` in x-engine-timing), as vLLM does with --enable-prompt-tokens-details. Off by
+  // default, as in vLLM.
+  bool enable_prompt_tokens_details = false;
   // KV cache events on ZMQ as vLLM publishes them (engine/kv_event_publisher.h); off when the
   // endpoint is empty. One batch per engine step.
   KvEventsOptions kv_events;

@@ -702,14 +702,21 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
   }
   if (usage.present) {
     rec.prompt_tokens = usage.prompt_tokens;
-    rec.cached_tokens = usage.cached_tokens;
     rec.output_tokens = usage.completion_tokens;
   } else {
     // No usage (the server ignores stream_options): the engine's header, else count chunks.
     if (header_prompt >= 0) rec.prompt_tokens = static_cast<uint32_t>(header_prompt);
-    if (header_cached >= 0) rec.cached_tokens = static_cast<uint32_t>(header_cached);
     rec.output_tokens = sse ? content_chunks : 0;
   }
+  // Cached tokens from usage, else from the emulator's header (which has them exactly when its
+  // usage would: --enable-prompt-tokens-details), else not known: a default vLLM reports none,
+  // and report::Summarize then shows the hit rate as n/a rather than 0%.
+  if (usage.cached_present) {
+    rec.cached_tokens = usage.cached_tokens;
+  } else if (header_cached >= 0) {
+    rec.cached_tokens = static_cast<uint32_t>(header_cached);
+  }
+  rec.cached_tokens_known = usage.cached_present || header_cached >= 0;
   if (!rec.error) rec.e2e_s = e2e;
   co_return out;
 }

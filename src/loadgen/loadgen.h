@@ -12,7 +12,9 @@
 // first SSE event with non-empty `delta.content` / `text`; for non-streaming requests the
 // whole response), mean inter-token latency between content chunks, end to end to the last
 // byte, prompt/cached/output tokens from `usage` (with `usage.prompt_tokens_details.
-// cached_tokens`), the engine's modelled times from `x-engine-timing` (emulator), and the
+// cached_tokens`, which vLLM sends only with --enable-prompt-tokens-details: without it the
+// record's cached count is not known, RequestRecord::cached_tokens_known), the engine's
+// modelled times from `x-engine-timing` (emulator), and the
 // gateway's decision from `x-prefix-router-instance` / `x-prefix-router-decision` (instance
 // index by name, overflow when the decision is "overflow" or "saturated"). A request fails
 // (error = true, never dropped from the records) on a connection error, a timeout, a non-2xx

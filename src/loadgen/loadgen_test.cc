@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -104,13 +105,17 @@ workload::Request Chat(uint64_t salt, uint32_t max_tokens = 16) {
   return r;
 }
 
-std::unique_ptr<engine::EngineServer> StartEngine(double time_scale, std::string model = "llama") {
+// `prompt_tokens_details`: the engine reports cached tokens (vLLM's
+// --enable-prompt-tokens-details); the tests that read cached counts need it.
+std::unique_ptr<engine::EngineServer> StartEngine(double time_scale, std::string model = "llama",
+                                                  bool prompt_tokens_details = true) {
   engine::EngineOptions o;
   o.host = "127.0.0.1";
   o.port = 0;
   o.profile = "tiny-test";
   o.time_scale = time_scale;
   o.model = std::move(model);
+  o.enable_prompt_tokens_details = prompt_tokens_details;
   auto created = engine::EngineServer::Create(o);
   if (!created.ok()) {
     ADD_FAILURE() << created.status().ToString();
@@ -261,7 +266,54 @@ TEST(RunLoad, SecondIdenticalRequestGetsCachedTokens) {
   ASSERT_EQ(run.records.size(), 2u);
   ASSERT_EQ(Errors(run), 0u) << run.first_error;
   EXPECT_EQ(run.records[0].cached_tokens, 0u);
+  // vLLM leaves a count of 0 out of usage; the emulator's header still has it.
+  EXPECT_TRUE(run.records[0].cached_tokens_known);
   EXPECT_GT(run.records[1].cached_tokens, run.records[1].prompt_tokens / 2);
+  EXPECT_TRUE(run.records[1].cached_tokens_known);
+}
+
+// Against an engine that reports no cached tokens (the emulator's default, as vLLM's), no record
+// has a cached count, streamed or not, though the second of each pair hits the cache; the
+// run's hit rate is then not known (NaN, "n/a"), not 0.
+TEST(RunLoad, NoCachedCountsFromADefaultEngine) {
+  auto engine = StartEngine(0.05, "llama", /*prompt_tokens_details=*/false);
+  ASSERT_TRUE(engine);
+  for (const bool stream : {true, false}) {
+    ScriptedWorkload w(1, [](uint64_t, uint32_t) { return Chat(7); });
+    LoadOptions o = Closed(engine->port(), 1, 2);
+    o.time_scale = 0.05;
+    o.stream = stream;
+    LoadRun run = MustRun(o, w);
+    ASSERT_EQ(run.records.size(), 2u);
+    ASSERT_EQ(Errors(run), 0u) << run.first_error;
+    for (const RequestRecord& r : run.records) {
+      EXPECT_FALSE(r.cached_tokens_known) << "stream " << stream;
+      EXPECT_EQ(r.cached_tokens, 0u);
+      EXPECT_GT(r.prompt_tokens, 100u);
+    }
+    report::RunResult result;
+    report::Summarize(run.records, {}, result);
+    EXPECT_TRUE(std::isnan(result.hit_rate)) << result.hit_rate;
+  }
+}
+
+// A server without the emulator's header (a real vLLM): usage with prompt_tokens_details null
+// gives no cached count; a number there, even 0, is one.
+TEST(RunLoad, CachedCountOnlyFromANumber) {
+  for (const std::string details : {"null", "{\"cached_tokens\":0}"}) {
+    auto fake = StartFake(SseBehavior(
+        {"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n",
+         "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":1,"
+         "\"prompt_tokens_details\":" + details + "}}\n\n",
+         "data: [DONE]\n\n"}));
+    ASSERT_TRUE(fake);
+    ScriptedWorkload w(1, [](uint64_t s, uint32_t) { return Chat(s); });
+    LoadRun run = MustRun(Closed(fake->port(), 1, 1), w);
+    ASSERT_EQ(run.records.size(), 1u);
+    ASSERT_EQ(Errors(run), 0u) << run.first_error;
+    EXPECT_EQ(run.records[0].prompt_tokens, 11u);
+    EXPECT_EQ(run.records[0].cached_tokens_known, details != "null") << details;
+  }
 }
 
 // Non-streaming requests: TTFT is the whole response, usage and engine timing still read.

@@ -25,8 +25,11 @@ void ReadUsage(const json::object& o, Usage* usage) {
   usage->prompt_tokens = ToCount(uo.if_contains("prompt_tokens"));
   usage->completion_tokens = ToCount(uo.if_contains("completion_tokens"));
   usage->cached_tokens = 0;
+  usage->cached_present = false;
   if (const json::value* d = uo.if_contains("prompt_tokens_details"); d && d->is_object()) {
-    usage->cached_tokens = ToCount(d->as_object().if_contains("cached_tokens"));
+    const json::value* c = d->as_object().if_contains("cached_tokens");
+    usage->cached_present = c && c->is_number();
+    usage->cached_tokens = ToCount(c);
   }
 }
 

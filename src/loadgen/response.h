@@ -12,6 +12,9 @@
 //                  [{"generated_text":"..."}] or {"generated_text":"..."}    (TGI, native)
 //   usage          {"prompt_tokens", "completion_tokens",
 //                   "prompt_tokens_details":{"cached_tokens"}}
+//                  prompt_tokens_details is null or absent from a vLLM without
+//                  --enable-prompt-tokens-details (and from one with it when nothing was
+//                  cached): the usage then has no cached-token count (cached_present false).
 //
 // A chunk "carries content" when its first choice has non-empty `delta.content`, `text` or
 // `delta.reasoning_content` / `delta.reasoning` (a reasoning model's first tokens); only content
@@ -29,7 +32,8 @@ namespace prefix_router::loadgen {
 struct Usage {
   bool present = false;
   uint32_t prompt_tokens = 0;
-  uint32_t cached_tokens = 0;
+  uint32_t cached_tokens = 0;   // 0 unless cached_present
+  bool cached_present = false;  // prompt_tokens_details.cached_tokens was a number
   uint32_t completion_tokens = 0;
 };
 
@@ -49,7 +53,8 @@ ChunkInfo ParseStreamChunk(std::string_view data, std::string* reply, Usage* usa
 ChunkInfo ParseCompletionBody(std::string_view body, std::string* reply, Usage* usage);
 
 // x-engine-timing: queue=<s>; ttft=<s>; cached=<n>; prompt=<n> (any order, unknown keys
-// ignored). False when the header has neither queue nor ttft.
+// ignored; the emulator leaves cached= out unless it runs with --enable-prompt-tokens-details,
+// and cached_tokens stays -1). False when the header has neither queue nor ttft.
 struct EngineTiming {
   double queue_s = -1;
   double ttft_s = -1;

@@ -50,10 +50,21 @@ TEST(ParseStreamChunk, Usage) {
   EXPECT_EQ(usage.prompt_tokens, 120u);
   EXPECT_EQ(usage.completion_tokens, 16u);
   EXPECT_EQ(usage.cached_tokens, 96u);
-  // Without details (or with null) cached is 0.
+  EXPECT_TRUE(usage.cached_present);
+  // Without details (or with null, as vLLM without --enable-prompt-tokens-details) there is no
+  // cached count: cached_present false, cached 0.
   ParseStreamChunk(R"({"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":null}})", &reply, &usage);
   EXPECT_EQ(usage.cached_tokens, 0u);
+  EXPECT_FALSE(usage.cached_present);
   EXPECT_EQ(usage.prompt_tokens, 3u);
+  ParseStreamChunk(R"({"usage":{"prompt_tokens":4,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":96}}})",
+                   &reply, &usage);
+  ASSERT_TRUE(usage.cached_present);
+  ParseStreamChunk(R"({"usage":{"prompt_tokens":4,"completion_tokens":1}})", &reply, &usage);
+  EXPECT_FALSE(usage.cached_present);
+  EXPECT_EQ(usage.cached_tokens, 0u);
+  ParseStreamChunk(R"({"usage":{"prompt_tokens":4,"prompt_tokens_details":{"cached_tokens":null}}})", &reply, &usage);
+  EXPECT_FALSE(usage.cached_present);
 }
 
 // The gateway's and vLLM's mid-stream error shape is an error, with its message.
@@ -83,6 +94,8 @@ TEST(ParseCompletionBody, Shapes) {
   EXPECT_TRUE(c.valid && c.has_content);
   EXPECT_EQ(reply, "Hi there");
   EXPECT_EQ(usage.prompt_tokens, 9u);
+  EXPECT_TRUE(usage.cached_present);  // a count of 0 is a count
+  EXPECT_EQ(usage.cached_tokens, 0u);
   reply.clear();
   EXPECT_TRUE(ParseCompletionBody(R"({"choices":[{"text":"abc"}]})", &reply, &usage).has_content);
   EXPECT_EQ(reply, "abc");

@@ -285,7 +285,7 @@ Table ComparisonRows(const Block& b) {
       row.push_back({FormatMaybeSeconds(r->engine_ttft_p90_s),
                      change(r->engine_ttft_p90_s, &RunResult::engine_ttft_p90_s)});
     }
-    row.push_back({FormatPercent(r->hit_rate)});
+    row.push_back({FormatHitRate(r->hit_rate)});
     if (lru) row.push_back({FormatPercent(Extra(*r, "lru_bound_hit_rate"))});
     if (inf) row.push_back({FormatPercent(Extra(*r, "infinite_bound_hit_rate"))});
     row.push_back({FormatThroughput(r->throughput_rps),
@@ -501,6 +501,9 @@ std::vector<chart::Points> SeriesSegments(const RunResult& r, double SeriesPoint
     double req = 0, t = 0, v = 0;
     for (size_t k = i; k < std::min(n, i + merge); ++k) {
       const SeriesPoint& p = r.series[k];
+      // A value not known (a hit rate without cached-token counts: NaN) is a gap, as an
+      // empty window is.
+      if (!std::isfinite(p.*member)) continue;
       const double w = static_cast<double>(p.requests);
       req += w;
       t += p.t_s * w;
@@ -617,8 +620,8 @@ std::string Headlines(const Block& b) {
     items += fmt::format(
         "<li><b>{}</b> vs random: TTFT P50 {}, P90 {}; hit rate {} &rarr; {}; throughput {}</li>",
         HtmlEscape(RowLabel(b, *r)), FormatChange(Change(r->ttft_p50_s, base->ttft_p50_s)),
-        FormatChange(Change(r->ttft_p90_s, base->ttft_p90_s)), FormatPercent(base->hit_rate),
-        FormatPercent(r->hit_rate),
+        FormatChange(Change(r->ttft_p90_s, base->ttft_p90_s)), FormatHitRate(base->hit_rate),
+        FormatHitRate(r->hit_rate),
         FormatChange(Change(r->throughput_rps, base->throughput_rps)));
   }
   return items.empty() ? "" : "<ul class=\"headline\">" + items + "</ul>";
@@ -732,7 +735,7 @@ std::string SweepSection(const Sweep& s, size_t index, const Palette& palette) {
         "<td>{}</td><td>{}</td><td>{}</td>",
         HtmlEscape(palette.Color(r->strategy)), HtmlEscape(line_label(*r)),
         FormatValue(Coordinate(*r, s.key)), FormatSeconds(r->ttft_p50_s),
-        FormatSeconds(r->ttft_p90_s), FormatSeconds(r->ttft_p99_s), FormatPercent(r->hit_rate));
+        FormatSeconds(r->ttft_p90_s), FormatSeconds(r->ttft_p99_s), FormatHitRate(r->hit_rate));
     if (lru) out += "<td>" + FormatPercent(Extra(*r, "lru_bound_hit_rate")) + "</td>";
     if (inf) out += "<td>" + FormatPercent(Extra(*r, "infinite_bound_hit_rate")) + "</td>";
     out += fmt::format("<td>{}</td><td>{}</td><td{}>{}</td><td>{}</td></tr>",

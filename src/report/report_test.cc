@@ -361,6 +361,25 @@ TEST(ReportHtmlTest, NonFiniteValues) {
   EXPECT_THAT(ComparisonTable(runs), Not(HasSubstr("nan")));
 }
 
+// A hit rate that is not known (bench against engines that report no cached tokens: NaN) reads
+// "n/a" in the terminal table, the HTML table and the headline, never 0% or "-"; its windows
+// draw no hit-rate line.
+TEST(ReportHtmlTest, HitRateNotKnownIsNa) {
+  std::vector<RunResult> runs = ThreeStrategies();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  runs[2].hit_rate = nan;
+  runs[2].series = {SeriesPoint{0, 10, nan, 0.2, 0.3, {}}, SeriesPoint{10, 10, nan, 0.2, 0.3, {}}};
+  const std::string table = ComparisonTable(runs);
+  EXPECT_THAT(LineStartingWith(table, "prefix-aware "), HasSubstr("n/a"));
+  EXPECT_THAT(LineStartingWith(table, "prefix-aware "), Not(HasSubstr("93.1%")));
+  EXPECT_THAT(LineStartingWith(table, "random "), HasSubstr("24.8%"));
+  const std::string html = ReportHtml(runs, {});
+  EXPECT_THAT(html, HasSubstr("<td>n/a</td>"));
+  EXPECT_THAT(html, HasSubstr("hit rate 24.8% &rarr; n/a"));
+  EXPECT_THAT(html, Not(HasSubstr("nan")));
+  EXPECT_EQ(Count(SvgWithLabel(html, "KV cache hit rate over time"), "<polyline"), 0u);
+}
+
 // An empty run list still gives a valid page.
 TEST(ReportHtmlTest, NoRuns) {
   const std::string html = ReportHtml({}, {});

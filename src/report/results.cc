@@ -69,7 +69,7 @@ constexpr PointDoubleField kPointDoubleFields[] = {
 
 // Fills one series point from the records that started in its window.
 void SummarizeWindow(const std::vector<const RequestRecord*>& in_window, size_t instances,
-                     SeriesPoint& p) {
+                     bool counts_known, SeriesPoint& p) {
   p.requests = in_window.size();
   p.share.assign(instances, 0.0);
   std::vector<double> ttft;
@@ -87,14 +87,14 @@ void SummarizeWindow(const std::vector<const RequestRecord*>& in_window, size_t 
   std::sort(ttft.begin(), ttft.end());
   p.ttft_p50_s = SortedPercentile(ttft, 0.5);
   p.ttft_p90_s = SortedPercentile(ttft, 0.9);
-  p.hit_rate = prompt > 0 ? static_cast<double>(cached) / static_cast<double>(prompt) : 0;
+  p.hit_rate = !counts_known ? kNaN : prompt > 0 ? static_cast<double>(cached) / static_cast<double>(prompt) : 0;
   if (with_instance > 0) {
     for (double& s : p.share) s /= static_cast<double>(with_instance);
   }
 }
 
 void SummarizeSeries(const std::vector<const RequestRecord*>& counted, double first_start,
-                     double last_start, double window, size_t instances,
+                     double last_start, double window, size_t instances, bool counts_known,
                      std::vector<SeriesPoint>& series) {
   auto window_index = [&](double t, double w) {
     return static_cast<int64_t>(std::floor(t / w));
@@ -116,7 +116,7 @@ void SummarizeSeries(const std::vector<const RequestRecord*>& counted, double fi
   series.resize(count);
   for (size_t i = 0; i < count; ++i) {
     series[i].t_s = static_cast<double>(k0 + static_cast<int64_t>(i)) * window;
-    SummarizeWindow(buckets[i], instances, series[i]);
+    SummarizeWindow(buckets[i], instances, counts_known, series[i]);
   }
 }
 
@@ -494,6 +494,7 @@ void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& 
   std::vector<double> ttft, e2e, itl, engine_ttft;
   uint64_t errors = 0, overflows = 0, succeeded = 0, with_instance = 0;
   uint64_t cached = 0, prompt = 0, output = 0;
+  bool counts_known = false;  // some successful record carried a cached-token count
   double first_start = std::numeric_limits<double>::infinity();
   double last_start = -first_start, last_end = -first_start;
   std::vector<double> per_instance(instances, 0.0);
@@ -518,6 +519,7 @@ void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& 
     cached += r->cached_tokens;
     prompt += r->prompt_tokens;
     output += r->output_tokens;
+    counts_known = counts_known || r->cached_tokens_known;
   }
 
   into.requests = counted.size();
@@ -540,7 +542,10 @@ void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& 
     into.engine_ttft_p90_s = SortedPercentile(engine_ttft, 0.9);
     into.engine_ttft_p99_s = SortedPercentile(engine_ttft, 0.99);
   }
-  into.hit_rate = prompt > 0 ? static_cast<double>(cached) / static_cast<double>(prompt) : 0;
+  // Records without a count add 0 cached tokens once any record has one (see the header).
+  // Without successful requests there is nothing to know: 0, like the other figures.
+  counts_known = counts_known || succeeded == 0;
+  into.hit_rate = !counts_known ? kNaN : prompt > 0 ? static_cast<double>(cached) / static_cast<double>(prompt) : 0;
   const double span = counted.empty() ? 0 : last_end - first_start;
   into.throughput_rps = span > 0 ? static_cast<double>(succeeded) / span : 0;
   into.output_tokens_per_s = span > 0 ? static_cast<double>(output) / span : 0;
@@ -561,7 +566,7 @@ void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& 
   if (options.series_window_s > 0 && !counted.empty() && std::isfinite(first_start) &&
       std::isfinite(last_start)) {
     SummarizeSeries(counted, first_start, last_start, options.series_window_s, instances,
-                    into.series);
+                    counts_known, into.series);
   }
 }
 

@@ -28,6 +28,10 @@ struct RequestRecord {
   double itl_mean_s = -1;      // mean inter-token latency over the stream, <0 unknown
   uint32_t prompt_tokens = 0;
   uint32_t cached_tokens = 0;  // prompt tokens served from the engine's prefix cache
+  // False when the response carried no cached-token count (a vLLM without
+  // --enable-prompt-tokens-details, or with it and nothing cached: vLLM leaves a count of 0
+  // out); cached_tokens is then 0. See Summarize for how the hit rate reads it.
+  bool cached_tokens_known = true;
   uint32_t output_tokens = 0;
   int32_t instance = -1;       // index into the run's instance list; -1 unknown or none
   bool error = false;          // no complete, successful response
@@ -39,7 +43,7 @@ struct RequestRecord {
 struct SeriesPoint {
   double t_s = 0;
   uint64_t requests = 0;
-  double hit_rate = 0;   // cached / prompt tokens in the window
+  double hit_rate = 0;   // cached / prompt tokens in the window; NaN when not known (see Summarize)
   double ttft_p50_s = 0;
   double ttft_p90_s = 0;
   std::vector<double> share;  // per instance, fraction of the window's requests
@@ -66,7 +70,9 @@ struct RunResult {
   // The engines' own modelled TTFT when reported (bench/demo through the emulator), else <0.
   double engine_ttft_p50_s = -1, engine_ttft_p90_s = -1, engine_ttft_p99_s = -1;
   // Cache, throughput, balance.
-  double hit_rate = 0;  // sum cached_tokens / sum prompt_tokens
+  // Sum cached_tokens / sum prompt_tokens; NaN ("n/a", JSON null) when no response carried a
+  // cached-token count (see Summarize).
+  double hit_rate = 0;
   double throughput_rps = 0;        // successful counted requests / measured span
   double output_tokens_per_s = 0;
   std::vector<double> share;        // per instance, fraction of counted requests
@@ -91,7 +97,15 @@ struct SummaryOptions {
 //
 // Only counted records contribute. Errors count in `requests` and `errors` (and in shares and
 // overflow when they carry an instance) but never in latencies, hit rate or throughput; a
-// latency of <0 (unknown) is left out of its percentiles. `share` has options.instances entries
+// latency of <0 (unknown) is left out of its percentiles.
+// Hit rate: NaN (not known, shown as "n/a") when there are successful counted records and none
+// carried a cached-token count (cached_tokens_known), as against a default vLLM; an engine that
+// reports no count must not read as a 0% hit rate (0 without successful records, like the other
+// figures). When at least one did, the endpoint reports counts,
+// and a record without one counts 0 cached tokens: vLLM with --enable-prompt-tokens-details
+// leaves the count out exactly when it is 0, so averaging only over the records that carry
+// one would leave every miss out and overstate the rate. The same holds per series window
+// (NaN in every window when the run has no count). `share` has options.instances entries
 // (more if a record names a higher instance index) over counted requests with instance >= 0.
 // Series windows are aligned to multiples of series_window_s from t = 0 and run from the window
 // of the first counted start to that of the last, empty windows included (requests = 0); more

@@ -120,6 +120,44 @@ TEST(SummarizeTest, HitRateIsTokenWeighted) {
   EXPECT_DOUBLE_EQ(Summary(records).hit_rate, 0.8);
 }
 
+// Responses without a cached-token count (a vLLM without --enable-prompt-tokens-details) give a
+// hit rate that is not known (NaN: "n/a", JSON null), overall and per window, not 0; failed
+// requests' counts do not make it known.
+TEST(SummarizeTest, HitRateNotKnownWithoutCachedCounts) {
+  std::vector<RequestRecord> records = {Ok(0, 0.1, 0.2), Ok(1, 0.1, 0.2), Ok(2, 0.1, 0.2)};
+  for (RequestRecord& r : records) {
+    r.prompt_tokens = 1000;
+    r.cached_tokens_known = false;
+  }
+  records[2].error = true;
+  records[2].cached_tokens_known = true;
+  const RunResult r = Summary(records, 0, 10);
+  EXPECT_TRUE(std::isnan(r.hit_rate)) << r.hit_rate;
+  ASSERT_EQ(r.series.size(), 1u);
+  EXPECT_TRUE(std::isnan(r.series[0].hit_rate)) << r.series[0].hit_rate;
+  EXPECT_DOUBLE_EQ(r.ttft_p50_s, 0.1);  // everything else is measured as usual
+  const std::string json = ResultsJson({r});
+  EXPECT_THAT(json, HasSubstr("\"hit_rate\": null"));
+  auto parsed = ParseResultsJson(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE(std::isnan((*parsed)[0].hit_rate));
+  EXPECT_TRUE(std::isnan((*parsed)[0].series[0].hit_rate));
+}
+
+// Once some response carries a count, one without counts 0 cached tokens: vLLM with
+// --enable-prompt-tokens-details leaves the count out exactly when it is 0.
+TEST(SummarizeTest, HitRateCountsMissingCountsAsZeroOnceAnyIsKnown) {
+  std::vector<RequestRecord> records(4, Ok(0, 0.1, 0.2));
+  for (RequestRecord& r : records) r.prompt_tokens = 1000;
+  records[0].cached_tokens = 900;
+  records[1].cached_tokens = 500;
+  records[2].cached_tokens_known = records[3].cached_tokens_known = false;
+  const RunResult r = Summary(records, 0, 10);
+  EXPECT_DOUBLE_EQ(r.hit_rate, 1400.0 / 4000.0);
+  ASSERT_EQ(r.series.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.series[0].hit_rate, 1400.0 / 4000.0);
+}
+
 // The span runs from the first counted start to the last end, whichever request ends last.
 TEST(SummarizeTest, ThroughputOverMeasuredSpan) {
   const std::vector<RequestRecord> records = {Ok(2, 0.1, 10), Ok(4, 0.1, 1), Ok(6, 0.1, 1)};

@@ -116,6 +116,11 @@ std::string FormatPercent(double fraction) {
   return fmt::format("{:.1f}%", fraction * 100);
 }
 
+std::string FormatHitRate(double fraction) {
+  if (std::isnan(fraction)) return "n/a";
+  return FormatPercent(fraction);
+}
+
 std::string FormatChange(double change) {
   if (!std::isfinite(change)) return "";
   const double pct = change * 100;

@@ -28,6 +28,9 @@ std::string JsonNumber(double v);
 std::string FormatSeconds(double s);
 // A fraction as a percentage with one decimal: 0.931 -> "93.1%".
 std::string FormatPercent(double fraction);
+// A hit rate as FormatPercent; "n/a" when not known (NaN: no response carried a cached-token
+// count, RunResult::hit_rate), which must not read as 0%.
+std::string FormatHitRate(double fraction);
 // A signed relative change with one decimal: -0.828 -> "-82.8%", 0.136 -> "+13.6%".
 std::string FormatChange(double change);
 // A setting or extra value: integers without decimals, otherwise up to six significant digits.
