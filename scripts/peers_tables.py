@@ -5,8 +5,8 @@ Usage: python3 scripts/peers_tables.py proof-results/peers-*.json
 
 Prints, per experiment (workload, with or without scale events), one markdown table of every
 strategy on every seed (TTFT P90, hit rate, per-instance share range), then the check: on every
-seed, kv-aware and cache-aware "match or beat" every baseline (each peer re-implementation and
-the tuned prefix-aware) on TTFT P90 and on hit rate, where "match" means within 2% (relative)
+seed, kv-aware and cache-aware "match or beat" every baseline (each peer re-implementation, the
+HAProxy variants also at their tuned key lengths, and the tuned prefix-aware) on TTFT P90 and on hit rate, where "match" means within 2% (relative)
 or better: P90 <= 1.02 x the baseline's, hit rate >= 0.98 x the baseline's. Exit 0 whether or
 not it holds: the figures are reported as they are.
 """
@@ -15,7 +15,11 @@ import sys
 from collections import defaultdict
 
 OURS = ("kv-aware", "cache-aware")
-PEERS = ("sglang-cache-aware", "llm-d-prefix", "dynamo-kv", "haproxy-chash-bl")
+# haproxy-chash-bl-f0 is HAProxy's default (hash-balance-factor 0: plain consistent hashing),
+# -f150 its documentation's example; both are reported (haproxy-chash-bl alone is -f150, in older
+# results files).
+PEERS = ("sglang-cache-aware", "llm-d-prefix", "dynamo-kv", "haproxy-chash-bl-f0", "haproxy-chash-bl-f150",
+         "haproxy-chash-bl")
 
 
 def experiment(run):
@@ -24,8 +28,9 @@ def experiment(run):
 
 
 def label(run):
+    # The strategies keyed on a prefix length (prefix-aware, HAProxy's hash) say which.
     s = run["strategy"]
-    if s.startswith("prefix-aware"):
+    if s.startswith("prefix-aware") or s.startswith("haproxy-chash-bl"):
         s += " (prefix length %d)" % run["settings"]["prefix_length"]
     return s
 

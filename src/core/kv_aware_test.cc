@@ -421,5 +421,82 @@ TEST(DynamoKvTest, TiesAreRandom) {
   for (int c : count) EXPECT_NEAR(c, 1000, 150);
 }
 
+// Dynamo's mark_prefill_completed (sequence.rs): a request's new prefill tokens count in its
+// worker's load until its first token, its blocks until it completes. Worker 0 caches 15 of the
+// probe's 20 blocks but runs an unrelated 160-token request; worker 1 is idle and cold.
+TEST(DynamoKvTest, LoadDropsAtFirstToken) {
+  auto f = Fleet(2);
+  auto p = MakePolicy(Options(Strategy::kDynamoKv));
+  StartStreams(*p, *f);
+  const std::vector<uint32_t> probe = Tokens(1000, 320);
+  p->OnKvEvents(f->placement_seed(0), Stores(1, std::vector<uint32_t>(probe.begin(), probe.begin() + 240), 1));
+  const Req other(Tokens(50000, 160));
+  RouteRequest route = other.route;
+  route.request_id = 7;
+  const Decision on0{0, DecisionKind::kLeastOutstanding, 0, 7};
+  p->OnDispatched(route, on0, *f);
+  // In prefill: worker 0 (160 + 80) / 16 + 10 + 20 = 45, worker 1 320 / 16 + 20 = 40.
+  EXPECT_EQ(Pick(*p, Req(probe), *f).instance, 1u);
+  // After its first token: worker 0 80 / 16 + 10 + 20 = 35.
+  p->OnFirstToken(on0, *f);
+  EXPECT_EQ(Pick(*p, Req(probe), *f).instance, 0u);
+  // A second first-token event for the same request changes nothing; completion frees its blocks.
+  p->OnFirstToken(on0, *f);
+  EXPECT_EQ(Pick(*p, Req(probe), *f).instance, 0u);
+  p->OnCompleted(on0, *f);
+  EXPECT_EQ(Pick(*p, Req(probe), *f).instance, 0u);
+}
+
+// Dynamo's active blocks are an exact reference-counted set per worker: two requests sharing 8
+// blocks hold 16 distinct blocks, not 24; when one completes the shared blocks stay active for
+// the other. A probe of 12 unrelated blocks, with every prefill done, compares the two workers'
+// active blocks alone.
+TEST(DynamoKvTest, ActiveBlocksAreReferenceCounted) {
+  auto f = Fleet(2);
+  auto p = MakePolicy(Options(Strategy::kDynamoKv));
+  StartStreams(*p, *f);
+  uint64_t next_id = 1;
+  auto dispatch = [&](const std::vector<uint32_t>& tokens, uint32_t instance) {
+    const Req r(tokens);
+    RouteRequest route = r.route;
+    route.request_id = next_id++;
+    const Decision d{instance, DecisionKind::kLeastOutstanding, 0, route.request_id};
+    p->OnDispatched(route, d, *f);
+    p->OnFirstToken(d, *f);
+    return d;
+  };
+  const Req probe(Tokens(900000, 192));
+  const std::vector<uint32_t> shared = Tokens(1000, 128);
+  const Decision y1 = dispatch(Tokens(500000, 17 * 16), 1);  // 17 blocks on worker 1
+  const Decision a = dispatch(Concat(shared, Tokens(2000, 64)), 0);
+  const Decision b = dispatch(Concat(shared, Tokens(3000, 64)), 0);
+  // Worker 0 holds 8 + 4 + 4 = 16 distinct blocks < 17 (24 if shared blocks counted twice).
+  EXPECT_EQ(Pick(*p, probe, *f).instance, 0u);
+  p->OnCompleted(y1, *f);
+  dispatch(Tokens(600000, 10 * 16), 1);  // worker 1 now holds 10
+  EXPECT_EQ(Pick(*p, probe, *f).instance, 1u);  // 16 > 10
+  // a completes: b's 12 blocks stay active (8 shared + 4 own) > 10; had its shared blocks been
+  // dropped, worker 0 would hold 4.
+  p->OnCompleted(a, *f);
+  EXPECT_EQ(Pick(*p, probe, *f).instance, 1u);
+  p->OnCompleted(b, *f);
+  EXPECT_EQ(Pick(*p, probe, *f).instance, 0u);  // 0 < 10
+}
+
+// Dynamo's tie-break (scheduler.rs): among workers at the minimum logit, the one whose indexed
+// tree is smallest; at random only when the trees are as large.
+TEST(DynamoKvTest, TiesGoToTheSmallestTree) {
+  auto f = Fleet(3);
+  auto p = MakePolicy(Options(Strategy::kDynamoKv));
+  StartStreams(*p, *f);
+  p->OnKvEvents(f->placement_seed(0), Stores(1, Tokens(70000, 5 * kBs), 100));
+  p->OnKvEvents(f->placement_seed(2), Stores(1, Tokens(80000, 2 * kBs), 200));
+  Rng rng(3);
+  const Req r(Tokens(1, 64));  // cached nowhere: every logit is 4 + 4
+  for (int n = 0; n < 200; ++n) EXPECT_EQ(p->Pick(r.route, *f, rng)->instance, 1u);
+  p->OnKvEvents(f->placement_seed(1), Stores(1, Tokens(90000, 3 * kBs), 300));
+  for (int n = 0; n < 200; ++n) EXPECT_EQ(p->Pick(r.route, *f, rng)->instance, 2u);
+}
+
 }  // namespace
 }  // namespace prefix_router

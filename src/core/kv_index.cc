@@ -473,6 +473,12 @@ size_t KvIndex::entries(uint64_t seed) const {
   return it == instances_.end() ? 0 : it->second.entries();
 }
 
+size_t KvIndex::held_blocks(uint64_t seed) const {
+  std::lock_guard lock(mu_);
+  auto it = instances_.find(seed);
+  return it == instances_.end() ? 0 : it->second.by_engine.size();
+}
+
 uint64_t KvIndex::orphaned_blocks() const {
   std::lock_guard lock(mu_);
   return orphaned_;

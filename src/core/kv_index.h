@@ -173,6 +173,7 @@ class KvIndex {
   uint32_t block_size(uint64_t seed) const;  // 0 = not known yet
   size_t entries() const;            // held blocks and tombstones, all instances
   size_t entries(uint64_t seed) const;
+  size_t held_blocks(uint64_t seed) const;  // blocks the instance holds (tombstones not counted)
   // The memory the index's containers hold, all instances: vector capacities x element size,
   // hash-map nodes (with the allocator's rounding) and bucket arrays, each instance's record.
   // Stays at most max_bytes once any block is held (instances' records alone may exceed a tiny

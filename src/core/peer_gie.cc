@@ -29,9 +29,11 @@ std::vector<uint64_t> GieHashPrompt(std::string_view model, std::string_view tex
   return hashes;
 }
 
-void GiePrefixIndexer::Add(const std::vector<uint64_t>& hashes, Pod pod) {
-  if (capacity_ == 0) return;
-  Lru& lru = pods_[pod];
+void GiePrefixIndexer::Add(const std::vector<uint64_t>& hashes, Pod pod, uint32_t pod_capacity) {
+  auto [at, created] = pods_.try_emplace(pod);
+  Lru& lru = at->second;
+  if (created) lru.capacity = pod_capacity > 0 ? pod_capacity : capacity_;
+  if (lru.capacity == 0) return;
   for (uint64_t h : hashes) {
     if (auto it = lru.where.find(h); it != lru.where.end()) {
       lru.order.splice(lru.order.begin(), lru.order, it->second);
@@ -40,7 +42,7 @@ void GiePrefixIndexer::Add(const std::vector<uint64_t>& hashes, Pod pod) {
     lru.order.push_front(h);
     lru.where.emplace(h, lru.order.begin());
     hash_to_pods_[h].push_back(pod);
-    if (lru.order.size() > capacity_) {
+    if (lru.order.size() > lru.capacity) {
       const uint64_t old = lru.order.back();
       lru.order.pop_back();
       lru.where.erase(old);
@@ -85,6 +87,11 @@ size_t GiePrefixIndexer::PodEntries(Pod pod) const {
   return it == pods_.end() ? 0 : it->second.order.size();
 }
 
+size_t GiePrefixIndexer::PodCapacity(Pod pod) const {
+  auto it = pods_.find(pod);
+  return it == pods_.end() ? 0 : it->second.capacity;
+}
+
 std::vector<double> GieQueueScores(const std::vector<double>& queues) {
   std::vector<double> scores(queues.size(), 1.0);
   if (queues.empty()) return scores;
@@ -106,7 +113,7 @@ GieSchedulerPolicy::Scores GieSchedulerPolicy::Score(const RouteRequest& r, cons
   }
   const size_t n = s.instances.size();
   const std::vector<uint64_t> hashes =
-      GieHashPrompt(r.served_name, r.text, options_.block_size, options_.max_prefix_blocks);
+      GieHashPrompt(r.served_name, r.text, options_.HashBlockSize(), options_.max_prefix_blocks);
   std::unordered_map<GiePrefixIndexer::Pod, uint32_t> hits;
   if (!hashes.empty()) {
     std::lock_guard lock(mu_);
@@ -164,7 +171,7 @@ Result<Decision> GieSchedulerPolicy::Pick(const RouteRequest& r, const FleetSnap
 
 void GieSchedulerPolicy::OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) {
   const std::vector<uint64_t> hashes =
-      GieHashPrompt(r.served_name, r.text, options_.block_size, options_.max_prefix_blocks);
+      GieHashPrompt(r.served_name, r.text, options_.HashBlockSize(), options_.max_prefix_blocks);
   std::lock_guard lock(mu_);
   // Pods gone from the pool leave the index (GIE checks every 2 minutes; here at the next dispatch).
   for (GiePrefixIndexer::Pod p : indexer_.Pods()) {
@@ -172,7 +179,9 @@ void GieSchedulerPolicy::OnDispatched(const RouteRequest& r, const Decision& d, 
     for (uint32_t i = 0; i < f.size() && !present; ++i) present = f.placement_seed(i) == p;
     if (!present) indexer_.RemovePod(p);
   }
-  if (d.instance < f.size() && !hashes.empty()) indexer_.Add(hashes, f.placement_seed(d.instance));
+  if (d.instance < f.size() && !hashes.empty()) {
+    indexer_.Add(hashes, f.placement_seed(d.instance), options_.LruCapacity());
+  }
 }
 
 }  // namespace prefix_router

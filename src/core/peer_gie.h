@@ -14,9 +14,14 @@
 // whole blocks of block_size bytes (a trailing partial block is ignored). Block i's hash is
 // XXH64(block bytes || previous hash as 8 little-endian bytes); the "previous hash" of block 0 is
 // XXH64 of the served (model) name. The indexer maps each hash to the instances it was sent to,
-// with one LRU of hashes per instance (capacity lru_capacity_per_server; GIE's AutoTune would use
-// the engine's GPU block count, which our instances do not report, so the configured capacity
-// applies, as in GIE for a pod without that metric). Score = the instance's hits among the hashes
+// with one LRU of hashes per instance. AutoTune (on in GIE's DefaultConfig): when the engines
+// report their KV cache (vLLM's vllm:cache_config_info labels block_size and num_gpu_blocks, GIE's
+// CacheBlockSize and CacheNumGPUBlocks metrics), a block is the engine's block size x 4
+// characters (averageCharactersPerToken), so one hash stands for about one engine block, and an
+// instance's LRU holds as many hashes as the engine has GPU blocks (makeServer; the indexer sizes
+// a pod's LRU when it first adds to it, and keeps that size). Without those metrics, block_size
+// characters and lru_capacity_per_server hashes (GIE's defaults, 64 and 31,250). In the simulator
+// the engine profile gives both (GieOptions::engine_*). Score = the instance's hits among the hashes
 // up to the first hash no instance holds, divided by the number of hashes (0 without hashes).
 // After the pick, every hash of the request is added for the chosen instance (OnDispatched, as
 // GIE's PreRequest). Lookups do not refresh recency; adds do.
@@ -53,6 +58,22 @@ struct GieOptions {
   double queue_weight = 2;
   double kv_cache_weight = 2;
   double prefix_weight = 3;
+  bool auto_tune = true;                   // DefaultConfig.AutoTune
+  // What the engines report of their KV cache (the same for every instance of a pool); 0 = not
+  // reported.
+  uint32_t engine_block_size = 0;          // tokens per block (CacheBlockSize)
+  uint32_t engine_gpu_blocks = 0;          // blocks in the cache (CacheNumGPUBlocks)
+
+  // GIE's averageCharactersPerToken: the block size in tokens to characters.
+  static constexpr uint32_t kCharactersPerToken = 4;
+  // The block size hashed, in characters, and one instance's LRU capacity, in hashes: AutoTune's
+  // values when it is on and the engines report them, else the configured ones.
+  uint32_t HashBlockSize() const {
+    return auto_tune && engine_block_size > 0 ? engine_block_size * kCharactersPerToken : block_size;
+  }
+  uint32_t LruCapacity() const {
+    return auto_tune && engine_gpu_blocks > 0 ? engine_gpu_blocks : lru_capacity_per_server;
+  }
 };
 
 // GIE's hashPrompt: one hash per whole block of the first max_blocks x block_size bytes.
@@ -63,18 +84,23 @@ std::vector<uint64_t> GieHashPrompt(std::string_view model, std::string_view tex
 class GiePrefixIndexer {
  public:
   using Pod = uint64_t;  // an instance's placement seed
-  explicit GiePrefixIndexer(uint32_t lru_capacity_per_pod) : capacity_(lru_capacity_per_pod) {}
+  // `default_capacity`: the LRU capacity of a pod added without one of its own.
+  explicit GiePrefixIndexer(uint32_t default_capacity) : capacity_(default_capacity) {}
 
-  // Adds (or refreshes) every hash for `pod`, evicting its least recently added beyond capacity.
-  void Add(const std::vector<uint64_t>& hashes, Pod pod);
+  // Adds (or refreshes) every hash for `pod`, evicting its least recently added beyond its
+  // capacity: `pod_capacity` (0 = the default) when this is the pod's first add, as GIE sizes a
+  // pod's LRU when it creates it, else the capacity the pod was given then.
+  void Add(const std::vector<uint64_t>& hashes, Pod pod, uint32_t pod_capacity = 0);
   // matchLongestPrefix: hits per pod over the hashes before the first one no pod holds.
   std::unordered_map<Pod, uint32_t> MatchLongestPrefix(const std::vector<uint64_t>& hashes) const;
   void RemovePod(Pod pod);
   std::vector<Pod> Pods() const;
   size_t PodEntries(Pod pod) const;  // hashes in that pod's LRU
+  size_t PodCapacity(Pod pod) const;  // 0 for a pod never added
 
  private:
   struct Lru {
+    uint32_t capacity = 0;
     std::list<uint64_t> order;  // most recent first
     std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where;
   };

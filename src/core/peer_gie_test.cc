@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/fleet.h"
+#include "core/peer_policies.h"
 #include "core/rng.h"
 
 namespace prefix_router {
@@ -162,6 +163,63 @@ TEST(GiePrefixScorerTest, IndexerLru) {
   hits = idx.MatchLongestPrefix({2, 9, 4});
   EXPECT_EQ(hits.count(10), 0u);
   EXPECT_EQ(hits.at(20), 2u);
+}
+
+// AutoTune (GIE's default): blocks of the engine's block size x 4 characters, and an LRU per
+// instance as large as the engine's GPU block count; GIE's own defaults when the engines report
+// neither, or when AutoTune is off.
+TEST(GieSchedulerTest, AutoTuneFollowsTheEngine) {
+  GieOptions o;
+  EXPECT_EQ(o.HashBlockSize(), 64u);
+  EXPECT_EQ(o.LruCapacity(), 31250u);
+  o.engine_block_size = 16;
+  o.engine_gpu_blocks = 86000;
+  EXPECT_EQ(o.HashBlockSize(), 64u);
+  EXPECT_EQ(o.LruCapacity(), 86000u);
+  o.engine_block_size = 32;
+  EXPECT_EQ(o.HashBlockSize(), 128u);
+  o.auto_tune = false;
+  EXPECT_EQ(o.HashBlockSize(), 64u);
+  EXPECT_EQ(o.LruCapacity(), 31250u);
+  EXPECT_EQ(PeerTextLength("llm-d-prefix"), 64u * 256);
+  EXPECT_EQ(PeerTextLength("llm-d-prefix", PeerEngineCache{32, 1000}), 128u * 256);
+}
+
+// The LRU capacity follows the engine's block count: an instance sent 6 blocks forgets the first
+// (and so matches nothing: the walk stops at block 0) when its engine holds 4 blocks, and keeps
+// them all when it holds 6.
+TEST(GieSchedulerTest, LruCapacityFollowsTheEngine) {
+  auto f = Fleet({"A", "B"});
+  const std::string text = std::string(64, 'a') + std::string(64, 'b') + std::string(64, 'c') +
+                           std::string(64, 'd') + std::string(64, 'e') + std::string(64, 'f');
+  for (uint32_t blocks : {4u, 6u}) {
+    GieOptions o;
+    o.engine_block_size = 16;
+    o.engine_gpu_blocks = blocks;
+    GieSchedulerPolicy p(o, "llm-d-prefix");
+    p.OnDispatched(Req("m", text), Decision{0, DecisionKind::kRandom, 0}, *f);
+    const auto s = p.Score(Req("m", text), *f);
+    ASSERT_EQ(s.instances.size(), 2u);
+    EXPECT_DOUBLE_EQ(s.prefix[0], blocks == 6 ? 1.0 : 0.0) << blocks << " engine blocks";
+  }
+  // Through the factory, as the simulator builds it from the engine profile.
+  auto p = MakePeerPolicy("llm-d-prefix", RoutingOptions{}, PeerEngineCache{16, 4});
+  ASSERT_TRUE(p.ok());
+  (*p)->OnDispatched(Req("m", text), Decision{1, DecisionKind::kRandom, 0}, *f);
+  Rng rng(1);
+  EXPECT_EQ((*p)->Pick(Req("m", text), *f, rng)->kind, DecisionKind::kLeastOutstanding);  // forgot
+}
+
+// A pod's LRU is sized when it is first added to, and keeps that size (GIE's indexer).
+TEST(GiePrefixScorerTest, PodCapacityIsSetAtFirstAdd) {
+  GiePrefixIndexer idx(31250);
+  idx.Add({1}, 10, 3);
+  idx.Add({2}, 11);
+  idx.Add({3, 4, 5}, 10, 100);
+  EXPECT_EQ(idx.PodCapacity(10), 3u);
+  EXPECT_EQ(idx.PodCapacity(11), 31250u);
+  EXPECT_EQ(idx.PodEntries(10), 3u);
+  EXPECT_TRUE(idx.MatchLongestPrefix({1}).empty());
 }
 
 // No candidate: Unavailable, as the other policies.

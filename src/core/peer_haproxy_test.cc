@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/fleet.h"
+#include "core/peer_policies.h"
 #include "core/rng.h"
 
 namespace prefix_router {
@@ -92,6 +93,30 @@ TEST(HaproxyChashTest, PolicyAppliesTheCap) {
   d = bounded.Pick(Key(k), *f, rng);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->instance, 0u);
+}
+
+// Factor 0, HAProxy's default, is plain consistent hashing: every key stays with its ring owner
+// however loaded that owner is (no bounded-load walk), while factor 150 moves keys off it.
+TEST(HaproxyChashTest, FactorZeroIsPlainConsistentHashing) {
+  auto f = Fleet(4);
+  auto plain = MakePeerPolicy("haproxy-chash-bl-f0", RoutingOptions{});
+  auto bounded = MakePeerPolicy("haproxy-chash-bl-f150", RoutingOptions{});
+  ASSERT_TRUE(plain.ok() && bounded.ok());
+  Rng rng(1);
+  std::vector<uint32_t> owner;
+  for (uint64_t k = 0; k < 2000; ++k) owner.push_back((*plain)->Pick(Key(k), *f, rng)->instance);
+  f->state(0).in_flight = 1000;  // one server far above the average
+  int moved_plain = 0, moved_bounded = 0, owned_by_0 = 0;
+  for (uint64_t k = 0; k < 2000; ++k) {
+    const Decision d = *(*plain)->Pick(Key(k), *f, rng);
+    moved_plain += d.instance != owner[k];
+    EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+    owned_by_0 += owner[k] == 0;
+    moved_bounded += (*bounded)->Pick(Key(k), *f, rng)->instance != owner[k];
+  }
+  EXPECT_EQ(moved_plain, 0);
+  EXPECT_GT(owned_by_0, 200);
+  EXPECT_EQ(moved_bounded, owned_by_0);  // with the cap, every key of the loaded server moves
 }
 
 // The nearer neighbour wins, the previous point on a tie, distances wrapping around the ring.

@@ -38,9 +38,12 @@ std::string PeerStrategyHelp() {
          "sglang-cache-aware-min-load: the same with PR #14650's miss rule (sgl-model-gateway @ 053b63ff); "
          "llm-d-prefix: our re-implementation of llm-d/GIE's published prefix-cache, queue and "
          "KV-utilisation scorers with the max-score picker (kubernetes-sigs/gateway-api-inference-extension "
-         "@ a172f54a, default weights 3/2/2, 64-character blocks); haproxy-chash-bl: our re-implementation "
-         "of HAProxy's published consistent hashing with bounded loads (src/lb_chash.c, HAProxy 1.7+; "
-         "hash-balance-factor 150, -fN to set it, -f0 = HAProxy's default, off)";
+         "@ a172f54a, default weights 3/2/2, AutoTune: blocks of the engine's block size x 4 characters, "
+         "an LRU per instance of the engine's GPU block count); haproxy-chash-bl: our re-implementation "
+         "of HAProxy's published consistent hashing with bounded loads (src/lb_chash.c, HAProxy 1.7+) at "
+         "hash-balance-factor 150, its documentation's example, not its default; -fN sets the factor, "
+         "haproxy-chash-bl-f0 is HAProxy's default (plain consistent hashing); its key is the first "
+         "--prefix-length characters";
 }
 
 std::string StrategyOrigin(std::string_view name) {
@@ -54,15 +57,18 @@ std::string StrategyOrigin(std::string_view name) {
   }
   if (name == kGie) {
     return "our re-implementation of llm-d/GIE's published prefix-cache, queue and KV-utilisation "
-           "scorers (gateway-api-inference-extension @ a172f54a; weights 3/2/2, 64-character blocks)";
+           "scorers (gateway-api-inference-extension @ a172f54a; weights 3/2/2, AutoTune from the "
+           "engine's block size and GPU block count)";
   }
   if (auto factor = HaproxyFactor(name)) {
     return "our re-implementation of HAProxy's published consistent hashing with bounded loads "
-           "(src/lb_chash.c, 1.7+; hash-balance-factor " + std::to_string(*factor) + ")";
+           "(src/lb_chash.c, 1.7+; hash-balance-factor " + std::to_string(*factor) +
+           (*factor == 0 ? ", HAProxy's default: plain consistent hashing)" : ")");
   }
   if (name == "dynamo-kv") {
-    return "our re-implementation of Dynamo's published KV router cost (ai-dynamo/dynamo "
-           "kv_router/scheduler.rs @ db19bd2a; overlap_score_weight 1.0, temperature 0)";
+    return "our re-implementation of Dynamo's published KV router (ai-dynamo/dynamo lib/llm/src/kv_router "
+           "scheduler.rs and queue.rs @ db19bd2a, sequence.rs @ 581ee33e; overlap_score_weight 1.0, "
+           "temperature 0, prefill released at the first token, router queue off as by default)";
   }
   return "";
 }
@@ -71,16 +77,26 @@ bool IsPeerStrategy(std::string_view name) {
   return name == kSglang || name == kSglangMinLoad || name == kGie || HaproxyFactor(name).has_value();
 }
 
-uint32_t PeerTextLength(std::string_view name) {
+namespace {
+GieOptions GieOptionsFor(const PeerEngineCache& engine) {
+  GieOptions o;
+  o.engine_block_size = engine.block_size;
+  o.engine_gpu_blocks = engine.gpu_blocks;
+  return o;
+}
+}  // namespace
+
+uint32_t PeerTextLength(std::string_view name, const PeerEngineCache& engine) {
   if (name == kSglang || name == kSglangMinLoad) return 64u << 20;
   if (name == kGie) {
-    const GieOptions o;
-    return o.block_size * o.max_prefix_blocks;
+    const GieOptions o = GieOptionsFor(engine);
+    return o.HashBlockSize() * o.max_prefix_blocks;
   }
   return 0;
 }
 
-Result<std::unique_ptr<Policy>> MakePeerPolicy(std::string_view name, const RoutingOptions&) {
+Result<std::unique_ptr<Policy>> MakePeerPolicy(std::string_view name, const RoutingOptions&,
+                                               const PeerEngineCache& engine) {
   if (name == kSglang || name == kSglangMinLoad) {
     SglangCacheAwareOptions o;
     if (name == kSglangMinLoad) {
@@ -89,7 +105,9 @@ Result<std::unique_ptr<Policy>> MakePeerPolicy(std::string_view name, const Rout
     }
     return std::unique_ptr<Policy>(std::make_unique<SglangCacheAwarePolicy>(o, std::string(name)));
   }
-  if (name == kGie) return std::unique_ptr<Policy>(std::make_unique<GieSchedulerPolicy>(GieOptions{}, std::string(name)));
+  if (name == kGie) {
+    return std::unique_ptr<Policy>(std::make_unique<GieSchedulerPolicy>(GieOptionsFor(engine), std::string(name)));
+  }
   if (auto factor = HaproxyFactor(name)) {
     return std::unique_ptr<Policy>(std::make_unique<HaproxyChashPolicy>(*factor, std::string(name)));
   }

@@ -74,19 +74,24 @@
 //   decision is exactly cache-aware's. Ties go to the key's rendezvous preference, so replicas
 //   given the same events and load decide the same way. Kinds as cache-aware's.
 //
-// dynamo-kv: our re-implementation of Dynamo's published KV router cost (ai-dynamo/dynamo
-//   lib/llm/src/kv_router/scheduler.rs @ db19bd2a, sequence.rs @ 581ee33e, 2025; defaults of
-//   KvRouterConfig::default: overlap_score_weight 1.0, router_temperature 0), a peer baseline on
-//   the same KvIndex: per worker, logit = overlap_score_weight x prefill_blocks + decode_blocks
-//   (DynamoKvLogit), the lowest wins, ties uniformly at random (temperature 0). Like Dynamo it
-//   trusts its index as it is (no fallback for stale streams) and has no concurrency threshold.
-//   As Dynamo's router, it tracks per worker what it dispatched: each request adds its new
-//   prefill tokens (input minus overlap) to active_tokens and its new blocks (those not shared
-//   with the worker's recent dispatches, our stand-in for Dynamo's active-block set) to
-//   active_blocks. Where our interface differs: Dynamo removes a request's prefill tokens when
-//   its prefill completes and its blocks when it is freed; the Policy interface reports only
-//   completion, without the request's identity, so both totals lose one request's mean share at
-//   each completion. active_tokens thus also counts requests already decoding.
+// dynamo-kv: our re-implementation of Dynamo's KV router (ai-dynamo/dynamo, early 2026:
+//   lib/llm/src/kv_router/scheduler.rs and queue.rs @ db19bd2a, sequence.rs @ 581ee33e; defaults
+//   of that version's KvRouterConfig: overlap_score_weight 1.0, router_temperature 0,
+//   router_track_active_blocks on, router_queue_threshold None), a peer baseline on the same
+//   KvIndex. Per worker, logit = overlap_score_weight x prefill_blocks + decode_blocks
+//   (DynamoKvLogit), the lowest wins. Ties (temperature 0: every worker at the minimum) go to the
+//   worker whose index holds the fewest blocks (Dynamo's tree size), uniformly at random among
+//   those when they hold as many. Like Dynamo it trusts its index as it is (no fallback for stale
+//   streams) and has no concurrency threshold. Like Dynamo's ActiveSequences it tracks per worker
+//   what it dispatched, by request (RouteRequest::request_id): each request adds its new prefill
+//   tokens (input minus the overlap its worker reported at dispatch) to the worker's active
+//   tokens until its first token (OnFirstToken: Dynamo's mark_prefill_completed), and its whole
+//   blocks to the worker's active blocks, an exact reference-counted set: a block is active while
+//   any request in flight there uses it, and leaves when the last of them completes (OnCompleted:
+//   Dynamo's free). Dynamo's router queue (park requests while every worker's active prefill
+//   tokens exceed router_queue_threshold x max_num_batched_tokens) is off by default at that
+//   version (router_queue_threshold: None) and not modelled. A request without an id (0) is
+//   released, at either event, as the worker's oldest unnamed request.
 //
 // Load measure (per pool): where load decides (least-outstanding-requests, the least-loaded spill
 // and the saturated fallback of prefix-aware), `requests` compares in-flight requests per unit of
@@ -107,8 +112,8 @@
 // available (not ejected or drained) are candidates. Instances listed in RouteRequest::exclude
 // (already tried by a retry) are skipped but keep their rank.
 //
-// Learning policies (cache-aware, kv-aware, dynamo-kv) receive dispatch and completion events
-// through the On* hooks; the stateless strategies here ignore them. They forget an instance that
+// Learning policies (cache-aware, kv-aware, dynamo-kv) receive dispatch, first-token and
+// completion events through the On* hooks; the stateless strategies here ignore them. They forget an instance that
 // left the fleet at the first dispatch made on a snapshot without it.
 #pragma once
 
@@ -176,8 +181,13 @@ inline constexpr uint32_t kMaxPoolInFlight = 1'000'000;
 struct CacheAwareOptions {
   uint32_t block_bytes = 256;            // routing text per block (about 64 tokens)
   uint32_t max_blocks = 4096;            // blocks hashed per request (1 MiB of text)
-  uint64_t capacity_blocks = 16384;      // per instance: about 1M tokens of KV cache
-  uint64_t max_index_bytes = 64ull << 20;  // the whole index
+  // Per instance: 25,600 x 256 bytes / 4 = 1,638,400 tokens (102,400 engine blocks of 16), more
+  // than llama-70b-h100x8's KV cache (about 86,000 blocks of 16, 1.38M tokens) with 19% to spare,
+  // so that the indexes (kv-aware's and dynamo-kv's KvIndex too, see below) see the whole cache.
+  uint64_t capacity_blocks = 25600;
+  // The whole index: kv-aware's KvIndex gets 8/9 of it, 256 MiB, at KvIndex::kBytesPerEntry (160)
+  // per engine block 1.68M blocks: 16 instances of 102,400 blocks; dynamo-kv's gets all of it.
+  uint64_t max_index_bytes = 288ull << 20;
   double load_weight = 0.1;              // cost of a queued prompt token vs an uncached one
   bool operator==(const CacheAwareOptions&) const = default;
 };
@@ -199,7 +209,7 @@ struct DynamoWorkerLoad {
   double active_blocks = 0;
   double new_blocks = 0;         // request blocks not among the worker's active blocks
 };
-// Dynamo's default overlap_score_weight (KvRouterConfig::default, 2025).
+// Dynamo's default overlap_score_weight (KvRouterConfig::default at the version cited above).
 inline constexpr double kDynamoOverlapScoreWeight = 1.0;
 // overlap_score_weight x (active_tokens + max(0, isl - overlap x block_size)) / block_size
 //   + active_blocks + new_blocks; lower is better.
@@ -242,6 +252,10 @@ struct RouteRequest {
   // The routing text itself (message characters on the OpenAI API, body bytes on the native
   // API), for policies that match text directly (the peers' re-implementations); may be empty.
   std::string_view text;
+  // The caller's name for this dispatch, unique among the requests in flight on the policy (a
+  // retry is a new dispatch); 0 = not named. Policies that follow each request from dispatch to
+  // completion (dynamo-kv) key their bookkeeping on it.
+  uint64_t request_id = 0;
 };
 
 enum class DecisionKind { kAffinity, kOverflow, kSaturated, kRandom, kLeastOutstanding, kRoundRobin };
@@ -251,6 +265,9 @@ struct Decision {
   uint32_t instance = 0;  // index into the FleetSnapshot the pick was made on
   DecisionKind kind = DecisionKind::kRandom;
   uint32_t rank = 0;      // position of `instance` in the key's preference order (prefix-aware)
+  // RouteRequest::request_id of the request it placed: Pick leaves it 0, the caller copies the
+  // request's id here before OnDispatched, so that OnFirstToken and OnCompleted name the request.
+  uint64_t request_id = 0;
 };
 
 class Policy {
@@ -261,8 +278,12 @@ class Policy {
                                 Rng& rng) const = 0;
   virtual std::string_view name() const = 0;
 
-  // Events for learning policies; called by the gateway or simulator after a pick is used.
+  // Events for learning policies; called by the gateway or simulator after a pick is used, with
+  // the decision's request_id set. Per dispatch: OnDispatched once, then OnFirstToken at most once
+  // (the first response byte of a stream, the whole response otherwise; not at all when the
+  // attempt failed before it), then OnCompleted once.
   virtual void OnDispatched(const RouteRequest&, const Decision&, const FleetSnapshot&) {}
+  virtual void OnFirstToken(const Decision&, const FleetSnapshot&) {}
   virtual void OnCompleted(const Decision&, const FleetSnapshot&) {}
 
   // KV cache events of one instance (named by its placement seed, which survives snapshot

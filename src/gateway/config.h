@@ -43,9 +43,14 @@
 //       block_bytes: 256            # routing text per block, 16..65536
 //       max_blocks: 4096            # blocks per request, 1..65536 (block_bytes x max_blocks of
 //                                   # text are keyed, at most 64 MiB)
-//       capacity_blocks: 16384      # per instance (its KV cache: about 1M tokens at 4 bytes of
-//                                   # text per token), 1..2^32; least recently sent forgotten
-//       max_index_bytes: 67108864   # the whole index, 1 MiB..64 GiB
+//       capacity_blocks: 25600      # per instance, 1..2^32; least recently sent forgotten.
+//                                   # 25,600 x 256 / 4 = 1.64M tokens: more than a Llama 70B
+//                                   # engine on 8 x H100 caches (about 86,000 blocks of 16
+//                                   # tokens, 1.38M); kv-aware and dynamo-kv hold as many
+//                                   # tokens of reported blocks per instance
+//       max_index_bytes: 301989888  # the whole index (288 MiB), 1 MiB..64 GiB: kv-aware's
+//                                   # KvIndex gets 8/9, 160 bytes per engine block, enough
+//                                   # for 16 instances of 102,400 blocks
 //       load_weight: 0.1            # cost of an outstanding prompt token against an uncached
 //                                   # one, 0..100
 //     key_normalisation:            # what the key is computed over (docs/normalisation.md);

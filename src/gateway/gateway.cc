@@ -814,6 +814,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   for (uint32_t n = 0;; ++n) {
     RouteRequest rr{served_name, p.key, tried, work_tokens, chain};
     rr.prompt_tokens = prompt_tokens;
+    rr.request_id = dispatch_ids_.fetch_add(1, std::memory_order_relaxed) + 1;
     auto decision = policy.Pick(rr, fleet, ThreadRng());
     if (!decided_once) {
       metrics_->decision_seconds.WithLabels({}).Observe(SecondsSince(ex.received_at()));
@@ -850,8 +851,9 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
     int outcome = kDone;
     {
       InFlightGuard guard(fleet.shared_state(i), work_tokens);
+      decision->request_id = rr.request_id;
       policy.OnDispatched(rr, *decision, fleet);
-      outcome = co_await Forward(ex, *rs, i, *decision, last, attempt);
+      outcome = co_await Forward(ex, *rs, i, *decision, last, attempt, policy);
       policy.OnCompleted(*decision, fleet);
     }
     if (outcome == kDone) co_return;
@@ -873,7 +875,8 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
 }
 
 net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
-                                     const Decision& decision, bool last_attempt, Attempt& attempt) {
+                                     const Decision& decision, bool last_attempt, Attempt& attempt,
+                                     Policy& policy) {
   InstanceRuntime& rt = *rs.instances[index];
   const std::string& name = rs.fleet->spec(index).name;
   const auto& t = config_.timeouts;
@@ -929,6 +932,13 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
   };
   auto& pool = ConnectionPool::ForThisThread();
   const auto& req = ex.request();
+  // The policy's first-token event (Forward's comment in gateway.h), at most once per attempt.
+  bool first_token_told = false;
+  auto first_token = [&] {
+    if (first_token_told) return;
+    first_token_told = true;
+    policy.OnFirstToken(decision, *rs.fleet);
+  };
   auto first_byte = [&] {
     const auto now = Clock::now();
     const double seconds = std::chrono::duration<double>(now - started).count();
@@ -1036,6 +1046,7 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     if (parser.is_done()) {
       metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
       // No body (204, 304, or an empty one).
+      first_token();
       http::StringResponse res{std::move(head)};
       const bool upstream_keep = parser.get().keep_alive();
       co_await ex.Send(std::move(res));
@@ -1084,6 +1095,7 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
         if (first) {
           first_byte();
           first = false;
+          if (sse) first_token();  // a stream's first token is its first byte
         }
         if (!co_await ex.SendBody(net::buffer(buf.data(), got))) {
           metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
@@ -1113,6 +1125,7 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
         co_return kDone;
       }
     }
+    first_token();  // the whole response has arrived (a stream told it at its first byte)
     if (!head_sent && !co_await send_head()) co_return kDone;  // a body that ended empty
     co_await ex.Finish();
     rt.duration->Observe(SecondsSince(ex.received_at()));

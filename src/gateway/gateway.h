@@ -198,8 +198,12 @@ class Gateway final : public http::Handler {
   net::awaitable<void> HandleHealth(http::Exchange& ex);
   net::awaitable<void> HandleModels(http::Exchange& ex);
   net::awaitable<void> HandleMetrics(http::Exchange& ex);
+  // Calls policy.OnFirstToken(decision) at the response's first body byte when it streams
+  // (text/event-stream), else once the whole response has arrived; not when the attempt fails
+  // before either.
   net::awaitable<int> Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
-                              const Decision& decision, bool last_attempt, Attempt& attempt);
+                              const Decision& decision, bool last_attempt, Attempt& attempt,
+                              Policy& policy);
   net::awaitable<void> HealthLoop(std::shared_ptr<const RoutingState> rs, uint32_t index);
   net::awaitable<void> SampleLoop();
   enum class CheckResult { kPass, kFail, kLocalError };
@@ -299,6 +303,8 @@ class Gateway final : public http::Handler {
   // Which instance the next /tokenize asks, in rotation, and its metrics (tokenize.cc;
   // registered by Create).
   std::atomic<uint64_t> tokenize_rotation_{0};
+  // Names each dispatch for the policies (RouteRequest::request_id): 1, 2, ... (0 = unnamed).
+  std::atomic<uint64_t> dispatch_ids_{0};
   Family<Counter>* tokenize_requests_ = nullptr;
   Family<Histogram>* tokenize_seconds_ = nullptr;
 };

@@ -557,6 +557,50 @@ TEST(GatewayTest, PromptTokenLoadMeasureWeighsLongPrefills) {
   })) << fleet->state(0).outstanding_tokens.load() << " " << fleet->state(1).outstanding_tokens.load();
 }
 
+// dynamo-kv in the gateway: a request's prefill tokens leave its instance's load at the first
+// byte of its stream (Policy::OnFirstToken), its blocks only when it completes. Every response
+// streams its first event after 1 s. Prompts: a shared system prompt and 1,000 or 1,500 words of
+// the same length, so that R1 < R0 < 2 x R1 in tokens and in blocks. R0 (1.5 units) is past its
+// first token on Y when R1 (1 unit) arrives and goes to X; a probe during R1's prefill goes to Y
+// (X counts R1's tokens and blocks, 2 units; Y R0's blocks, 1.5), a probe after R1's first byte
+// to X (1 unit).
+TEST(GatewayTest, DynamoKvReleasesPrefillAtTheFirstByte) {
+  Fakes fakes = StartFakes({"a", "b"});
+  for (auto& f : fakes) f->SetBehavior(testing::SseStream(4, 1000ms));
+  GatewayConfig config = ConfigFor(fakes);
+  config.routing.strategy = Strategy::kDynamoKv;
+  auto gw = StartGateway(config);
+  ASSERT_NE(gw, nullptr);
+  const uint16_t port = gw->port();
+  const auto fleet = gw->routing()->fleet;
+  auto words = [](int n, int from) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += "w" + std::to_string(from + i) + " ";
+    return s;
+  };
+  // EXPECT only from here on: an early return would destroy the clients' threads unjoined.
+  std::vector<ClientResponse> responses(4);
+  std::vector<std::thread> clients;
+  const auto start = Clock::now();
+  clients.emplace_back([&] { responses[0] = Post(port, kChat, ChatBody("m", words(1500, 10000), {}, true)); });
+  EXPECT_TRUE(Eventually([&] { return TotalInFlight(*gw) == 1; }));
+  const uint32_t y = fleet->state(0).in_flight.load() == 1 ? 0 : 1;
+  const uint32_t x = 1 - y;
+  std::this_thread::sleep_until(start + 1300ms);  // R0's first event came at 1 s
+  clients.emplace_back([&] { responses[1] = Post(port, kChat, ChatBody("m", words(1000, 20000), {}, true)); });
+  EXPECT_TRUE(Eventually([&] { return fleet->state(x).in_flight.load() == 1; }));
+  clients.emplace_back([&] { responses[2] = Post(port, kChat, ChatBody("m", "probe one")); });
+  EXPECT_TRUE(Eventually([&] { return TotalInFlight(*gw) == 3; }));
+  EXPECT_EQ(fleet->state(y).in_flight.load(), 2) << "during R1's prefill the probe goes to Y";
+  std::this_thread::sleep_until(start + 2800ms);  // R1's first event came at about 2.3 s
+  clients.emplace_back([&] { responses[3] = Post(port, kChat, ChatBody("m", "probe two")); });
+  EXPECT_TRUE(Eventually([&] { return TotalInFlight(*gw) == 4; }));
+  EXPECT_EQ(fleet->state(x).in_flight.load(), 2) << "after R1's first byte the probe goes to X";
+  for (auto& c : clients) c.join();
+  for (const auto& r : responses) EXPECT_EQ(r.status(), 200) << r.body();
+  EXPECT_TRUE(Eventually([&] { return TotalInFlight(*gw) == 0; }));
+}
+
 // cache-aware end to end: the block chain is built from the keyed text, so requests that share
 // a long document (whatever follows it, and at any length) go where it was sent, on both APIs;
 // a different tenant (routing group) is placed on its own.

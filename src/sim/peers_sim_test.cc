@@ -55,16 +55,12 @@ TEST(PeersSimTest, EveryPeerRoutesEveryRequest) {
     for (double s : r.share) share += s;
     EXPECT_NEAR(share, 1.0, 1e-9) << r.strategy;  // every counted request went to an instance
     hit_rate[r.strategy] = r.hit_rate;
-    if (r.strategy == "llm-d-prefix") {
-      double top = 0;
-      for (double s : r.share) top = std::max(top, s);
-      EXPECT_GT(top, 0.9);  // see below
-    }
   }
   // With 24 shared documents on 4 small caches (about 12 fit in each), following the text or the
   // key beats random. (Not claimed for llm-d-prefix: at this light load every queue is empty and
-  // every KV usage low, so the blocks of the shared preamble outscore them and the pod that served
-  // the first request takes nearly all of them, as GIE's default weights do.)
+  // every KV usage low, so the blocks of the shared preamble outscore them and herd requests on
+  // the pods that hold them, as GIE's default weights do; with AutoTune its LRU is as small as
+  // these engines' caches, so how far that goes depends on what it forgets.)
   for (const char* peer : {"sglang-cache-aware", "sglang-cache-aware-min-load", "haproxy-chash-bl",
                            "haproxy-chash-bl-f0"}) {
     EXPECT_GT(hit_rate[peer], hit_rate["random"]) << peer;

@@ -26,6 +26,7 @@
 #include "core/peer_policies.h"
 #include "core/rng.h"
 #include "engine_model/kv_cache.h"
+#include "engine_model/profiles.h"
 #include "engine_model/scheduler.h"
 #include "engine_model/tokenizer.h"
 
@@ -291,6 +292,11 @@ class Simulation {
     return t < o_.duration_s && (o_.max_requests == 0 || sent_ < o_.max_requests);
   }
 
+  // What every engine reports of its KV cache (vllm:cache_config_info), for the peers that size
+  // themselves from it (GIE's AutoTune).
+  PeerEngineCache PeerEngine() const {
+    return PeerEngineCache{o_.profile.config.block_size, o_.profile.config.capacity_blocks};
+  }
   Status RebuildFleet();
   void StartSession(double t, bool closed_user);
   void SendTurn(double t, uint64_t session_id, std::string_view previous_reply);
@@ -357,7 +363,11 @@ uint32_t Simulation::AddEngine(const std::string& name) {
     e.share_index = static_cast<uint32_t>(it - share_names_.begin());
   }
   if (kv_feed_) e.publisher = std::make_unique<KvPublisher>(o_.profile.config.block_size);
-  e.scheduler = std::make_unique<StepScheduler>(o_.profile.config, e.publisher.get());
+  // Each engine's step-time jitter is its own stream, from the run's seed and the engine's
+  // position (a restarted engine under the same name draws a new one).
+  engine_model::SchedulerConfig config = o_.profile.config;
+  config.seed = Mix64(o_.seed * 0x9e3779b97f4a7c15ULL + engines_.size());
+  e.scheduler = std::make_unique<StepScheduler>(config, e.publisher.get());
   engines_.push_back(std::move(e));
   return static_cast<uint32_t>(engines_.size() - 1);
 }
@@ -435,7 +445,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   const bool chained = UsesBlockChain(o_.routing.strategy);
   // A peer that matches text reads its own length of it (the key is then over that length too,
   // which such a peer does not use).
-  const uint32_t peer_text = o_.peer.empty() ? 0 : PeerTextLength(o_.peer);
+  const uint32_t peer_text = o_.peer.empty() ? 0 : PeerTextLength(o_.peer, PeerEngine());
   const uint32_t keyed_length = peer_text > 0 ? peer_text : api::KeyedLength(o_.routing);
   std::string* keyed = &keyed_text_;  // at most keyed_length: cheap for the prefix strategies
   if (r->api == api::ApiKind::kNative) {
@@ -470,6 +480,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   if (chained) route.blocks = chain_;
   route.text = keyed_text_;
   route.prompt_tokens = prompt;  // the engine's tokens, as the emulator's /tokenize gives them
+  route.request_id = request_id + 1;  // 0 is "not named"
   Result<Decision> d = policy_->Pick(route, *fleet_, rng_);
   if (!d.ok()) {
     rec.error = true;
@@ -483,6 +494,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   engine.state->in_flight.fetch_add(1, std::memory_order_relaxed);
   engine.state->outstanding_tokens.fetch_add(route.work_tokens, std::memory_order_relaxed);
   engine.state->dispatched.fetch_add(1, std::memory_order_relaxed);
+  d->request_id = route.request_id;
   policy_->OnDispatched(route, *d, *fleet_);
   rec.instance = static_cast<int32_t>(engine.share_index);
   rec.overflow = d->kind == DecisionKind::kOverflow || d->kind == DecisionKind::kSaturated;
@@ -577,6 +589,10 @@ void Simulation::StepEnd(double t, uint32_t engine_id) {
       rec.ttft_s = t - rec.start_s;
       rec.cached_tokens = e.cached_tokens;
       rec.engine_queue_s = e.queue_wait;
+      // The router sees the first token as it streams out (dynamo-kv's prefill release).
+      if (auto it = live_.find(e.request_id); it != live_.end()) {
+        policy_->OnFirstToken(it->second.decision, *it->second.fleet);
+      }
     } else if (e.kind == EventKind::kFinished) {
       Finish(t, e.request_id, /*error=*/false);
     }
@@ -715,7 +731,7 @@ Result<SimRun> Simulation::Run() {
   if (o_.peer.empty()) {
     policy_ = MakePolicy(routing);
   } else {
-    auto peer = MakePeerPolicy(o_.peer, routing);
+    auto peer = MakePeerPolicy(o_.peer, routing, PeerEngine());
     if (!peer.ok()) return peer.status();
     policy_ = std::move(*peer);
   }
@@ -816,6 +832,15 @@ Result<SimRun> Simulation::Run() {
     r.settings["kv_event_batch_interval_s"] = o_.kv_events.batch_interval_s;
     r.settings["kv_event_loss"] = o_.kv_events.loss;
     r.settings["max_index_bytes"] = static_cast<double>(policy_index_bytes_);
+  }
+  // The engine model's calibration (profiles.h): the idle-instance TTFT of an 8,000-token
+  // prompt uncached and cached, and what was fitted to them.
+  {
+    const engine_model::SchedulerConfig& c = o_.profile.config;
+    r.settings["engine_uncached_ttft_ms"] = engine_model::IdleTtft(c, 8000, 0) * 1e3;
+    r.settings["engine_cached_ttft_ms"] =
+        engine_model::IdleTtft(c, 8000, 7999 / c.block_size * c.block_size) * 1e3;
+    r.settings["engine_mfu"] = c.cost.mfu;
   }
   r.settings["duration_s"] = o_.duration_s;
   r.settings["warmup_s"] = o_.warmup_s;
@@ -971,6 +996,14 @@ Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_insta
   options.bounds = false;
   auto run = Simulate(options);
   if (!run.ok()) return run.status();
+  if (run->result.requests == 0 && warmup_s > 0) {
+    // A finite workload (a trace without loop) that ended before the warm-up did: nothing is
+    // left to measure after it, so measure the whole run instead (first request sent to last
+    // response), cold caches included.
+    options.warmup_s = 0;
+    run = Simulate(options);
+    if (!run.ok()) return run.status();
+  }
   if (!(run->result.throughput_rps > 0)) {
     return Status::Internal("saturation run completed no request");
   }

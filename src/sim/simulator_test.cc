@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -300,6 +301,38 @@ TEST(SimulatorTest, ParsesNames) {
   EXPECT_FALSE(ParseStrategyName("fastest+tokens", RoutingOptions{}).ok());
   EXPECT_FALSE(ParseStrategyName("prefix-aware-sideways", RoutingOptions{}).ok());
   EXPECT_FALSE(ParseStrategyName("fastest", RoutingOptions{}).ok());
+}
+
+// A finite trace that ends before the saturation run's warm-up does (30 long prompts, all sent at
+// once by the closed loop, all done in seconds) is measured over the whole run instead of
+// reporting no throughput; the prompts, past one tiny-test engine's KV cache together, complete.
+TEST(SimulatorTest, SaturationOfAShortTraceIsMeasured) {
+  const std::string path = ::testing::TempDir() + "/short-trace.jsonl";
+  {
+    std::ofstream f(path);
+    Rng rng(3);
+    for (int i = 0; i < 30; ++i) {
+      std::string text;
+      for (int w = 0; w < 300; ++w) text += "w" + std::to_string(rng.Uniform(1000000)) + " ";
+      f << R"({"messages": [{"role": "user", "content": ")" << text << R"("}], "max_tokens": 32})"
+        << "\n";
+    }
+  }
+  SimOptions o = WithStrategy(TinyOptions(), "random");
+  o.workload = "trace";
+  o.make_workload = nullptr;
+  o.params["file"] = path;
+  o.instances = 1;
+  Result<double> rps = SaturationThroughput(o, 32, 900, 300);
+  ASSERT_TRUE(rps.ok()) << rps.status().ToString();
+  EXPECT_GT(*rps, 0.0);
+  o.arrivals = Arrivals::kClosed;
+  o.concurrency = 30;
+  o.warmup_s = 0;
+  auto run = Simulate(o);
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->result.requests, 30u);
+  EXPECT_EQ(run->result.errors, 0u);
 }
 
 // A sweep runs the product of its dimensions and records each run's coordinates.
