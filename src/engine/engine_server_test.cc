@@ -597,6 +597,14 @@ json::value StreamedUsage(uint16_t port, const std::vector<Msg>& messages, std::
 
 constexpr std::string_view kCacheHits = R"(vllm:prefix_cache_hits_total{model_name="llama"})";
 
+// Sends the same chat body twice (the second is served from the cache) and returns the second
+// response; the first must succeed.
+ClientResponse PostTwice(uint16_t port, const std::string& body) {
+  const ClientResponse first = Post(port, kChat, body);
+  EXPECT_EQ(first.status(), 200) << first.body();
+  return Post(port, kChat, body);
+}
+
 // Off by default, as vLLM without --enable-prompt-tokens-details: a request served mostly from
 // the cache carries no cached-token count anywhere a client looks (prompt_tokens_details null in
 // a whole response, absent from a stream's usage chunk, no cached= in x-engine-timing), while
@@ -608,9 +616,7 @@ TEST(EngineServerTest, PromptTokensDetailsOffByDefault) {
   auto engine = StartEngine(o);
   ASSERT_NE(engine, nullptr);
   const auto messages = Question("What is in the cache?", 60);
-  const std::string body = ChatBody(messages, {.max_tokens = 4});
-  ASSERT_EQ(Post(engine->port(), kChat, body).status(), 200);
-  const ClientResponse again = Post(engine->port(), kChat, body);
+  const ClientResponse again = PostTwice(engine->port(), ChatBody(messages, {.max_tokens = 4}));
   ASSERT_EQ(again.status(), 200) << again.body();
   const json::value v = Parse(again.body());
   const json::value* details = At(v, {"usage", "prompt_tokens_details"});
@@ -636,9 +642,7 @@ TEST(EngineServerTest, PromptTokensDetailsWhenEnabled) {
   auto engine = StartEngine(Options("tiny-test", 0.01));
   ASSERT_NE(engine, nullptr);
   const auto messages = Question("What is in the cache?", 60);
-  const std::string body = ChatBody(messages, {.max_tokens = 4});
-  ASSERT_EQ(Post(engine->port(), kChat, body).status(), 200);
-  const ClientResponse again = Post(engine->port(), kChat, body);
+  const ClientResponse again = PostTwice(engine->port(), ChatBody(messages, {.max_tokens = 4}));
   ASSERT_EQ(again.status(), 200) << again.body();
   const Timing t = TimingOf(again.Header(kTiming));
   ASSERT_TRUE(t.has_cached) << again.Header(kTiming);
