@@ -26,11 +26,18 @@ EXPERIMENTS = [
 ]
 
 
+# Strategies renamed since the before set: haproxy-chash-bl ran at factor 150 then.
+RENAMED = {"haproxy-chash-bl": "haproxy-chash-bl-f150"}
+
+
 def load(path):
     if not os.path.exists(path):
         return None
     with open(path) as f:
-        return json.load(f)
+        runs = json.load(f)
+    for r in runs:
+        r["strategy"] = RENAMED.get(r["strategy"], r["strategy"])
+    return runs
 
 
 def demo_runs(base):
@@ -46,6 +53,7 @@ def summary(runs):
     """strategy -> (p50, p90, p50 change vs random, p90 change vs random, hit rate), seed means."""
     by = defaultdict(dict)
     for r in runs:
+        assert r["seed"] not in by[r["strategy"]], f"two runs of {r['strategy']} on seed {r['seed']}"
         by[r["strategy"]][r["seed"]] = r
     base = by.get("random", {})
     result = {}
@@ -97,7 +105,17 @@ def main():
     if before and after:
         for workload in ("long-context", "sharegpt-like"):
             for source, what in (("demo", "live, client-measured TTFT"), ("simulate", "simulated twin")):
-                pick = lambda runs: [r for r in runs if r["workload"] == workload and r["source"] == source]
+                # The demo's prefix-length sweep (simulated prefix-aware runs listed after the
+                # comparison, one of them at the default length again) is left out: the first
+                # run of each strategy and seed is the comparison's.
+                def pick(runs):
+                    seen, kept = set(), []
+                    for r in runs:
+                        key = (r["strategy"], r["seed"])
+                        if r["workload"] == workload and r["source"] == source and key not in seen:
+                            seen.add(key)
+                            kept.append(r)
+                    return kept
                 if pick(before) and pick(after):
                     table(f"demo ({what}), {workload}", pick(before), pick(after))
 
