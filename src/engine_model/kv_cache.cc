@@ -116,12 +116,6 @@ size_t KvCache::LongestCachedPrefix(std::span<const uint32_t> tokens,
   return b;
 }
 
-size_t KvCache::CachedTokens(std::span<const uint32_t> tokens, std::string_view adapter) const {
-  if (tokens.empty()) return 0;
-  const size_t max_hit_blocks = (tokens.size() - 1) / config_.block_size;
-  return std::min(LongestCachedPrefix(tokens, adapter), max_hit_blocks) * config_.block_size;
-}
-
 Result<size_t> KvCache::Allocate(uint64_t request_id, std::span<const uint32_t> tokens,
                                  std::string_view adapter, size_t max_new_tokens) {
   if (tokens.empty()) return Status::InvalidArgument("a request needs at least one token");

@@ -119,9 +119,6 @@ class KvCache {
   // Not capped and does not count as a use (no LRU or stats change).
   size_t LongestCachedPrefix(std::span<const uint32_t> tokens, std::string_view adapter) const;
 
-  // The cached tokens Allocate would find for `tokens` now (capped as above); read-only.
-  size_t CachedTokens(std::span<const uint32_t> tokens, std::string_view adapter) const;
-
   // Admits request `request_id` with prompt `tokens`: pins its cached prefix and takes blocks
   // for up to `max_new_tokens` tokens after it (its first chunk; SIZE_MAX = the whole prompt).
   // Returns the number of cached prompt tokens (a multiple of block_size, at most

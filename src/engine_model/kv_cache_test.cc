@@ -253,10 +253,10 @@ TEST(KvCacheTest, AllocatesPerChunkAndGrows) {
   EXPECT_TRUE(kv.CheckInvariants().ok());
   kv.Free(2);
   EXPECT_TRUE(kv.Grow(1, 300).ok());
-  EXPECT_EQ(kv.CachedTokens(a, ""), 96u);  // the 6 full blocks computed so far
+  EXPECT_EQ(kv.LongestCachedPrefix(a, ""), 6u);  // the full blocks computed so far
   kv.MarkComputed(1, 300);
   kv.Free(1);
-  EXPECT_EQ(kv.CachedTokens(a, ""), 288u);  // 18 full blocks
+  EXPECT_EQ(kv.LongestCachedPrefix(a, ""), 18u);  // every full block
   EXPECT_FALSE(kv.Allocate(3, a, "", 0).ok());
   EXPECT_TRUE(kv.CheckInvariants().ok());
 }
