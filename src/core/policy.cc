@@ -14,6 +14,7 @@
 
 #include "core/block_index.h"
 #include "core/kv_index.h"
+#include "core/key_demand.h"
 #include "core/key_homes.h"
 #include "core/placement.h"
 
@@ -150,6 +151,15 @@ class RoundRobinPolicy final : public Policy {
 // before; window = kShareWindowPerInstance x instances). Kept in snapshot order, remapped by
 // placement seed when the snapshot changes. An instance that joins starts at its fair share of
 // the current total (it would otherwise make every other instance look over its share at once).
+// Share bound (prefix-aware with a balance factor, cache-aware, kv-aware): an instance whose
+// recent dispatches exceed its fair share (weight share of the candidates' recent dispatches) by
+// more than kShareTolerance plus kShareSlack requests is full. Tuned with `simulate` on
+// long-context at 70% load (seeds 1-6) for prefix-aware: every share of the demo's
+// 4,000-request window within 13.7-14.8% (13.2-15.4% without), for about one point of hit rate
+// over a simulated hour (94% instead of 95%).
+constexpr double kShareTolerance = 0.05;
+constexpr double kShareSlack = 4;
+
 class ShareMeter {
  public:
   static constexpr double kShareWindowPerInstance = 128;
@@ -222,9 +232,16 @@ class PrefixAwarePolicy final : public Policy {
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
     auto c = Candidates(r, f, true);
     if (c.empty()) return NoCandidate(r, f);
-    const Limits limits = MakeLimits(f, c);
     const uint64_t key = r.key.placement_hash();
-    if (balance_factor_ > 0) return PickBalanced(r, f, c, limits, key);
+    const KeyDemand::Reading demand =
+        balance_factor_ > 0 ? demand_.Read(key) : KeyDemand::Reading{};
+    const Limits limits = MakeLimits(f, c, demand.reuse);
+    if (balance_factor_ > 0) {
+      if (limits.busy) {
+        if (auto d = PickReplica(r, f, c, limits, key, demand.share)) return *d;
+      }
+      return PickBalanced(r, f, c, limits, key);
+    }
     if (r.exclude.empty()) {  // fast path: the first choice usually takes it
       const uint32_t top = MostPreferred(key, f, c);
       if (InFlight(f, top) < limits.For(f, top)) return Decision{top, DecisionKind::kAffinity, 0};
@@ -232,12 +249,47 @@ class PrefixAwarePolicy final : public Policy {
     return PickInOrder(r, f, c, limits, key);
   }
   std::string_view name() const override { return "prefix-aware"; }
-  void OnDispatched(const RouteRequest&, const Decision& d, const FleetSnapshot& f) override {
-    if (balance_factor_ > 0) shares_.Count(f, d.instance);
+  void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
+    if (balance_factor_ <= 0) return;
+    shares_.Count(f, d.instance);
+    demand_.Count(r.key.placement_hash(), ShareMeter::kShareWindowPerInstance * f.size());
   }
 
  private:
   struct Limits;
+
+  // Replication of a hot key (with a balance factor, once the pool is busy): a key that carries
+  // more of the recent dispatches than one instance's fair share (plus the share tolerance) has
+  // r = ceil(share x instances / (1 + tolerance)) homes, the first r instances of its preference
+  // order, and each request goes to the least loaded of them that is below its limit (ties to the
+  // better rank). Every home keeps the key's prefix warm, and the key's traffic is spread instead
+  // of moving whole from one overloaded home to the next (which, with one key for all traffic,
+  // sent everything to one instance at a time). As the key cools its share falls and so does r.
+  // Nullopt when the key needs one home, or when all its homes are at their limits (it then
+  // spills as any key does, without moving: its homes are already several).
+  std::optional<Decision> PickReplica(const RouteRequest& r, const FleetSnapshot& f,
+                                      std::span<uint32_t> c, const Limits& limits, uint64_t key,
+                                      double share) const {
+    const double n = static_cast<double>(c.size());
+    const auto homes = static_cast<uint32_t>(
+        std::min(n, std::ceil(share * n / (1 + kShareTolerance) - 1e-9)));
+    if (homes < 2) return std::nullopt;
+    SortByPreference(key, f, c);
+    uint32_t best = UINT32_MAX;
+    double best_load = 0;
+    for (uint32_t rank = 0; rank < homes; ++rank) {
+      const uint32_t i = c[rank];
+      if (IsExcluded(r, i) || InFlight(f, i) >= limits.For(f, i)) continue;
+      const double load = static_cast<double>(Load(f, i, measure_)) / f.spec(i).weight;
+      if (best == UINT32_MAX || load < best_load) {
+        best = rank;
+        best_load = load;
+      }
+    }
+    if (r.exclude.empty()) homes_.Erase(key);  // replicated: no single moved home
+    if (best == UINT32_MAX) return std::nullopt;
+    return Decision{c[best], DecisionKind::kAffinity, best};
+  }
 
   // Bounded load with sticky homes: a key lives on its first choice until that instance is
   // over its limit when one of the key's requests arrives; the key then moves, for good, to
@@ -347,18 +399,17 @@ class PrefixAwarePolicy final : public Policy {
   // the bounded-load cap ceil(factor * (in-flight over the candidates + 1) * weight / total
   // weight) (consistent hashing with bounded loads, as HAProxy's hash-balance-factor), but
   // never below kMinBalanceCap: at low load the cap would otherwise be 1 or 2 and move keys
-  // whenever two of their requests overlap.
+  // whenever two of their requests overlap. That floor, like the factor, only protects
+  // affinity, so it shrinks with reuse too: ceil(kMinBalanceCap x reuse), at least 1.
   static constexpr int32_t kMinBalanceCap = 4;
-  // Share bound (with a balance factor): an instance whose recent dispatches exceed its fair
-  // share (weight share of the candidates' recent dispatches) by more than kShareTolerance plus
-  // kShareSlack requests is full. Tuned with `simulate` on long-context at 70% load (seeds 1-6):
-  // every share of the demo's 4,000-request window within 13.7-14.8% (13.2-15.4% without),
-  // for about one point of hit rate over a simulated hour (94% instead of 95%).
-  static constexpr double kShareTolerance = 0.05;
-  static constexpr double kShareSlack = 4;
   struct Limits {
     int32_t threshold;
     double per_weight = 0;  // 0 = no balance cap
+    // With a balance factor: the candidates' mean in-flight requests per unit of weight, which
+    // raises the threshold when the whole pool is above it (see For).
+    double mean_per_weight = 0;
+    bool busy = false;  // on average at least one request in flight per candidate
+    int32_t min_cap = kMinBalanceCap;
     const std::vector<double>* recent = nullptr;  // recent dispatches per instance (share bound)
     double share_limit_per_weight = 0;
     double fair_per_weight = 0;
@@ -374,11 +425,20 @@ class PrefixAwarePolicy final : public Policy {
     int32_t For(const FleetSnapshot& f, uint32_t i) const {
       if (per_weight <= 0) return threshold;
       if (OverShare(f, i)) return 0;
-      const double cap = std::ceil(per_weight * f.spec(i).weight);
-      return std::min<int32_t>(threshold, std::max<int32_t>(kMinBalanceCap, static_cast<int32_t>(cap)));
+      const double w = f.spec(i).weight;
+      const double cap = std::ceil(per_weight * w);
+      // The threshold is relative to the pool's load: when every instance is above the
+      // configured threshold (overload), a fixed threshold would call them all full and send
+      // every request to the least loaded instance, scattering keys over cold caches; prefill
+      // then slows, queues grow and the pool sinks further. Above the mean (plus the share
+      // tolerance) an instance is still full, so the spill rules keep working.
+      const double relative = std::ceil((1 + kShareTolerance) * mean_per_weight * w);
+      const int32_t limit = std::max<int32_t>(threshold, static_cast<int32_t>(relative));
+      return std::min<int32_t>(limit, std::max<int32_t>(min_cap, static_cast<int32_t>(cap)));
     }
   };
-  Limits MakeLimits(const FleetSnapshot& f, std::span<const uint32_t> c) const {
+  // `reuse`: the part of recent dispatches whose key repeated a recent one (KeyDemand).
+  Limits MakeLimits(const FleetSnapshot& f, std::span<const uint32_t> c, double reuse) const {
     Limits l{threshold_};
     if (balance_factor_ <= 0) return l;
     int64_t load = 0, weight = 0;
@@ -386,10 +446,19 @@ class PrefixAwarePolicy final : public Policy {
       load += std::max<int32_t>(0, InFlight(f, i));
       weight += f.spec(i).weight;
     }
-    l.per_weight = balance_factor_ * static_cast<double>(load + 1) / static_cast<double>(weight);
-    // The share bound applies once the pool is busy (on average a request in flight per
-    // instance): at lower loads queues are empty, balance costs hits and buys nothing.
-    if (load < static_cast<int64_t>(c.size())) return l;
+    // The balance factor buys cache hits with imbalance. Traffic whose keys do not repeat gets
+    // no hits for it, only the imbalance, so the factor shrinks towards 1 (perfect balance,
+    // least-outstanding behaviour) with the part of the traffic that repeats a recent key:
+    // F' = 1 + (F - 1) x reuse.
+    reuse = std::clamp(reuse, 0.0, 1.0);
+    const double factor = 1 + (balance_factor_ - 1) * reuse;
+    l.min_cap = std::max<int32_t>(1, static_cast<int32_t>(std::ceil(kMinBalanceCap * reuse - 1e-9)));
+    l.per_weight = std::max(1.0, factor) * static_cast<double>(load + 1) / static_cast<double>(weight);
+    l.mean_per_weight = static_cast<double>(load + 1) / static_cast<double>(weight);
+    // The share bound and replication apply once the pool is busy (on average a request in
+    // flight per instance): at lower loads queues are empty, balance costs hits and buys nothing.
+    l.busy = load >= static_cast<int64_t>(c.size());
+    if (!l.busy) return l;
     thread_local std::vector<double> recent;
     const double total = shares_.Read(f, c, recent);
     l.recent = &recent;
@@ -405,6 +474,7 @@ class PrefixAwarePolicy final : public Policy {
   LoadMeasure measure_;
   mutable KeyHomes homes_;  // Pick is const for callers; the table is internally locked
   mutable ShareMeter shares_;
+  mutable KeyDemand demand_;
 };
 
 // The gateway's estimate, as in api::EstimatePromptTokens: about 4 bytes of text per token.
@@ -446,9 +516,11 @@ class Departures {
 // cache-aware's decision (the file comment) once each candidate's cached tokens are known: below
 // the threshold first, then the lowest cost, ties to the key's rendezvous preference.
 // REQUIRES: !c.empty(), cached.size() == c.size()
+// `over_share` (empty, or one flag per candidate): candidates over their share, which rank with
+// those at the threshold.
 Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
                     std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold,
-                    double load_weight) {
+                    double load_weight, std::span<const uint8_t> over_share) {
   const uint64_t key = r.key.placement_hash();
   size_t best = SIZE_MAX;
   bool best_below = false;
@@ -458,7 +530,7 @@ Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<con
   for (size_t k = 0; k < c.size(); ++k) {
     const uint32_t i = c[k];
     longest = std::max(longest, cached[k]);
-    const bool below = InFlight(f, i) < threshold;
+    const bool below = InFlight(f, i) < threshold && (over_share.empty() || over_share[k] == 0);
     const double uncached = prompt_tokens > cached[k] ? static_cast<double>(prompt_tokens - cached[k]) : 0;
     const double cost = uncached + load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) /
                                        static_cast<double>(f.spec(i).weight);
@@ -477,6 +549,44 @@ Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<con
                                                  : DecisionKind::kOverflow;
   return Decision{c[best], kind, 0};
 }
+
+// The share bound of cache-aware and kv-aware (see policy.h): once the pool is busy (on average a
+// request in flight per candidate), candidates whose recent dispatches exceed their fair share by
+// more than kShareTolerance + kShareSlack rank with those at the threshold, so the cost picks
+// among the others. A cost that weighs cached tokens against load alone lets a popular tenant's
+// or document's instance take far more than its share while its queue stays short (the
+// agentic workload: shares 12.8-19.9% on 7 instances), which leaves the others idle and the
+// fleet's capacity unused when the load rises.
+class CostShareBound {
+ public:
+  // Fills `over` (one flag per candidate) and returns it; empty when no candidate is over.
+  std::span<const uint8_t> Mark(const FleetSnapshot& f, std::span<const uint32_t> c) const {
+    thread_local std::vector<uint8_t> over;
+    thread_local std::vector<double> recent;
+    int64_t load = 0;
+    double weight = 0;
+    for (uint32_t i : c) {
+      load += std::max<int32_t>(0, InFlight(f, i));
+      weight += f.spec(i).weight;
+    }
+    if (load < static_cast<int64_t>(c.size()) || c.size() < 2) return {};
+    const double total = meter_.Read(f, c, recent);
+    const double limit_per_weight = (1 + kShareTolerance) * total / weight;
+    over.assign(c.size(), 0);
+    bool any = false;
+    for (size_t k = 0; k < c.size(); ++k) {
+      const uint32_t i = c[k];
+      over[k] = recent[i] > limit_per_weight * f.spec(i).weight + kShareSlack;
+      any |= over[k] != 0;
+    }
+    if (!any) return {};
+    return {over.data(), over.size()};
+  }
+  void Count(const FleetSnapshot& f, uint32_t i) { meter_.Count(f, i); }
+
+ private:
+  mutable ShareMeter meter_;  // internally locked
+};
 
 class CacheAwarePolicy final : public Policy {
  public:
@@ -497,10 +607,11 @@ class CacheAwarePolicy final : public Policy {
     if (!r.blocks.empty()) index_.Match(r.blocks, seeds, matched);
     cached.resize(c.size());
     for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
-    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_);
+    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c));
   }
   std::string_view name() const override { return "cache-aware"; }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
+    shares_.Count(f, d.instance);
     for (uint64_t seed : departures_.Left(f)) index_.ForgetInstance(seed);
     if (r.blocks.empty()) return;
     const uint64_t seed = f.placement_seed(d.instance);
@@ -514,6 +625,7 @@ class CacheAwarePolicy final : public Policy {
   double load_weight_;
   mutable BlockIndex index_;  // internally locked
   Departures departures_;
+  CostShareBound shares_;
 };
 
 // The token-block chains of the last kPerInstance requests dispatched to each instance: blocks
@@ -631,7 +743,7 @@ class KvAwarePolicy final : public Policy {
     cached.resize(c.size());
     if (!any_fresh) {  // exactly cache-aware
       for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
-      return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_);
+      return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c));
     }
     const uint64_t prompt = r.prompt_tokens.size();
     PromptChains chains(r, reported_.ChainSeedFor(r.served_name), max_tokens_);
@@ -649,10 +761,11 @@ class KvAwarePolicy final : public Policy {
         cached[k] = std::max<uint64_t>(cached[k], uint64_t{pending} * bs);
       }
     }
-    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_);
+    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_, shares_.Mark(f, c));
   }
   std::string_view name() const override { return "kv-aware"; }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
+    shares_.Count(f, d.instance);
     for (uint64_t seed : departures_.Left(f)) {
       sent_.ForgetInstance(seed);
       reported_.ForgetInstance(seed);
@@ -679,6 +792,7 @@ class KvAwarePolicy final : public Policy {
   KvIndex reported_;           // internally locked
   RecentChains recent_;        // internally locked
   Departures departures_;
+  CostShareBound shares_;
 };
 
 // dynamo-kv: our re-implementation of Dynamo's KV router (see policy.h). The bookkeeping

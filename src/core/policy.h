@@ -32,6 +32,25 @@
 //                               first choice skips a second choice that is above its fair share.
 //                               So shares stay even over a few thousand requests, not only on
 //                               average, for about one point of hit rate.
+//                               Hot keys are replicated (with a balance factor, once the pool
+//                               is busy): a key carrying more than one instance's fair share of
+//                               the recent dispatches (core/key_demand.h) has
+//                               ceil(share x instances / 1.05) homes, the first ones of its
+//                               preference order, and goes to the least loaded of them below its
+//                               limit; homes are added as the key heats and dropped as it cools.
+//                               One key for all traffic is then spread like
+//                               least-outstanding-requests, with the key's prefix warm on every
+//                               home, instead of moving whole from one overloaded home to the next.
+//                               The threshold follows the pool: an instance is full at
+//                               max(threshold, ceil(1.05 x the candidates' mean in-flight)), so
+//                               in overload (every instance above the threshold) keys keep their
+//                               homes instead of all going to the least loaded instance, which
+//                               scattered them over cold caches and fed the overload.
+//                               The balance factor scales with reuse: F' = 1 + (F - 1) x the part
+//                               of recent dispatches whose key repeated a recent key, so traffic
+//                               that never repeats (affinity buys nothing) is balanced as by
+//                               least-outstanding-requests instead of within F x the mean (the
+//                               cap's floor of 4 shrinks likewise: ceil(4 x reuse), at least 1).
 //                               Moves are sticky: a key whose home is full when one of its
 //                               requests arrives moves, with its later requests, to where the
 //                               spill sends it (core/key_homes.h: at most 65,536 moved keys),
@@ -50,7 +69,10 @@
 //            blocks the instance holds) + load_weight x the instance's outstanding prompt tokens,
 //   ties to the key's rendezvous preference (so replicas with the same view agree). A long shared
 //   context matches at any length; a short generic opening saves little and does not outweigh
-//   load. When every candidate is at the threshold the cheapest takes it (saturated). Kinds:
+//   load. When every candidate is at the threshold the cheapest takes it (saturated). Once the
+//   pool is busy, an instance over its share of recent dispatches (by more than 5% + 4, as
+//   prefix-aware's share bound) ranks with those at the threshold, so a popular tenant's or
+//   document's instance cannot take far more than its share while its queue stays short. Kinds:
 //   affinity (the chosen instance has the longest match), overflow (another had a longer
 //   match but cost more), least-outstanding (no candidate holds any block).
 //

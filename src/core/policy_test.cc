@@ -643,10 +643,11 @@ TEST(PolicyTest, PrefixAwareBalanceCapScalesWithWeight) {
   }
 }
 
-// Saturation is the threshold's: with every candidate at the threshold the least loaded one
-// takes the request (saturated), in both spill modes, and the key does not move (its next
-// request on an idle fleet goes to its first choice).
-TEST(PolicyTest, PrefixAwareBalancedSaturatedDoesNotMoveKey) {
+// Overload with a balance factor: every candidate is above the threshold (4), which follows the
+// pool's mean (32 / 5 = 6.4: full at 7), so the first choice (6) takes the request and the key
+// does not move; in both spill modes. (Without a balance factor the least loaded one takes it,
+// saturated: PrefixAwareSaturatedPicksLeastLoaded.)
+TEST(PolicyTest, PrefixAwareBalancedOverloadKeepsTheKeyHome) {
   for (SpillMode spill : {SpillMode::kNextPreferred, SpillMode::kLeastLoaded}) {
     SCOPED_TRACE(SpillModeName(spill));
     auto f = NamedFleet(5);
@@ -654,17 +655,15 @@ TEST(PolicyTest, PrefixAwareBalancedSaturatedDoesNotMoveKey) {
     Rng rng(20);
     const PrefixKey key = KeyAt(31337);
     const std::vector<uint32_t> order = PreferenceOrder(*f, key);
-    SetLoadsByRank(*f, order, {6, 9, 5, 4, 7});  // rank 3 is the unique minimum
+    SetLoadsByRank(*f, order, {6, 9, 5, 4, 7});
     Decision d = MustPick(*p, Request(key), *f, rng);
-    EXPECT_EQ(d.instance, order[3]);
-    EXPECT_EQ(d.kind, DecisionKind::kSaturated);
-    EXPECT_EQ(d.rank, 3u);
-
-    SetLoadsByRank(*f, order, {0, 0, 0, 0, 0});
-    d = MustPick(*p, Request(key), *f, rng);
     EXPECT_EQ(d.instance, order[0]);
     EXPECT_EQ(d.kind, DecisionKind::kAffinity);
-    EXPECT_EQ(d.rank, 0u);
+    // Above the pool's mean it is full: the key spills (and moves).
+    SetLoadsByRank(*f, order, {8, 9, 5, 4, 7});
+    d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_NE(d.instance, order[0]);
+    EXPECT_EQ(d.kind, DecisionKind::kOverflow);
   }
 }
 
@@ -881,6 +880,90 @@ TEST(PolicyTest, PrefixAwareShareBoundEvensOutShares) {
     const std::vector<double> spread = SharesOfLastRequests(*unbounded, *f, 6000, 4000, seed);
     EXPECT_TRUE(*std::min_element(spread.begin(), spread.end()) < 0.133 ||
                 *std::max_element(spread.begin(), spread.end()) > 0.154);
+  }
+}
+
+// Counts `n` dispatches of `key`, spread over the instances in turn (so that no instance is
+// over its share: only the key's demand is being set up).
+void DispatchKey(Policy& p, const FleetSnapshot& f, const PrefixKey& key, int n) {
+  static uint32_t next = 0;
+  for (int k = 0; k < n; ++k) {
+    p.OnDispatched(Request(key), Decision{next++ % f.size(), DecisionKind::kAffinity, 0}, f);
+  }
+}
+
+// One key with all the traffic is replicated over every instance: each request goes to the
+// least loaded of its homes, as an affinity decision, instead of to its one first choice.
+TEST(PolicyTest, PrefixAwareReplicatesAKeyWithAllTheTraffic) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+  Rng rng(50);
+  const PrefixKey key = KeyAt(90);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  DispatchKey(*p, *f, key, 2000);
+  SetLoadsByRank(*f, order, {6, 5, 4, 2, 3, 6, 5});
+  Decision d = MustPick(*p, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[3]);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  EXPECT_EQ(d.rank, 3u);
+  // Without a balance factor (the managed service's exact behaviour) there is no replication.
+  auto exact = MakePrefixAware(64, SpillMode::kNextPreferred, kThresholdOnly);
+  DispatchKey(*exact, *f, key, 2000);
+  d = MustPick(*exact, Request(key), *f, rng);
+  EXPECT_EQ(d.instance, order[0]);
+}
+
+// The number of homes follows the key's share: 25% of the traffic on 7 instances is
+// ceil(0.25 x 7 / 1.05) = 2 homes; the third choice, idle, is not one of them.
+TEST(PolicyTest, PrefixAwareReplicaCountFollowsTheKeysShare) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+  Rng rng(51);
+  const PrefixKey hot = KeyAt(91);
+  for (int n = 0; n < 3000; ++n) {
+    DispatchKey(*p, *f, n % 4 == 0 ? hot : KeyAt(5000 + n), 1);
+  }
+  const std::vector<uint32_t> order = PreferenceOrder(*f, hot);
+  SetLoadsByRank(*f, order, {3, 2, 0, 3, 3, 3, 3});
+  Decision d = MustPick(*p, Request(hot), *f, rng);
+  EXPECT_EQ(d.instance, order[1]);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  // A cold key keeps its one home.
+  const PrefixKey cold = KeyAt(92);
+  const std::vector<uint32_t> cold_order = PreferenceOrder(*f, cold);
+  SetLoadsByRank(*f, cold_order, {3, 2, 0, 3, 3, 3, 3});
+  d = MustPick(*p, Request(cold), *f, rng);
+  EXPECT_EQ(d.instance, cold_order[0]);
+}
+
+// Replication, like the share bound, waits until the pool is busy: below one request in flight
+// per instance the hot key stays on its first choice.
+TEST(PolicyTest, PrefixAwareReplicatesOnlyWhenBusy) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+  Rng rng(52);
+  const PrefixKey key = KeyAt(93);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  DispatchKey(*p, *f, key, 2000);
+  SetLoadsByRank(*f, order, {1, 0, 0, 0, 0, 0, 0});
+  EXPECT_EQ(MustPick(*p, Request(key), *f, rng).instance, order[0]);
+}
+
+// The balance factor shrinks towards 1 for traffic whose keys do not repeat: the same loads
+// leave a key on its first choice after repeating traffic and spill it after new keys only.
+TEST(PolicyTest, PrefixAwareBalanceFactorScalesWithReuse) {
+  auto f = NamedFleet(7);
+  const PrefixKey key = KeyAt(95);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  for (bool repeating : {true, false}) {
+    SCOPED_TRACE(repeating);
+    auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+    Rng rng(54);
+    for (int n = 0; n < 3000; ++n) DispatchKey(*p, *f, KeyAt(repeating ? 7000 + n % 50 : 9000 + n), 1);
+    // Mean (63 + 1) / 7 = 9.1: the cap is 14 with factor 1.5, 10 with factor 1.
+    SetLoadsByRank(*f, order, {12, 8, 9, 9, 9, 8, 8});
+    const Decision d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance == order[0], repeating);
   }
 }
 
