@@ -1,5 +1,5 @@
-// The cache-aware strategy (core/policy.h): cost = uncached prompt tokens + load_weight x
-// outstanding prompt tokens, below the concurrency threshold first.
+// The cache-aware strategy (core/policy.h): cost = uncached prompt tokens + the instance's queued
+// prefill + load_weight x outstanding prompt tokens, below the concurrency threshold first.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -154,6 +154,36 @@ TEST(CacheAwareTest, OptionsAreValidated) {
   EXPECT_NE(o.Validate().message().find("cache_aware.load_weight"), std::string::npos);
   EXPECT_EQ(*ParseStrategy("cache-aware"), Strategy::kCacheAware);
   EXPECT_EQ(StrategyName(Strategy::kCacheAware), "cache-aware");
+}
+
+// Prefills queued on an instance count one for one against its cached tokens: a request that
+// has 4,000 tokens cached on an instance still goes elsewhere while that instance has an
+// 8,000-token prefill of a request just sent (named, so the policy follows it), and comes back
+// once that request's first token says the prefill is done. Both strategies that read cached
+// tokens do this (kv-aware decides as cache-aware without prompt tokens).
+TEST(CacheAwareTest, QueuedPrefillCountsUntilTheFirstToken) {
+  for (Strategy s : {Strategy::kCacheAware, Strategy::kKvAware}) {
+    SCOPED_TRACE(StrategyName(s));
+    auto f = Fleet(2);
+    RoutingOptions o = CacheAware();
+    o.strategy = s;
+    auto p = MakePolicy(o);
+    Rng rng(3);
+    const std::string doc = Doc('d', 16'000);  // 4,000 tokens
+    const Decision home = Dispatch(*p, Req(doc + "first"), *f, rng);
+    Req big(Doc('b', 32'000));  // 8,000 tokens, nothing cached anywhere
+    big.route.request_id = 7;
+    auto d = p->Pick(big.route, *f, rng);
+    ASSERT_TRUE(d.ok());
+    d->instance = home.instance;  // say it went to the document's instance
+    d->uncached_tokens = 8'000;
+    d->request_id = 7;
+    p->OnDispatched(big.route, *d, *f);
+    const Req next(doc + "second");
+    EXPECT_NE(p->Pick(next.route, *f, rng)->instance, home.instance);
+    p->OnFirstToken(*d, *f);
+    EXPECT_EQ(p->Pick(next.route, *f, rng)->instance, home.instance);
+  }
 }
 
 }  // namespace

@@ -517,10 +517,12 @@ class Departures {
 // the threshold first, then the lowest cost, ties to the key's rendezvous preference.
 // REQUIRES: !c.empty(), cached.size() == c.size()
 // `over_share` (empty, or one flag per candidate): candidates over their share, which rank with
-// those at the threshold.
+// those at the threshold. `queued` (one per candidate): the prompt tokens the instance still has
+// to compute for requests already sent there (PrefillQueue).
 Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
                     std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold,
-                    double load_weight, std::span<const uint8_t> over_share) {
+                    double load_weight, std::span<const uint8_t> over_share,
+                    std::span<const double> queued) {
   const uint64_t key = r.key.placement_hash();
   size_t best = SIZE_MAX;
   bool best_below = false;
@@ -532,8 +534,9 @@ Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<con
     longest = std::max(longest, cached[k]);
     const bool below = InFlight(f, i) < threshold && (over_share.empty() || over_share[k] == 0);
     const double uncached = prompt_tokens > cached[k] ? static_cast<double>(prompt_tokens - cached[k]) : 0;
-    const double cost = uncached + load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) /
-                                       static_cast<double>(f.spec(i).weight);
+    const double w = static_cast<double>(f.spec(i).weight);
+    const double cost = uncached + queued[k] / w +
+                        load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) / w;
     const uint64_t score = PreferenceScore(key, f, i);
     if (best == SIZE_MAX || (below && !best_below) ||
         (below == best_below && (cost < best_cost || (cost == best_cost && score > best_score)))) {
@@ -547,8 +550,67 @@ Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<con
                       : longest == 0             ? DecisionKind::kLeastOutstanding
                       : cached[best] == longest  ? DecisionKind::kAffinity
                                                  : DecisionKind::kOverflow;
-  return Decision{c[best], kind, 0};
+  Decision d{c[best], kind, 0};
+  d.uncached_tokens = prompt_tokens > cached[best] ? prompt_tokens - cached[best] : 0;
+  return d;
 }
+
+// The uncached prompt tokens each instance still has to compute (cache-aware, kv-aware): a
+// dispatch adds its request's prompt tokens minus those the policy found cached on the chosen
+// instance; the request's first token (its prefill is done) or its completion takes them off.
+// A request waits for the prefills queued ahead of it on its instance (engines schedule FCFS
+// with chunked prefill), so these tokens delay it one for one, as its own uncached tokens do:
+// they enter the cost with weight 1 (no tuning). The outstanding prompt tokens, with
+// load_weight, stay for what this misses (decode steps share the batch with prefills). Dynamo's
+// router counts the same "active prefill tokens" (dynamo-kv). Requests without an id are not
+// tracked. Bounded by the requests in flight. Internally locked.
+class PrefillQueue {
+ public:
+  void Add(uint64_t request_id, uint64_t seed, double tokens) {
+    if (request_id == 0 || tokens <= 0) return;
+    std::lock_guard lock(mu_);
+    if (!requests_.try_emplace(request_id, Entry{seed, tokens}).second) return;
+    queued_[seed] += tokens;
+  }
+  void Release(uint64_t request_id) {
+    if (request_id == 0) return;
+    std::lock_guard lock(mu_);
+    auto it = requests_.find(request_id);
+    if (it == requests_.end()) return;
+    auto q = queued_.find(it->second.seed);
+    if (q != queued_.end()) {
+      q->second -= it->second.tokens;
+      if (q->second <= 0.5) queued_.erase(q);
+    }
+    requests_.erase(it);
+  }
+  // Fills `out` with the queued tokens of each seed and returns it.
+  std::span<const double> Read(std::span<const uint64_t> seeds) const {
+    thread_local std::vector<double> out;
+    out.assign(seeds.size(), 0);
+    std::lock_guard lock(mu_);
+    if (queued_.empty()) return {out.data(), out.size()};
+    for (size_t k = 0; k < seeds.size(); ++k) {
+      auto it = queued_.find(seeds[k]);
+      if (it != queued_.end()) out[k] = it->second;
+    }
+    return {out.data(), out.size()};
+  }
+  void Forget(uint64_t seed) {
+    std::lock_guard lock(mu_);
+    queued_.erase(seed);
+    std::erase_if(requests_, [&](const auto& kv) { return kv.second.seed == seed; });
+  }
+
+ private:
+  struct Entry {
+    uint64_t seed;
+    double tokens;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Entry> requests_;  // request id -> where, how many
+  std::unordered_map<uint64_t, double> queued_;   // seed -> queued uncached tokens
+};
 
 // The share bound of cache-aware and kv-aware (see policy.h): once the pool is busy (on average a
 // request in flight per candidate), candidates whose recent dispatches exceed their fair share by
@@ -607,17 +669,24 @@ class CacheAwarePolicy final : public Policy {
     if (!r.blocks.empty()) index_.Match(r.blocks, seeds, matched);
     cached.resize(c.size());
     for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
-    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c));
+    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c),
+                      queue_.Read(seeds));
   }
   std::string_view name() const override { return "cache-aware"; }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
     shares_.Count(f, d.instance);
-    for (uint64_t seed : departures_.Left(f)) index_.ForgetInstance(seed);
-    if (r.blocks.empty()) return;
+    for (uint64_t seed : departures_.Left(f)) {
+      index_.ForgetInstance(seed);
+      queue_.Forget(seed);
+    }
     const uint64_t seed = f.placement_seed(d.instance);
+    queue_.Add(d.request_id, seed, static_cast<double>(d.uncached_tokens));
+    if (r.blocks.empty()) return;
     departures_.Note(seed);
     index_.Insert(r.blocks, seed);
   }
+  void OnFirstToken(const Decision& d, const FleetSnapshot&) override { queue_.Release(d.request_id); }
+  void OnCompleted(const Decision& d, const FleetSnapshot&) override { queue_.Release(d.request_id); }
 
  private:
   int32_t threshold_;
@@ -626,6 +695,7 @@ class CacheAwarePolicy final : public Policy {
   mutable BlockIndex index_;  // internally locked
   Departures departures_;
   CostShareBound shares_;
+  PrefillQueue queue_;
 };
 
 // The token-block chains of the last kPerInstance requests dispatched to each instance: blocks
@@ -743,7 +813,8 @@ class KvAwarePolicy final : public Policy {
     cached.resize(c.size());
     if (!any_fresh) {  // exactly cache-aware
       for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
-      return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c));
+      return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c),
+                        queue_.Read(seeds));
     }
     const uint64_t prompt = r.prompt_tokens.size();
     PromptChains chains(r, reported_.ChainSeedFor(r.served_name), max_tokens_);
@@ -761,7 +832,8 @@ class KvAwarePolicy final : public Policy {
         cached[k] = std::max<uint64_t>(cached[k], uint64_t{pending} * bs);
       }
     }
-    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_, shares_.Mark(f, c));
+    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_, shares_.Mark(f, c),
+                      queue_.Read(seeds));
   }
   std::string_view name() const override { return "kv-aware"; }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
@@ -770,8 +842,10 @@ class KvAwarePolicy final : public Policy {
       sent_.ForgetInstance(seed);
       reported_.ForgetInstance(seed);
       recent_.Forget(seed);
+      queue_.Forget(seed);
     }
     const uint64_t seed = f.placement_seed(d.instance);
+    queue_.Add(d.request_id, seed, static_cast<double>(d.uncached_tokens));
     departures_.Note(seed);
     if (!r.blocks.empty()) sent_.Insert(r.blocks, seed);
     if (!r.prompt_tokens.empty()) reported_.Touch(seed, r.prompt_tokens, r.served_name, max_tokens_);
@@ -782,6 +856,8 @@ class KvAwarePolicy final : public Policy {
     reported_.Apply(seed, batch);
   }
   void OnKvStreamLost(uint64_t seed) override { reported_.StreamLost(seed); }
+  void OnFirstToken(const Decision& d, const FleetSnapshot&) override { queue_.Release(d.request_id); }
+  void OnCompleted(const Decision& d, const FleetSnapshot&) override { queue_.Release(d.request_id); }
 
  private:
   int32_t threshold_;
@@ -793,6 +869,7 @@ class KvAwarePolicy final : public Policy {
   RecentChains recent_;        // internally locked
   Departures departures_;
   CostShareBound shares_;
+  PrefillQueue queue_;
 };
 
 // dynamo-kv: our re-implementation of Dynamo's KV router (see policy.h). The bookkeeping

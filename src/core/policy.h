@@ -66,7 +66,11 @@
 //   per instance, max_index_bytes in all). A request goes to the candidate below the concurrency
 //   threshold with the lowest cost
 //     cost = uncached prompt tokens (its estimated prompt tokens minus the tokens of the leading
-//            blocks the instance holds) + load_weight x the instance's outstanding prompt tokens,
+//            blocks the instance holds)
+//          + the instance's queued prefill: the uncached tokens of the requests this policy sent
+//            there that have not produced their first token (weight 1: a request waits for the
+//            prefills ahead of it as for its own; Dynamo's "active prefill tokens")
+//          + load_weight x the instance's outstanding prompt tokens (decode shares the batch),
 //   ties to the key's rendezvous preference (so replicas with the same view agree). A long shared
 //   context matches at any length; a short generic opening saves little and does not outweigh
 //   load. When every candidate is at the threshold the cheapest takes it (saturated). Once the
@@ -290,6 +294,9 @@ struct Decision {
   // RouteRequest::request_id of the request it placed: Pick leaves it 0, the caller copies the
   // request's id here before OnDispatched, so that OnFirstToken and OnCompleted name the request.
   uint64_t request_id = 0;
+  // cache-aware and kv-aware: the prompt tokens the policy expects the instance to compute (its
+  // estimate minus what it found cached there); 0 for the other strategies.
+  uint64_t uncached_tokens = 0;
 };
 
 class Policy {
