@@ -29,6 +29,7 @@ struct SimulateArgs {
   std::vector<std::string> exclude_fields;
   std::vector<std::string> exclude_patterns;
   std::vector<uint32_t> instances{7};
+  std::vector<uint32_t> gateways{1};
   std::vector<uint64_t> seeds{1};
   std::vector<double> load_pct;
   std::vector<double> rates;
@@ -103,6 +104,7 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   spec.prefix_lengths = a.prefix_lengths;
   spec.thresholds = a.thresholds;
   spec.instances = a.instances;
+  spec.gateways = a.gateways;
   spec.seeds = a.seeds;
   spec.label_suffix = a.label_suffix;
   const int load_options = !a.load_pct.empty() + !a.rates.empty() + !a.concurrency.empty();
@@ -211,6 +213,15 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   "Key normalisation: a regular expression removed from the keyed text (OpenAI message text, "
                   "native string values); repeatable");
   cmd->add_option("--instances", a->instances, "Fleet size(s), comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--gateways", a->gateways,
+                  "Gateway replicas in front of the fleet, 1..64, comma-separated (1,4 compares "
+                  "them in one table): requests are dealt round-robin to K independent gateways, "
+                  "each with its own routing state (learned index, key homes, share meter) and "
+                  "its own in-flight counts (only the requests it sent), over the same engines; "
+                  "every gateway receives the engines' KV events (each loses batches "
+                  "independently) and their load reports (docs/gateways.md)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--seed", a->seeds, "Seed(s), comma-separated; each seed is a separate run")

@@ -18,9 +18,10 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr std::string_view kRandom = "random";
-// The swept settings the report recognises; "instances" is RunResult::instances.
+// The swept settings the report recognises; "instances" is RunResult::instances. "gateways"
+// (simulate --gateways) is recorded only when it is not 1 or when a sweep varies it.
 constexpr std::string_view kSweepKeys[] = {"prefix_length", "concurrency_threshold", "load_pct",
-                                           "instances"};
+                                           "gateways", "instances"};
 // Above this many runs in one block, charts keep the first run of each strategy.
 constexpr size_t kMaxChartRuns = 10;
 // Time series are merged down to at most this many points per line.
@@ -1056,7 +1057,7 @@ std::string ReportHtml(const std::vector<RunResult>& runs, const ReportOptions& 
   if (!sweeps.empty()) {
     out += "<section>\n<h2 id=\"sweeps\">Sweeps</h2>\n<p class=\"caption\">Runs of the same "
            "workload and strategy that differ in one of prefix_length, concurrency_threshold, "
-           "load_pct or instances.</p>\n";
+           "load_pct, gateways or instances.</p>\n";
     for (size_t i = 0; i < sweeps.size(); ++i) {
       out += SweepSection(sweeps[i], i + 1, palette) + "\n";
     }

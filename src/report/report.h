@@ -36,8 +36,8 @@ struct ReportOptions {
 
 // The report: the comparison table; per workload a TTFT CDF chart (one line per strategy), a
 // per-instance share chart, hit rate (and TTFT P50) over time; sweeps (runs that differ only in
-// settings.prefix_length, settings.concurrency_threshold, settings.load_pct or instances) as
-// tables and line charts of TTFT P50/P90 and hit rate against the swept setting; bounds
+// settings.prefix_length, settings.concurrency_threshold, settings.load_pct, settings.gateways or
+// instances) as tables and line charts of TTFT P50/P90 and hit rate against the swept setting; bounds
 // (extra.lru_bound_hit_rate, extra.infinite_bound_hit_rate) beside the hit rates; when runs carry
 // both client and engine TTFTs, both are shown and labelled. When some run's strategy re-implements
 // a peer (core/peer_policies.h StrategyOrigin), a peers table lists every strategy of each

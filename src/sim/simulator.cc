@@ -264,7 +264,9 @@ class Simulation {
     std::unique_ptr<KvPublisher> publisher;  // with a KV event feed; before the scheduler using it
     std::unique_ptr<StepScheduler> scheduler;
     double kv_batch_opened = -1;             // batching interval: the open batch's first step end
-    std::shared_ptr<InstanceState> state;
+    // Per gateway, that gateway's live state for this engine's name (its in-flight counts);
+    // empty until the engine first joins the fleet.
+    std::vector<std::shared_ptr<InstanceState>> states;
     const engine_model::StepResult* last = nullptr;  // of the step in progress
     bool stepping = false;
     bool routable = true;
@@ -278,12 +280,13 @@ class Simulation {
   struct Live {
     uint64_t session = 0;
     uint32_t engine = 0;
+    uint32_t gateway = 0;  // the gateway that sent it: its counts and its policy's events
     double sent = 0;
     uint64_t output_seed = 0;
     uint32_t max_tokens = 0;
     uint32_t work_tokens = 0;  // the gateway's estimate, counted in the instance's load
     Decision decision;
-    std::shared_ptr<const FleetSnapshot> fleet;  // the snapshot the decision was made on
+    std::shared_ptr<const FleetSnapshot> fleet;  // the gateway's snapshot the decision was made on
     std::optional<engine_model::EngineRequest> submit;  // until submitted
   };
 
@@ -318,9 +321,18 @@ class Simulation {
   struct KvDelivery {
     uint32_t engine;
     KvEventBatch batch;
+    uint64_t gateways;  // bit g: gateway g did not lose it
   };
+  static_assert(kMaxGateways <= 64, "KvDelivery::gateways has one bit per gateway");
   std::deque<KvDelivery> kv_in_flight_;  // published, not yet delivered (constant delay: FIFO)
-  std::unique_ptr<Policy> policy_;
+  // One gateway replica: its own policy (learned state) and its own view of the fleet (the
+  // in-flight counts of the requests it sent). Snapshots of all gateways list the same
+  // instances in the same order (fleet_engine_ maps them all).
+  struct Gateway {
+    std::unique_ptr<Policy> policy;
+    std::shared_ptr<const FleetSnapshot> fleet;
+  };
+  std::vector<Gateway> gateways_;
   std::unique_ptr<workload::Workload> workload_;
   std::priority_queue<Ev, std::vector<Ev>, std::greater<>> queue_;
   uint64_t seq_ = 0;
@@ -329,8 +341,7 @@ class Simulation {
 
   std::vector<Engine> engines_;                 // every engine ever started, by id
   std::vector<std::string> share_names_;        // share index -> instance name
-  std::shared_ptr<const FleetSnapshot> fleet_;  // the routable engines
-  std::vector<uint32_t> fleet_engine_;          // snapshot index -> engine id
+  std::vector<uint32_t> fleet_engine_;          // snapshot index (every gateway's) -> engine id
 
   std::unordered_map<uint64_t, SimSession> sessions_;
   uint64_t next_session_ = 0;
@@ -381,16 +392,21 @@ Status Simulation::RebuildFleet() {
     ids.push_back(id);
   }
   if (specs.empty()) return Status::InvalidArgument("the fleet has no instance left");
-  auto next = FleetSnapshot::Create(std::move(specs), fleet_.get());
-  if (!next.ok()) return next.status();
-  fleet_ = std::move(*next);
+  // Each gateway's snapshot carries its own previous one's state objects over, by name.
+  for (Gateway& g : gateways_) {
+    auto next = FleetSnapshot::Create(specs, g.fleet.get());
+    if (!next.ok()) return next.status();
+    g.fleet = std::move(*next);
+  }
   fleet_engine_ = std::move(ids);
-  for (uint32_t i = 0; i < fleet_->size(); ++i) {
-    // A replaced instance keeps its name (so its keys) but is a new engine: its state object
-    // is the snapshot's (shared with the previous snapshot by name), and the old engine keeps
+  for (uint32_t i = 0; i < fleet_engine_.size(); ++i) {
+    // A replaced instance keeps its name (so its keys) but is a new engine: its state objects
+    // are the snapshots' (shared with the previous snapshots by name), and the old engine keeps
     // its own until its requests finish.
     Engine& e = engines_[fleet_engine_[i]];
-    if (!e.state) e.state = fleet_->shared_state(i);
+    if (e.states.empty()) {
+      for (const Gateway& g : gateways_) e.states.push_back(g.fleet->shared_state(i));
+    }
   }
   return Status::Ok();
 }
@@ -481,7 +497,10 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   route.text = keyed_text_;
   route.prompt_tokens = prompt;  // the engine's tokens, as the emulator's /tokenize gives them
   route.request_id = request_id + 1;  // 0 is "not named"
-  Result<Decision> d = policy_->Pick(route, *fleet_, rng_);
+  // Dealt round-robin over the gateways by send order (request_id counts every send).
+  const uint32_t gateway_id = static_cast<uint32_t>(request_id % gateways_.size());
+  Gateway& gateway = gateways_[gateway_id];
+  Result<Decision> d = gateway.policy->Pick(route, *gateway.fleet, rng_);
   if (!d.ok()) {
     rec.error = true;
     records_.push_back(rec);
@@ -491,11 +510,12 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   }
   const uint32_t engine_id = fleet_engine_[d->instance];
   Engine& engine = engines_[engine_id];
-  engine.state->in_flight.fetch_add(1, std::memory_order_relaxed);
-  engine.state->outstanding_tokens.fetch_add(route.work_tokens, std::memory_order_relaxed);
-  engine.state->dispatched.fetch_add(1, std::memory_order_relaxed);
+  InstanceState& state = *engine.states[gateway_id];
+  state.in_flight.fetch_add(1, std::memory_order_relaxed);
+  state.outstanding_tokens.fetch_add(route.work_tokens, std::memory_order_relaxed);
+  state.dispatched.fetch_add(1, std::memory_order_relaxed);
   d->request_id = route.request_id;
-  policy_->OnDispatched(route, *d, *fleet_);
+  gateway.policy->OnDispatched(route, *d, *gateway.fleet);
   rec.instance = static_cast<int32_t>(engine.share_index);
   rec.overflow = d->kind == DecisionKind::kOverflow || d->kind == DecisionKind::kSaturated;
   rec.prompt_tokens = static_cast<uint32_t>(prompt.size());
@@ -507,12 +527,13 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   Live live;
   live.session = session_id;
   live.engine = engine_id;
+  live.gateway = gateway_id;
   live.sent = t;
   live.max_tokens = std::max<uint32_t>(1, r->max_tokens);
   live.work_tokens = route.work_tokens;
   live.output_seed = engine_model::OutputSeed(prompt);
   live.decision = *d;
-  live.fleet = fleet_;
+  live.fleet = gateway.fleet;
   if (bounds_) {
     std::vector<uint32_t> output(live.max_tokens);
     for (uint32_t i = 0; i < live.max_tokens; ++i) {
@@ -557,11 +578,17 @@ void Simulation::Submit(double t, uint64_t request_id) {
 
 // What the engine itself reports (as a scrape of vllm:num_requests_running, ..._waiting and
 // kv_cache_usage_perc would), refreshed at every step boundary: read by the peers' scorers.
+// Every gateway scrapes the same engine, so every gateway's view gets the same report.
 void Simulation::ReportEngineLoad(Engine& engine) {
-  if (!engine.state || !engine.routable) return;
-  engine.state->engine_running.store(static_cast<int32_t>(engine.scheduler->num_running()), std::memory_order_relaxed);
-  engine.state->engine_waiting.store(static_cast<int32_t>(engine.scheduler->num_waiting()), std::memory_order_relaxed);
-  engine.state->engine_kv_usage.store(engine.scheduler->kv_usage(), std::memory_order_relaxed);
+  if (engine.states.empty() || !engine.routable) return;
+  const auto running = static_cast<int32_t>(engine.scheduler->num_running());
+  const auto waiting = static_cast<int32_t>(engine.scheduler->num_waiting());
+  const double usage = engine.scheduler->kv_usage();
+  for (const std::shared_ptr<InstanceState>& state : engine.states) {
+    state->engine_running.store(running, std::memory_order_relaxed);
+    state->engine_waiting.store(waiting, std::memory_order_relaxed);
+    state->engine_kv_usage.store(usage, std::memory_order_relaxed);
+  }
 }
 
 void Simulation::StartStep(double t, uint32_t engine_id) {
@@ -591,7 +618,7 @@ void Simulation::StepEnd(double t, uint32_t engine_id) {
       rec.engine_queue_s = e.queue_wait;
       // The router sees the first token as it streams out (dynamo-kv's prefill release).
       if (auto it = live_.find(e.request_id); it != live_.end()) {
-        policy_->OnFirstToken(it->second.decision, *it->second.fleet);
+        gateways_[it->second.gateway].policy->OnFirstToken(it->second.decision, *it->second.fleet);
       }
     } else if (e.kind == EventKind::kFinished) {
       Finish(t, e.request_id, /*error=*/false);
@@ -612,8 +639,13 @@ void Simulation::PublishKv(double t, uint32_t engine_id) {
   }
   engine.kv_batch_opened = -1;
   KvEventBatch batch = engine.publisher->Take(t);
-  if (feed.loss > 0 && kv_rng_.NextDouble() < feed.loss) return;  // lost on the way
-  kv_in_flight_.push_back(KvDelivery{engine_id, std::move(batch)});
+  // Lost on the way to each subscriber independently, drawn in gateway order.
+  uint64_t received = 0;
+  for (uint32_t g = 0; g < gateways_.size(); ++g) {
+    if (!(feed.loss > 0 && kv_rng_.NextDouble() < feed.loss)) received |= uint64_t{1} << g;
+  }
+  if (received == 0) return;
+  kv_in_flight_.push_back(KvDelivery{engine_id, std::move(batch), received});
   Push(t + feed.delay_s, EvType::kKvDeliver, 0);
 }
 
@@ -623,9 +655,13 @@ void Simulation::DeliverKv() {
   kv_in_flight_.pop_front();
   const Engine& engine = engines_[d.engine];
   if (!engine.routable) return;  // removed or replaced: the router no longer listens to it
-  const std::optional<uint32_t> i = fleet_->Find(engine.name);
+  // Every gateway's snapshot lists the same names, and a placement seed is the name's.
+  const FleetSnapshot& fleet = *gateways_.front().fleet;
+  const std::optional<uint32_t> i = fleet.Find(engine.name);
   if (!i) return;
-  policy_->OnKvEvents(fleet_->placement_seed(*i), d.batch);
+  for (uint32_t g = 0; g < gateways_.size(); ++g) {
+    if (((d.gateways >> g) & 1) != 0) gateways_[g].policy->OnKvEvents(fleet.placement_seed(*i), d.batch);
+  }
 }
 
 void Simulation::Finish(double t, uint64_t request_id, bool error) {
@@ -633,10 +669,10 @@ void Simulation::Finish(double t, uint64_t request_id, bool error) {
   if (it == live_.end()) return;
   Live live = std::move(it->second);
   live_.erase(it);
-  Engine& engine = engines_[live.engine];
-  engine.state->in_flight.fetch_sub(1, std::memory_order_relaxed);
-  engine.state->outstanding_tokens.fetch_sub(live.work_tokens, std::memory_order_relaxed);
-  policy_->OnCompleted(live.decision, *live.fleet);
+  InstanceState& state = *engines_[live.engine].states[live.gateway];
+  state.in_flight.fetch_sub(1, std::memory_order_relaxed);
+  state.outstanding_tokens.fetch_sub(live.work_tokens, std::memory_order_relaxed);
+  gateways_[live.gateway].policy->OnCompleted(live.decision, *live.fleet);
   report::RequestRecord& rec = records_[request_id];
   std::string reply;
   if (error) {
@@ -684,9 +720,9 @@ Status Simulation::Scale(double t, const ScaleEvent& e) {
       engines_[*id].routable = false;
       if (e.kind == ScaleEvent::Kind::kReplace) {
         const uint32_t fresh = AddEngine(e.instance);
-        // The new engine shares the name's in-flight counter (the gateway's view of that
-        // address), which still includes the old engine's requests until they finish.
-        engines_[fresh].state = engines_[*id].state;
+        // The new engine shares the name's in-flight counters (each gateway's view of that
+        // address), which still include the old engine's requests until they finish.
+        engines_[fresh].states = engines_[*id].states;
       }
       break;
     }
@@ -696,6 +732,10 @@ Status Simulation::Scale(double t, const ScaleEvent& e) {
 
 Result<SimRun> Simulation::Run() {
   if (o_.instances == 0) return Status::InvalidArgument("instances must be >= 1");
+  if (o_.gateways < 1 || o_.gateways > kMaxGateways) {
+    return Status::InvalidArgument("gateways: " + std::to_string(o_.gateways) +
+                                   " is outside the allowed range 1.." + std::to_string(kMaxGateways));
+  }
   if (Status s = o_.profile.config.Validate(); !s.ok()) return s;
   if (Status s = o_.routing.Validate(); !s.ok()) return s;
   if (!(o_.duration_s > 0) && o_.max_requests == 0) {
@@ -728,12 +768,16 @@ Result<SimRun> Simulation::Run() {
     routing.cache_aware.max_index_bytes = std::min<uint64_t>(
         64ull << 30, std::max(routing.cache_aware.max_index_bytes, need));
   }
-  if (o_.peer.empty()) {
-    policy_ = MakePolicy(routing);
-  } else {
-    auto peer = MakePeerPolicy(o_.peer, routing, PeerEngine());
-    if (!peer.ok()) return peer.status();
-    policy_ = std::move(*peer);
+  // Each replica builds its own policy from the same options, as K gateway processes would.
+  gateways_.resize(o_.gateways);
+  for (Gateway& g : gateways_) {
+    if (o_.peer.empty()) {
+      g.policy = MakePolicy(routing);
+    } else {
+      auto peer = MakePeerPolicy(o_.peer, routing, PeerEngine());
+      if (!peer.ok()) return peer.status();
+      g.policy = std::move(*peer);
+    }
   }
   policy_index_bytes_ = routing.cache_aware.max_index_bytes;
   kv_feed_ = o_.peer.empty() && UsesKvEvents(routing.strategy);
@@ -826,6 +870,8 @@ Result<SimRun> Simulation::Run() {
   r.ttft_kind = "modelled";
   r.settings["prefix_length"] = o_.routing.prefix_length;
   r.settings["concurrency_threshold"] = o_.routing.concurrency_threshold;
+  // Only when there are several: single-gateway results stay as they were.
+  if (o_.gateways > 1) r.settings["gateways"] = o_.gateways;
   if (o_.routing.strategy == Strategy::kPrefixAware) r.settings["balance_factor"] = o_.routing.balance_factor;
   if (kv_feed_) {
     r.settings["kv_event_delay_s"] = o_.kv_events.delay_s;
@@ -994,6 +1040,9 @@ Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_insta
   options.series_window_s = 0;
   options.events.clear();
   options.bounds = false;
+  // Random routing does not depend on how many gateways pick (they share one random stream):
+  // one capacity for every gateway count, so that loads in percent compare equal rates.
+  options.gateways = 1;
   auto run = Simulate(options);
   if (!run.ok()) return run.status();
   if (run->result.requests == 0 && warmup_s > 0) {

@@ -34,6 +34,19 @@
 // events stop reaching the router (it unsubscribed); a replaced one is a new engine whose stream
 // starts again at sequence 0 (a restart).
 //
+// Gateways: `gateways` K > 1 models K gateway replicas behind a load balancer, over one fleet
+// (docs/gateways.md). The i-th request sent (each turn of a session counts: a client's
+// keep-alive connections to the balancer do not pin its requests to one replica) goes to
+// gateway i mod K. Each gateway has its own Policy (its own learned index, key homes and share
+// meter) and its own FleetSnapshot, whose in-flight, dispatched and outstanding-token counts
+// hold only the requests it sent, as a replica's do; OnDispatched, OnFirstToken and OnCompleted
+// go to the gateway that sent the request. The engines, their caches and what they report of
+// their own load are shared. Every gateway subscribes to every engine's KV events: each batch
+// reaches each gateway after the same delay, and is lost for each gateway independently (a
+// subscriber's queue overflows or its connection drops, not the publisher). Scale events change
+// every gateway's fleet at once. The gateways share one seeded random stream, drawn in the order
+// the picks happen: random routing picks alike for any K, and K = 1 is the single gateway.
+//
 // Bounds: the hit rate of one LRU cache with the fleet's total KV capacity, and of an infinite
 // cache, seeing every request in dispatch order (prompt, then its output, as the engines cache
 // them): what no router could beat with this fleet's memory, and with unbounded memory.
@@ -83,6 +96,8 @@ struct KvEventFeed {
   double loss = 0;               // probability that a batch is lost, 0..1
 };
 
+inline constexpr uint32_t kMaxGateways = 64;
+
 struct SimOptions {
   std::string workload = "long-context";
   workload::ParamMap params;
@@ -91,6 +106,7 @@ struct SimOptions {
   std::function<Result<std::unique_ptr<workload::Workload>>(uint64_t seed)> make_workload;
   uint64_t seed = 1;
   uint32_t instances = 7;
+  uint32_t gateways = 1;           // gateway replicas, 1..kMaxGateways (see the file comment)
   engine_model::Profile profile;   // REQUIRES: profile.config.Validate().ok()
   RoutingOptions routing;          // key_normalisation applies as in a gateway pool
   // A peer's routing policy, re-implemented (core/peer_policies.h), instead of routing.strategy;

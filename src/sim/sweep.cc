@@ -40,7 +40,7 @@ size_t SweepSize(const SweepSpec& spec) {
   return spec.workloads.size() * spec.strategies.size() *
          std::max<size_t>(1, spec.prefix_lengths.size()) *
          std::max<size_t>(1, spec.thresholds.size()) * std::max<size_t>(1, spec.instances.size()) *
-         spec.seeds.size() * spec.loads.size();
+         std::max<size_t>(1, spec.gateways.size()) * spec.seeds.size() * spec.loads.size();
 }
 
 Result<std::vector<report::RunResult>> RunSweep(
@@ -52,6 +52,15 @@ Result<std::vector<report::RunResult>> RunSweep(
   const auto prefix_lengths = OrDefault(spec.prefix_lengths, spec.base.routing.prefix_length);
   const auto thresholds = OrDefault(spec.thresholds, spec.base.routing.concurrency_threshold);
   const auto instances = OrDefault(spec.instances, spec.base.instances);
+  const auto gateways = OrDefault(spec.gateways, spec.base.gateways);
+  // Checked here as well as by Simulate, so that a bad count stops the sweep before the
+  // saturation runs.
+  for (uint32_t g : gateways) {
+    if (g < 1 || g > kMaxGateways) {
+      return Status::InvalidArgument("gateways: " + std::to_string(g) +
+                                     " is outside the allowed range 1.." + std::to_string(kMaxGateways));
+    }
+  }
 
   struct Planned {
     SimOptions options;
@@ -63,31 +72,34 @@ Result<std::vector<report::RunResult>> RunSweep(
       for (uint32_t pl : prefix_lengths) {
         for (uint32_t th : thresholds) {
           for (uint32_t n : instances) {
-            for (uint64_t seed : spec.seeds) {
-              for (double load : spec.loads) {
-                RoutingOptions routing = spec.base.routing;
-                routing.prefix_length = pl;
-                routing.concurrency_threshold = th;
-                auto parsed = ParseStrategyName(strategy, routing);
-                if (!parsed.ok()) return parsed.status();
-                if (Status s = parsed->Validate(); !s.ok()) return s;
-                Planned p{spec.base, load};
-                p.options.workload = w;
-                p.options.routing = *parsed;
-                p.options.strategy_label = strategy + spec.label_suffix;
-                if (IsPeerStrategy(strategy)) p.options.peer = strategy;
-                p.options.instances = n;
-                p.options.seed = seed;
-                if (spec.load_kind == LoadKind::kConcurrency) {
-                  if (!(load >= 1)) return Status::InvalidArgument("concurrency must be >= 1");
-                  p.options.arrivals = Arrivals::kClosed;
-                  p.options.concurrency = static_cast<uint32_t>(load);
-                } else {
-                  if (!(load > 0)) return Status::InvalidArgument("loads must be > 0");
-                  p.options.arrivals = Arrivals::kOpen;
-                  p.options.rate_rps = load;  // resolved below for percentages
+            for (uint32_t k : gateways) {
+              for (uint64_t seed : spec.seeds) {
+                for (double load : spec.loads) {
+                  RoutingOptions routing = spec.base.routing;
+                  routing.prefix_length = pl;
+                  routing.concurrency_threshold = th;
+                  auto parsed = ParseStrategyName(strategy, routing);
+                  if (!parsed.ok()) return parsed.status();
+                  if (Status s = parsed->Validate(); !s.ok()) return s;
+                  Planned p{spec.base, load};
+                  p.options.workload = w;
+                  p.options.routing = *parsed;
+                  p.options.strategy_label = strategy + spec.label_suffix;
+                  if (IsPeerStrategy(strategy)) p.options.peer = strategy;
+                  p.options.instances = n;
+                  p.options.gateways = k;
+                  p.options.seed = seed;
+                  if (spec.load_kind == LoadKind::kConcurrency) {
+                    if (!(load >= 1)) return Status::InvalidArgument("concurrency must be >= 1");
+                    p.options.arrivals = Arrivals::kClosed;
+                    p.options.concurrency = static_cast<uint32_t>(load);
+                  } else {
+                    if (!(load > 0)) return Status::InvalidArgument("loads must be > 0");
+                    p.options.arrivals = Arrivals::kOpen;
+                    p.options.rate_rps = load;  // resolved below for percentages
+                  }
+                  plan.push_back(std::move(p));
                 }
-                plan.push_back(std::move(p));
               }
             }
           }
@@ -135,6 +147,7 @@ Result<std::vector<report::RunResult>> RunSweep(
     auto run = Simulate(plan[i].options);
     if (!run.ok()) return run.status();
     report::RunResult r = std::move(run->result);
+    if (gateways.size() > 1) r.settings["gateways"] = plan[i].options.gateways;
     if (spec.load_kind == LoadKind::kPercentOfSaturation) {
       r.settings["load_pct"] = plan[i].load;
       r.settings["saturation_rps"] =

@@ -1,11 +1,15 @@
 // Sweeps: many simulations from one command. A SweepSpec lists values per dimension
-// (workloads, strategies, prefix lengths, concurrency thresholds, fleet sizes, loads, seeds);
+// (workloads, strategies, prefix lengths, concurrency thresholds, fleet sizes, gateway counts,
+// seeds, loads);
 // RunSweep runs their cartesian product on `jobs` threads and returns one RunResult per
 // combination, in a stable order (the nesting order of the fields below).
 //
 // Loads given as a percentage of random routing's saturation throughput are resolved first:
 // one SaturationThroughput run per (workload, fleet size, seed), shared by every run with those
 // values; each result records settings.load_pct, settings.saturation_rps and settings.rate_rps.
+// The saturation does not depend on the gateway count: runs with 1 and 4 gateways at one
+// load_pct are offered the same rate. When more than one gateway count is swept, every result
+// records settings.gateways (1 included), so that rows differing only in it stay apart.
 //
 // Thread-safety: RunSweep starts and joins its own threads; `progress` is called from them
 // under a lock.
@@ -29,6 +33,7 @@ struct SweepSpec {
   std::vector<uint32_t> prefix_lengths;  // empty = base.routing.prefix_length
   std::vector<uint32_t> thresholds;      // empty = base.routing.concurrency_threshold
   std::vector<uint32_t> instances;       // empty = base.instances
+  std::vector<uint32_t> gateways;        // empty = base.gateways
   std::vector<uint64_t> seeds{1};
   LoadKind load_kind = LoadKind::kPercentOfSaturation;
   std::vector<double> loads{70};
