@@ -65,6 +65,10 @@ int Fail(const std::string& message, int code = 2) {
   return code;
 }
 
+// Workloads that carry arrival times (SessionStart::arrival_s): --replay follows them, --rate
+// replaces them.
+bool IsTimedWorkload(std::string_view name) { return name == "trace" || name == "mooncake"; }
+
 // A trace replayed at a chosen Poisson rate instead of its recorded times.
 class WithoutArrivalTimes final : public workload::Workload {
  public:
@@ -199,11 +203,13 @@ int RunBench(BenchArgs& a) {
     params[p.substr(0, eq)] = p.substr(eq + 1);
   }
   if (!a.trace.empty()) params["file"] = a.trace;
-  if (a.replay && workload_name != "trace") return Fail("--replay needs a trace (--trace FILE)");
+  if (a.replay && !IsTimedWorkload(workload_name)) {
+    return Fail("--replay needs recorded arrival times (--trace FILE, or --workload mooncake)");
+  }
   auto made = workload::MakeWorkload(workload_name, params, a.seed);
   if (!made.ok()) return Fail(made.status().message());
   std::unique_ptr<workload::Workload> wl = std::move(*made);
-  if (a.rate_given && workload_name == "trace") wl = std::make_unique<WithoutArrivalTimes>(std::move(wl));
+  if (a.rate_given && IsTimedWorkload(workload_name)) wl = std::make_unique<WithoutArrivalTimes>(std::move(wl));
 
   loadgen::LoadOptions o;
   o.url = a.url;
@@ -377,7 +383,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                              "at Poisson times (exclusive with --concurrency)",
                              false);
   cmd->add_flag("--replay", a->replay,
-                "Open loop at a trace's recorded arrival times (with --trace; see --trace-speed)");
+                "Open loop at a trace's recorded arrival times (with --trace or --workload mooncake; "
+                "see --trace-speed)");
   AddNumber(cmd, "--trace-speed", a->trace_speed, "Replay speed of --replay (2 = twice as fast)");
   auto* requests_opt = AddNumber(cmd, "--requests", a->requests,
                                  "Requests to measure, sent after the warm-up (default: 100 unless "

@@ -1,7 +1,8 @@
 // `prefix-router demo`: the whole proof on one machine. Starts 7 engine emulators and the
-// gateway on loopback, replays the published workloads through the gateway for each strategy
-// (cold caches for each), simulates the same runs with `simulate`'s model, prints the
-// comparison and writes DIR/results.json and DIR/report.html.
+// gateway on loopback, replays the published workloads and a slice of the Mooncake production
+// trace through the gateway for each strategy (cold caches for each), simulates the same runs
+// with `simulate`'s model, prints the comparison and writes DIR/results.json and
+// DIR/report.html.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -34,9 +35,16 @@ constexpr std::string_view kModel = "llama";
 // token, sent alone) is unaffected, inter-token latency is reported per chunk.
 constexpr uint32_t kStreamInterval = 16;
 
+// The committed slice of the Mooncake trace (data/mooncake/NOTICE), relative to the repository
+// root, where scripts/demo.sh runs the demo.
+constexpr std::string_view kMooncakeSlice = "data/mooncake/conversation_trace_600s.jsonl";
+
 struct DemoArgs {
   std::string out = "demo-results";
-  std::vector<std::string> workloads{"long-context", "sharegpt-like"};
+  std::vector<std::string> workloads{"long-context", "sharegpt-like", "mooncake"};
+  bool workloads_given = false;
+  std::string mooncake_file{kMooncakeSlice};
+  double trace_speed = 2;
   std::vector<std::string> strategies{"random", "least-outstanding-requests",
                                       "prefix-aware-least-loaded-b0", "prefix-aware"};
   uint64_t seed = 1;
@@ -53,7 +61,12 @@ struct DemoArgs {
 // LRU full, prefix-aware's documents all seen) and to measure shares to a few tenths of a
 // point, in a few minutes on 2 cores. long-context sends 33 KB prompts and few output tokens
 // per second, so it runs 6.7x faster than real time; sharegpt-like streams ~300 tokens per
-// request, so it runs 4x faster to keep the relay's load modest.
+// request, so it runs 4x faster to keep the relay's load modest. mooncake replays the whole
+// slice (1,750 requests in 597 s): the first 350 (its first 2 minutes) warm the caches. At the
+// default --trace-speed 2 the fleet is loaded but not saturated (simulated, random's TTFT P50
+// is 0.6 s; at 3 it is 1.0 s and P90 5.4 s, queues of 100k-token prompts), and 10x faster than
+// real time the slice takes 30 s of wall time per strategy: 58 requests/s of 56 KB prompts and
+// ~350 output tokens each, about the relay's load under long-context.
 struct WorkloadPlan {
   uint64_t warmup;
   uint64_t requests;
@@ -63,9 +76,44 @@ struct WorkloadPlan {
 WorkloadPlan PlanFor(std::string_view workload, double scale) {
   WorkloadPlan p{2000, 3000, 0.25};
   if (workload == "long-context") p = WorkloadPlan{2000, 4000, 0.15};
+  if (workload == "mooncake") p = WorkloadPlan{350, 1400, 0.1};
   p.warmup = std::max<uint64_t>(1, static_cast<uint64_t>(p.warmup * scale));
   p.requests = std::max<uint64_t>(10, static_cast<uint64_t>(p.requests * scale));
   return p;
+}
+
+// Workloads replayed at their recorded arrival times (x --trace-speed) rather than at a share
+// of the simulated saturation throughput.
+bool IsTimed(std::string_view workload) { return workload == "mooncake"; }
+
+workload::ParamMap ParamsFor(const DemoArgs& a, std::string_view workload) {
+  if (workload == "mooncake") return {{"file", a.mooncake_file}};
+  return {};
+}
+
+// A timed workload's offered load: its mean rate over the planned requests and when the
+// measured ones start, in model seconds (recorded times / trace speed).
+struct TimedLoad {
+  double rate_rps = 0;
+  double warmup_s = 0;
+};
+
+Result<TimedLoad> TimedLoadFor(const DemoArgs& a, const std::string& workload, const WorkloadPlan& plan) {
+  auto w = workload::MakeWorkload(workload, ParamsFor(a, workload), a.seed);
+  if (!w.ok()) return w.status();
+  TimedLoad load;
+  uint64_t n = 0;
+  double last = 0;
+  for (; n < plan.warmup + plan.requests; ++n) {
+    workload::SessionStart s = (*w)->NextSession();
+    if (!s.session || !s.arrival_s) break;
+    last = *s.arrival_s / a.trace_speed;
+    if (n == plan.warmup) load.warmup_s = last;
+  }
+  if (n == 0) return Status::InvalidArgument(workload + ": no timed requests");
+  // Requests recorded in the same instant: one second's worth stands for their span.
+  load.rate_rps = static_cast<double>(n) / std::max(last, 1.0 / a.trace_speed);
+  return load;
 }
 
 // About 30 points of hit rate and TTFT over a run.
@@ -136,7 +184,7 @@ Result<report::RunResult> RunThroughGateway(const DemoArgs& a, const std::string
   if (!routing.ok()) return routing.status();
   auto fleet = StartFleet(a, plan.time_scale, *routing);
   if (!fleet.ok()) return fleet.status();
-  auto w = workload::MakeWorkload(workload, {}, a.seed);
+  auto w = workload::MakeWorkload(workload, ParamsFor(a, workload), a.seed);
   if (!w.ok()) return w.status();
 
   loadgen::LoadOptions lo;
@@ -144,7 +192,8 @@ Result<report::RunResult> RunThroughGateway(const DemoArgs& a, const std::string
   lo.default_model = std::string(kModel);
   lo.stream = true;
   lo.mode = loadgen::Mode::kOpen;
-  lo.rate_rps = rate_rps;
+  lo.rate_rps = rate_rps;  // a timed workload's sessions start at their own times instead
+  lo.trace_speed = a.trace_speed;
   lo.requests = plan.warmup + plan.requests;
   lo.warmup_requests = plan.warmup;
   lo.time_scale = plan.time_scale;
@@ -174,7 +223,11 @@ Result<report::RunResult> RunThroughGateway(const DemoArgs& a, const std::string
   r.settings["concurrency_threshold"] = routing->concurrency_threshold;
   if (routing->strategy == Strategy::kPrefixAware) r.settings["balance_factor"] = routing->balance_factor;
   r.settings["rate_rps"] = rate_rps;
-  if (a.rate_rps <= 0) r.settings["load_pct"] = a.load_pct;
+  if (IsTimed(workload)) {
+    r.settings["trace_speed"] = a.trace_speed;
+  } else if (a.rate_rps <= 0) {
+    r.settings["load_pct"] = a.load_pct;
+  }
   r.settings["time_scale"] = plan.time_scale;
   r.settings["warmup"] = static_cast<double>(plan.warmup);
   r.extra["wall_s"] = run->wall_s;
@@ -203,9 +256,27 @@ int RunDemo(const DemoArgs& a) {
   if (a.instances < 2) return Fail("--instances must be at least 2", 2);
   if (!(a.load_pct > 0 && a.load_pct <= 150)) return Fail("--load must be in (0, 150]", 2);
   if (!(a.scale > 0)) return Fail("--scale must be > 0", 2);
+  if (!(a.trace_speed > 0)) return Fail("--trace-speed must be > 0", 2);
   for (const std::string& s : a.strategies) {
     if (auto r = sim::ParseStrategyName(s, RoutingOptions{}); !r.ok()) return Fail(r.status().message(), 2);
     if (IsPeerStrategy(s)) return Fail("strategy '" + s + "' is a peer's policy, re-implemented for `simulate` only", 2);
+  }
+  std::vector<std::string> workloads;
+  for (const std::string& w : a.workloads) {
+    // A demo run away from the repository root (an installed binary) has no slice: the default
+    // list goes on without it; asking for mooncake, or for another file, needs the file.
+    if (w == "mooncake" && !a.workloads_given && a.mooncake_file == kMooncakeSlice &&
+        !std::filesystem::exists(a.mooncake_file)) {
+      if (!a.quiet) {
+        std::cerr << "mooncake: " << kMooncakeSlice
+                  << " not found (run from the repository root, or give --mooncake-file): left out\n";
+      }
+      continue;
+    }
+    if (auto made = workload::MakeWorkload(w, ParamsFor(a, w), a.seed); !made.ok()) {
+      return Fail(made.status().message(), 2);
+    }
+    workloads.push_back(w);
   }
   std::error_code ec;
   std::filesystem::create_directories(a.out, ec);
@@ -213,20 +284,39 @@ int RunDemo(const DemoArgs& a) {
 
   const auto started = std::chrono::steady_clock::now();
   std::vector<report::RunResult> results;
-  for (const std::string& workload : a.workloads) {
+  for (const std::string& workload : workloads) {
     const WorkloadPlan plan = PlanFor(workload, a.scale);
-    // The offered load: a share of random routing's saturation throughput on this fleet, as
-    // the simulator measures it (closed loop, no think time).
     sim::SimOptions so;
     so.workload = workload;
+    so.params = ParamsFor(a, workload);
     so.seed = a.seed;
     so.instances = a.instances;
     so.profile = *profile;
-    Result<double> saturation = a.rate_rps > 0 ? Result<double>(a.rate_rps * 100 / a.load_pct)
-                                               : sim::SaturationThroughput(so, 32, 600, 200);
-    if (!saturation.ok()) return Fail(saturation.status().message(), 2);
-    const double rate = a.rate_rps > 0 ? a.rate_rps : *saturation * a.load_pct / 100;
-    if (!a.quiet && a.rate_rps > 0) {
+    so.trace_speed = a.trace_speed;
+    const bool timed = IsTimed(workload);
+    // The offered load: a share of random routing's saturation throughput on this fleet, as
+    // the simulator measures it (closed loop, no think time), or --rate; a trace's own times
+    // when timed (its mean rate is only reported).
+    TimedLoad timed_load;
+    double saturation = 0;  // measured only for --load
+    double rate = a.rate_rps;
+    if (timed) {
+      auto load = TimedLoadFor(a, workload, plan);
+      if (!load.ok()) return Fail(load.status().message(), 2);
+      timed_load = *load;
+      rate = timed_load.rate_rps;
+    } else if (a.rate_rps <= 0) {
+      auto measured = sim::SaturationThroughput(so, 32, 600, 200);
+      if (!measured.ok()) return Fail(measured.status().message(), 2);
+      saturation = *measured;
+      rate = saturation * a.load_pct / 100;
+    }
+    if (!a.quiet && timed) {
+      std::cerr << fmt::format(
+          "{}: replaying {} at its recorded times x{:g} ({:.1f} req/s on average), {} warm-up + {} "
+          "measured requests per strategy, engines {:.0f}x faster than real time\n",
+          workload, a.mooncake_file, a.trace_speed, rate, plan.warmup, plan.requests, 1 / plan.time_scale);
+    } else if (!a.quiet && a.rate_rps > 0) {
       std::cerr << fmt::format("{}: offering {:.1f} req/s (--rate), {} warm-up + {} measured requests per strategy\n",
                                workload, rate, plan.warmup, plan.requests);
     } else if (!a.quiet) {
@@ -234,12 +324,12 @@ int RunDemo(const DemoArgs& a) {
           "{}: random saturates this fleet at {:.1f} req/s (simulated); offering {:.0f}% = {:.1f} "
           "req/s, {} warm-up + {} measured requests per strategy, engines {:.0f}x faster than "
           "real time\n",
-          workload, *saturation, a.load_pct, rate, plan.warmup, plan.requests, 1 / plan.time_scale);
+          workload, saturation, a.load_pct, rate, plan.warmup, plan.requests, 1 / plan.time_scale);
     }
     for (const std::string& strategy : a.strategies) {
       auto r = RunThroughGateway(a, workload, strategy, rate, plan);
       if (!r.ok()) return Fail(workload + " " + strategy + ": " + r.status().message());
-      if (a.rate_rps <= 0) r->settings["saturation_rps"] = *saturation;
+      if (saturation > 0) r->settings["saturation_rps"] = saturation;
       if (!a.quiet) {
         std::cerr << fmt::format("  {} {}: {} requests ({} failed), TTFT P50 {:.3f} s, hit rate {}\n",
                                  workload, strategy, r->requests, r->errors, r->ttft_p50_s,
@@ -255,14 +345,16 @@ int RunDemo(const DemoArgs& a) {
         s.rate_rps = rate;
         s.max_requests = plan.warmup + plan.requests;
         s.duration_s = 1e9;
-        s.warmup_s = static_cast<double>(plan.warmup) / rate;
+        s.warmup_s = timed ? timed_load.warmup_s : static_cast<double>(plan.warmup) / rate;
         s.series_window_s = SeriesWindow(plan, rate);
         s.bounds = true;
         auto sr = sim::Simulate(s);
         if (!sr.ok()) return Fail(sr.status().message());
-        if (a.rate_rps <= 0) {
+        if (timed) {
+          sr->result.settings["trace_speed"] = a.trace_speed;
+        } else if (a.rate_rps <= 0) {
           sr->result.settings["load_pct"] = a.load_pct;
-          sr->result.settings["saturation_rps"] = *saturation;
+          sr->result.settings["saturation_rps"] = saturation;
         }
         results.push_back(std::move(sr->result));
       }
@@ -270,7 +362,7 @@ int RunDemo(const DemoArgs& a) {
   }
   // The prefix-length trade-off, simulated on long-context (the live runs use the default).
   if (!a.no_simulate &&
-      std::find(a.workloads.begin(), a.workloads.end(), "long-context") != a.workloads.end()) {
+      std::find(workloads.begin(), workloads.end(), "long-context") != workloads.end()) {
     const WorkloadPlan plan = PlanFor("long-context", a.scale);
     double rate = 0;
     for (const auto& r : results) {
@@ -316,9 +408,17 @@ int RunDemo(const DemoArgs& a) {
   ro.notes.push_back("Made by: " + CommandLine());
   ro.notes.push_back(fmt::format(
       "{} engine emulators (profile {}) and the gateway ran on loopback on this machine; each "
-      "strategy started with cold caches. Offered load: {:.0f}% of random routing's saturation "
-      "throughput (measured in the simulator), Poisson arrivals.",
+      "strategy started with cold caches. Offered load of the generated workloads: {:.0f}% of "
+      "random routing's saturation throughput (measured in the simulator), Poisson arrivals.",
       a.instances, a.profile, a.load_pct));
+  if (std::find(workloads.begin(), workloads.end(), "mooncake") != workloads.end()) {
+    ro.notes.push_back(fmt::format(
+        "mooncake: {} (the first 600 s of the Mooncake FAST'25 conversation trace from Moonshot "
+        "AI's Kimi; data/mooncake/NOTICE) replayed open loop at its recorded arrival times x{:g}, "
+        "with its recorded prompt and output lengths; each 512-token block id of the trace is a "
+        "fixed synthetic text, so requests share prefixes exactly as the trace's requests did.",
+        a.mooncake_file, a.trace_speed));
+  }
   ro.notes.push_back(
       "The prefix-length sweep (simulated, long-context, prefix-aware) shows the trade-off the "
       "article describes: at 1,024 characters only the 300-token instruction preamble every "
@@ -344,14 +444,24 @@ void AddDemoCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "demo",
       "Run the whole comparison on this machine: starts 7 engine emulators and the gateway on "
-      "loopback, replays long-context and sharegpt-like through the gateway for random, "
+      "loopback, replays long-context, sharegpt-like and the committed slice of the Mooncake "
+      "trace through the gateway for random, "
       "least-outstanding-requests, prefix-aware with the managed service's spill "
       "(prefix-aware-least-loaded-b0) and ours (prefix-aware: next-preferred spill, bounded "
       "loads), simulates the same runs, prints the table and writes DIR/results.json and "
-      "DIR/report.html. Takes about 7 minutes on 2 cores.");
+      "DIR/report.html. Takes about 10 minutes on 2 cores.");
   cmd->add_option("--out", a->out, "Directory for results.json and report.html")->capture_default_str();
-  cmd->add_option("--workload", a->workloads, "Workloads, comma-separated")
-      ->delimiter(',')
+  auto* workload_opt = cmd->add_option("--workload", a->workloads, "Workloads, comma-separated")
+                           ->delimiter(',')
+                           ->capture_default_str();
+  cmd->add_option("--mooncake-file", a->mooncake_file,
+                  "The Mooncake trace the mooncake workload replays (relative to the current "
+                  "directory: scripts/demo.sh runs from the repository root; without it there the "
+                  "default list leaves mooncake out)")
+      ->capture_default_str();
+  cmd->add_option("--trace-speed", a->trace_speed,
+                  "Replay speed of the mooncake workload's recorded arrival times (--load and "
+                  "--rate set the generated workloads' load)")
       ->capture_default_str();
   cmd->add_option("--strategy", a->strategies, "Strategies, comma-separated (see simulate --help)")
       ->delimiter(',')
@@ -370,7 +480,10 @@ void AddDemoCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--no-simulate", a->no_simulate, "Skip the simulated runs beside the live ones");
   cmd->add_flag("--quiet", a->quiet, "No progress on stderr");
-  cmd->callback([a, exit_code] { *exit_code = RunDemo(*a); });
+  cmd->callback([a, exit_code, workload_opt] {
+    a->workloads_given = workload_opt->count() > 0;
+    *exit_code = RunDemo(*a);
+  });
 }
 
 }  // namespace prefix_router::cli

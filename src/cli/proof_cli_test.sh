@@ -4,6 +4,7 @@
 # Usage: proof_cli_test.sh PATH/TO/prefix-router REPO_ROOT
 set -uo pipefail
 bin=$1
+root=${2:-.}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
@@ -25,6 +26,15 @@ expect_exit 2 "simulate rejects an unknown strategy" "$bin" simulate --strategy 
 expect_exit 2 "simulate rejects a bad scale event" "$bin" simulate --event grow@10 --rate 1 --duration 1
 expect_exit 2 "simulate rejects an unknown workload parameter" "$bin" simulate --param nope=1 --rate 1 --duration 1
 expect_exit 2 "simulate rejects two load kinds" "$bin" simulate --rate 1 --concurrency 2 --duration 1
+expect_exit 2 "simulate rejects a gateway count outside 1..64" "$bin" simulate --gateways 1,65 --rate 1 --duration 1
+check "simulate --gateways 1,2 runs both counts" sh -c "'$bin' simulate --profile tiny-test \
+  --workload sharegpt-like --param turns_max=2 --strategy least-outstanding-requests --instances 2 \
+  --gateways 1,2 --rate 5 --duration 30 --warmup 5 --json '$work/gw.json' --quiet > '$work/gw.txt'"
+check "simulate --gateways labels the rows and records each count" python3 -c "
+import json
+assert 'least-outstanding-requests gateways=2' in open('$work/gw.txt').read()
+assert sorted(r['settings']['gateways'] for r in json.load(open('$work/gw.json'))) == [1, 2]
+"
 check "simulate --help labels the peers' re-implementations" sh -c "'$bin' simulate --help | grep -q 'our re-implementation of SGLang'"
 check "simulate runs the peers' policies" "$bin" simulate --profile tiny-test --workload sharegpt-like \
   --param system_tokens_max=300 --param user_tokens_max=200 --param reply_tokens_max=100 --param turns_max=3 \
@@ -72,16 +82,22 @@ expect_exit 1 "report names a file it cannot write" "$bin" report "$work/r1.json
 
 expect_exit 2 "demo rejects an unknown strategy" "$bin" demo --strategy fastest --out "$work/d0"
 expect_exit 2 "demo needs two instances" "$bin" demo --instances 1 --out "$work/d0"
-# A tiny demo: real engines and gateway on loopback, 2 strategies, both workloads.
+expect_exit 2 "demo needs the Mooncake file it is given" "$bin" demo --mooncake-file "$work/none.jsonl" --out "$work/d0"
+# A tiny demo: real engines and gateway on loopback, 2 strategies, the three workloads (the
+# Mooncake slice named from here, not the repository root, where the demo finds it itself).
 check "demo runs and writes results.json and report.html" sh -c "'$bin' demo --scale 0.005 --rate 20 \
-  --strategy random,prefix-aware --out '$work/demo' --quiet > '$work/demo.txt'"
+  --strategy random,prefix-aware --mooncake-file '$root/data/mooncake/conversation_trace_600s.jsonl' \
+  --out '$work/demo' --quiet > '$work/demo.txt'"
 check "demo results: live and simulated runs, no errors" python3 -c "
 import json
 runs = json.load(open('$work/demo/results.json'))
 sweep = [r for r in runs if r['settings'].get('sweep')]
 assert [r['settings']['prefix_length'] for r in sweep] == [1024, 2048, 8192, 32768, 65536], sweep
 runs = [r for r in runs if not r['settings'].get('sweep')]
-assert len(runs) == 8, len(runs)
+assert len(runs) == 12, len(runs)
+assert sorted(set(r['workload'] for r in runs)) == ['long-context', 'mooncake', 'sharegpt-like']
+# mooncake replays its slice at its own times (x2 by default), whatever --rate says.
+assert all(r['settings']['trace_speed'] == 2 for r in runs if r['workload'] == 'mooncake')
 assert sorted(set(r['source'] for r in runs)) == ['demo', 'simulate']
 for r in runs:
     missing = [f for f in $fields if f not in r]

@@ -154,6 +154,17 @@ size_t CountTokens(std::string_view text) {
   return count;
 }
 
+size_t TokenPrefixBytes(std::string_view text, size_t tokens) {
+  if (tokens == 0) return 0;
+  size_t count = 0;
+  size_t end = text.size();
+  // ForEachPiece has no early exit; the pieces after the cut are only counted.
+  ForEachPiece(text, [&](std::string_view piece) {
+    if (++count == tokens) end = static_cast<size_t>(piece.data() + piece.size() - text.data());
+  });
+  return end;
+}
+
 void AppendChatMessage(const ChatMessage& message, std::vector<uint32_t>& out) {
   std::string scratch;
   AppendHeader(message.role, out);

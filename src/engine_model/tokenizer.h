@@ -69,6 +69,12 @@ void Tokenize(std::string_view text, std::vector<uint32_t>& out);
 size_t CountTokens(std::string_view text);
 // The token id of one piece (as Tokenize computes it).
 uint32_t PieceTokenId(std::string_view piece);
+// The length of the shortest prefix of `text` that holds its first `tokens` tokens
+// (text.size() when it has fewer). A cut at the end of a piece keeps every piece before it (a
+// space that attaches to the next word is in that word's piece, after the cut), so Tokenize of
+// the prefix is exactly the first `tokens` ids of Tokenize(text): how a replayed trace cuts a
+// KV block's text to a partial block.
+size_t TokenPrefixBytes(std::string_view text, size_t tokens);
 
 // One part of a message's content, in order.
 struct ChatPart {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -89,6 +90,21 @@ TEST(TokenizerTest, TokenizeAppends) {
   Tokenize("one two", out);
   EXPECT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0], 7u);
+}
+
+// Cutting a text after its first k tokens keeps exactly those k tokens, for every k, through
+// attached spaces, long words, whitespace runs and multi-byte code points.
+TEST(TokenizerTest, TokenPrefixKeepsTheFirstTokens) {
+  const std::string text = std::string(kProse.substr(0, 400)) +
+                           "  x          y h\xC3\xA9llos-w\xC3\xB6rldwide\n\nend.";
+  const std::vector<uint32_t> all = Tok(text);
+  for (size_t k = 0; k <= all.size(); ++k) {
+    const size_t n = TokenPrefixBytes(text, k);
+    const std::vector<uint32_t> expected(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k));
+    EXPECT_EQ(Tok(std::string_view(text).substr(0, n)), expected) << k;
+  }
+  EXPECT_EQ(TokenPrefixBytes(text, all.size() + 5), text.size());
+  EXPECT_EQ(TokenPrefixBytes("Hello, worlds!", 3), std::string_view("Hello, world").size());
 }
 
 // The chat template renders specials, role, blank line, content and the generation prompt.

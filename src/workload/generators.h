@@ -24,6 +24,7 @@ Result<std::unique_ptr<Workload>> MakeAgentic(const ParamMap& params, uint64_t s
 Result<std::unique_ptr<Workload>> MakeRag(const ParamMap& params, uint64_t seed);
 Result<std::unique_ptr<Workload>> MakeNoisyNative(const ParamMap& params, uint64_t seed);
 Result<std::unique_ptr<Workload>> MakeTrace(const ParamMap& params, uint64_t seed);
+Result<std::unique_ptr<Workload>> MakeMooncake(const ParamMap& params, uint64_t seed);
 
 // One request of a trace file (docs/trace-format.md) and when it was recorded.
 struct TraceEntry {
@@ -61,6 +62,8 @@ enum SeedStream : uint64_t {
   kStreamTenantPrompt,
   kStreamSession,
   kStreamClient,
+  kStreamMooncakeBlock,  // the text of a Mooncake hash id
+  kStreamMooncakeTail,   // a Mooncake request's tokens beyond its listed blocks
 };
 
 }  // namespace prefix_router::workload

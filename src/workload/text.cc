@@ -42,6 +42,7 @@ struct Word {
 struct Lexicon {
   std::vector<Word> function_words;
   std::vector<Word> content_words;
+  std::vector<Word> one_token_words;  // of both lists: what AppendExactProse ends with
 };
 
 Word MakeWord(std::string_view w) {
@@ -71,6 +72,11 @@ Lexicon BuildLexicon() {
     if (w.size() < kMinLetters || w.size() > kMaxLetters) continue;
     if (!seen.insert(w).second) continue;
     lex.content_words.push_back(MakeWord(w));
+  }
+  for (const auto* list : {&lex.function_words, &lex.content_words}) {
+    for (const Word& w : *list) {
+      if (w.tokens == 1) lex.one_token_words.push_back(w);
+    }
   }
   return lex;
 }
@@ -134,6 +140,22 @@ size_t AppendProse(Rng& rng, size_t tokens, std::string& out, char end) {
     }
   }
   return count;
+}
+
+void AppendExactProse(Rng& rng, size_t tokens, std::string& out, char end) {
+  const Lexicon& lex = GetLexicon();
+  size_t left = tokens;
+  // AppendProse overshoots its budget by up to 3 tokens: asking for 5 fewer leaves 2 to 5.
+  if (left > 6) left -= AppendProse(rng, left - 5, out);
+  // A closing sentence of left - 1 one-token words and its full stop.
+  bool need_space = !EndsInSpace(out);
+  for (size_t i = 0; i + 1 < left; ++i) {
+    const Word& w = lex.one_token_words[rng.Uniform(lex.one_token_words.size())];
+    if (need_space) out += ' ';
+    out += i == 0 ? w.capital : w.lower;
+    need_space = true;
+  }
+  out += end;
 }
 
 std::string HeadedText(Rng& rng, std::string header, size_t tokens, char end) {

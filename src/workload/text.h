@@ -32,6 +32,12 @@ uint64_t SubSeed(uint64_t seed, uint64_t stream, uint64_t index);
 // space. The last sentence ends with `end` ('.' or '?').
 size_t AppendProse(Rng& rng, size_t tokens, std::string& out, char end = '.');
 
+// Appends exactly `tokens` tokens of prose ending in `end` (REQUIRES: tokens >= 1), for texts
+// that must fill a fixed number of tokens (a replayed trace's KV blocks): AppendProse up to a
+// few tokens short, then a closing sentence of one-token words that uses up the rest. The same
+// leading-space rule as AppendProse.
+void AppendExactProse(Rng& rng, size_t tokens, std::string& out, char end = '.');
+
 // `header` followed by prose, about `tokens` tokens in all (the header counts; at least one
 // word of prose follows it).
 std::string HeadedText(Rng& rng, std::string header, size_t tokens, char end = '.');

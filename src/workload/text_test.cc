@@ -24,6 +24,24 @@ TEST(TextTest, ProseTokenCountsMatchTheTokenizer) {
   }
 }
 
+// AppendExactProse appends exactly the tokens asked for, from 1 to many, after text or not.
+TEST(TextTest, ExactProseHasExactlyTheTokens) {
+  Rng rng(5);
+  for (size_t target = 1; target <= 40; ++target) {
+    std::string s;
+    AppendExactProse(rng, target, s);
+    EXPECT_EQ(engine_model::CountTokens(s), target) << target << ": " << s;
+    EXPECT_EQ(s.back(), '.');
+  }
+  for (size_t target : {511u, 2047u, 8000u}) {
+    std::string s = "Header:";
+    AppendExactProse(rng, target, s, '?');
+    EXPECT_EQ(engine_model::CountTokens(s), engine_model::CountTokens("Header:") + target);
+    EXPECT_EQ(s.substr(0, 8), "Header: ");
+    EXPECT_EQ(s.back(), '?');
+  }
+}
+
 // Appending after existing text adds a space and keeps counts additive.
 TEST(TextTest, AppendingAfterTextIsAdditive) {
   Rng rng(3);

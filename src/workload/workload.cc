@@ -12,8 +12,9 @@
 namespace prefix_router::workload {
 namespace {
 
-constexpr std::array<std::string_view, 6> kNames = {"long-context", "sharegpt-like", "agentic",
-                                                    "rag",          "noisy-native",  "trace"};
+constexpr std::array<std::string_view, 7> kNames = {"long-context", "sharegpt-like", "agentic",
+                                                    "rag",          "noisy-native",  "trace",
+                                                    "mooncake"};
 
 // Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no
 // surrogates, nothing above U+10FFFF), or 0 when it is malformed.
@@ -179,6 +180,7 @@ Result<std::unique_ptr<Workload>> MakeWorkload(std::string_view name, const Para
   if (name == "rag") return MakeRag(params, seed);
   if (name == "noisy-native") return MakeNoisyNative(params, seed);
   if (name == "trace") return MakeTrace(params, seed);
+  if (name == "mooncake") return MakeMooncake(params, seed);
   std::string list;
   for (std::string_view n : kNames) {
     if (!list.empty()) list += ", ";

@@ -5,7 +5,7 @@
 // A workload is a stream of sessions. A session is a sequence of requests (turns) that depend on
 // each other: turn k+1 is built only after turn k's reply is known, because a multi-turn client
 // resends the reply it received as part of the history. Single-request workloads (long-context,
-// rag, trace) yield sessions of one turn.
+// rag, trace, mooncake) yield sessions of one turn.
 //
 // How load is driven is the caller's business (see loadgen/ and sim/):
 //   closed loop: C users; each takes the next session and runs its turns back to back (waiting
@@ -61,8 +61,9 @@ class Session {
 
 struct SessionStart {
   std::unique_ptr<Session> session;  // null when the workload is exhausted (finite traces)
-  // Set by trace replays: when this session's first request was recorded, in seconds from the
-  // trace's start. Unset for generated workloads (the caller draws Poisson arrivals).
+  // Set by trace replays (trace, mooncake): when this session's first request was recorded, in
+  // seconds from the trace's start. Unset for generated workloads (the caller draws Poisson
+  // arrivals).
   std::optional<double> arrival_s;
 };
 
@@ -83,11 +84,13 @@ class Workload {
 // them.
 using ParamMap = std::map<std::string, std::string, std::less<>>;
 
-// Names MakeWorkload accepts: long-context, sharegpt-like, agentic, rag, noisy-native, trace.
+// Names MakeWorkload accepts: long-context, sharegpt-like, agentic, rag, noisy-native, trace,
+// mooncake.
 std::vector<std::string_view> WorkloadNames();
 
-// `trace` needs the parameter `file` (a JSONL path, docs/trace-format.md); reading it is the
-// only I/O in this library and happens here, once.
+// `trace` and `mooncake` need the parameter `file` (a JSONL path: docs/trace-format.md, and
+// docs/workloads.md for Mooncake's format); reading it is the only I/O in this library and
+// happens here, once.
 Result<std::unique_ptr<Workload>> MakeWorkload(std::string_view name, const ParamMap& params,
                                                uint64_t seed);
 

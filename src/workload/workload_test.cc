@@ -22,12 +22,20 @@ std::string ExampleTrace() {
       .string();
 }
 
+std::string MooncakeSlice() {
+  return (std::filesystem::path(__FILE__).parent_path() /
+          "../../data/mooncake/conversation_trace_600s.jsonl")
+      .lexically_normal()
+      .string();
+}
+
 // Small parameters per workload, so tests stay fast under sanitizers.
 ParamMap SmallParams(std::string_view name) {
   if (name == "long-context" || name == "noisy-native") return {{"documents", "8"}, {"prefix_tokens", "400"}};
   if (name == "agentic") return {{"tools_tokens_median", "1500"}, {"steps_max", "6"}};
   if (name == "rag") return {{"corpus_documents", "50"}};
   if (name == "trace") return {{"file", ExampleTrace()}};
+  if (name == "mooncake") return {{"file", MooncakeSlice()}, {"until_s", "10"}};
   return {};
 }
 
@@ -42,10 +50,10 @@ std::vector<std::string> Bodies(std::string_view name, uint64_t seed, size_t ses
   return out;
 }
 
-// The six documented names are listed and each can be made.
+// The seven documented names are listed and each can be made.
 TEST(WorkloadTest, NamesAreListedAndMakeable) {
   const std::vector<std::string_view> names = WorkloadNames();
-  ASSERT_EQ(names.size(), 6u);
+  ASSERT_EQ(names.size(), 7u);
   for (std::string_view n : names) {
     std::unique_ptr<Workload> w = MustMake(n, SmallParams(n));
     ASSERT_NE(w, nullptr) << n;
@@ -116,6 +124,10 @@ TEST(WorkloadTest, BadValuesAreRejectedNamingTheParameter) {
       {"rag", "retrieved", "60"},  // more than corpus_documents (50)
       {"rag", "cache_key", "session"},
       {"trace", "loop", "maybe"},
+      {"mooncake", "block_tokens", "8"},
+      {"mooncake", "system_blocks", "-1"},
+      {"mooncake", "from_s", "soon"},
+      {"mooncake", "until_s", "0"},  // not above from_s
   };
   for (const Case& c : cases) {
     ParamMap p = SmallParams(c.workload);
