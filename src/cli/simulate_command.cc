@@ -174,8 +174,10 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
       "time (an hour of traffic in seconds). Compares strategies and sweeps settings; writes "
       "JSON, CSV and an HTML report.");
   cmd->add_option("--workload", a->workloads,
-                  "Workload(s), comma-separated: long-context, sharegpt-like, agentic, rag, trace "
-                  "(docs/workloads.md)")
+                  "Workload(s), comma-separated: long-context, sharegpt-like, agentic, rag, "
+                  "noisy-native, trace, mooncake (docs/workloads.md). A timed trace (trace with "
+                  "arrival times, mooncake) replays at its own times (see --trace-speed); give "
+                  "it --rate with any value to skip the saturation run that --load needs")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--param", a->params,
