@@ -3,7 +3,8 @@
 
 Usage: python3 scripts/calibration_tables.py proof-results/calibration-*.json
 
-For each workload: one row per grid point (the engine model's idle-instance TTFT of an 8,000-token
+For each workload (long-context and sharegpt-like at 70% load; the Mooncake trace's first half,
+replayed open loop): one row per grid point (the engine model's idle-instance TTFT of an 8,000-token
 prompt, uncached / cached, as the run's settings record it) with TTFT P50 and P90 per strategy and
 the change of prefix-aware and cache-aware against random and against least-outstanding-requests
 (same seed, same grid point); then the range of each change over the grid beside its value at the
@@ -24,6 +25,23 @@ def change(x, base):
 
 def fmt(x):
     return f"{x:+.1f}%"
+
+
+def setup(points):
+    """The fleet and load of a workload's runs, from their settings: "7 instances, 70% load", or
+    for a timed trace (the Mooncake replay) its speed and span."""
+    runs = [r for seeds in points.values() for runs in seeds.values() for r in runs.values()]
+    r = runs[0]
+    s = r["settings"]
+    if "load_pct" in s:
+        return f"{r['instances']} instances, {s['load_pct']:g}% load"
+    if "trace_speed" in s:
+        speed = s["trace_speed"]
+        span = s.get("duration_s", 0) * speed
+        return f"{r['instances']} instances, trace replayed at {speed:g}x, its first {span:,.0f} s"
+    if r["workload"] == "mooncake":
+        return f"{r['instances']} instances, trace replayed open loop, {s.get('duration_s', 0):,.0f} s"
+    return f"{r['instances']} instances"
 
 
 def main(paths):
@@ -50,7 +68,7 @@ def main(paths):
                 if overlap:
                     overlapped.add((r["workload"], point))
     for workload, points in sorted(grid.items()):
-        print(f"\n#### Calibration sweep, {workload} (simulate, 7 instances, 70% load)\n")
+        print(f"\n#### Calibration sweep, {workload} (simulate, {setup(points)})\n")
         strategies = [s for s in BASELINES + OURS
                       if any(s in runs for seeds in points.values() for runs in seeds.values())]
         header = " | ".join(f"{s} P50 / P90" for s in strategies)
