@@ -73,13 +73,16 @@ cd "$(dirname "$0")/.."
 # The whole script is one function, read before it runs: editing the file during a run is safe.
 main() {
 
-# The product's default strategy. Until `simulate --strategy default` exists, cache-aware stands
-# in for it; robustness_tables.py finds the default's rows by this name (matrix.json records it).
-DEFAULT_STRATEGY=${ROBUSTNESS_DEFAULT:-cache-aware}
-
+# The product's default strategy is the one `route` (and `serve`) use without --strategy
+# (kDefaultStrategy in src/core/policy.h), read from the binary below; robustness_tables.py
+# finds the default's rows by this name (matrix.json records it). ROBUSTNESS_DEFAULT overrides it.
 # shellcheck disable=SC2086  # split on the commas
 count() { local IFS=,; set -- $1; echo $#; }  # count A,B,C: 3
 bin=${PREFIX_ROUTER:-build/release/src/prefix-router}
+[ -x "$bin" ] || { echo "robustness.sh: no prefix-router binary at $bin (build it, or set PREFIX_ROUTER)" >&2; exit 1; }
+DEFAULT_STRATEGY=${ROBUSTNESS_DEFAULT:-$(echo '{"model":"m","messages":[{"role":"user","content":"x"}]}' |
+  "$bin" route --instances 1 - | sed -n 's/.*"strategy":"\([^"]*\)".*/\1/p')}
+[ -n "$DEFAULT_STRATEGY" ] || { echo "robustness.sh: cannot read the default strategy from $bin route" >&2; exit 1; }
 out=${ROBUSTNESS_OUT:-proof-results/robustness}
 trace=${MOONCAKE_TRACE:-../shared/data/mooncake/conversation_trace.jsonl}
 smoke=${ROBUSTNESS_SMOKE:-0}
@@ -113,7 +116,6 @@ warmup=$((duration / 4))
 # seed of the heaviest sweep (long-context-load) took on the shared VM.
 [ -n "$cell_timeout" ] || cell_timeout=$((1200 * $(count "$seeds")))
 
-[ -x "$bin" ] || { echo "robustness.sh: no prefix-router binary at $bin (build it, or set PREFIX_ROUTER)" >&2; exit 1; }
 mkdir -p "$out"
 : >"$out/manifest.jsonl"
 want() { [ "$cells" = all ] || case ",$cells," in *",$1,"*) true ;; *) false ;; esac; }
@@ -237,6 +239,14 @@ if [ -s "$out/all-runs.json" ]; then
     --note "Made by scripts/robustness.sh: simulate, llama-70b-h100x8, every strategy on every cell; seeds $seeds (held out: every seed but $tuning_seeds, and the Mooncake trace's second half). Each block is one cell: the workload name carries the cell (a label added by scripts/robustness_tables.py; the figures are simulate's, unchanged). Warm-up excluded from every figure; $duration s runs ($warmup s warm-up) except the Mooncake replays (each half whole)." \
     >"$out/report.txt"
   echo "robustness: report $out/report.html, tables $out/tables.md, summary $out/summary.json" >&2
+fi
+# The smoke run (CTest) also checks that every output was made.
+if [ "$smoke" = 1 ]; then
+  for f in tables.md summary.json report.html all-runs.json; do
+    [ -s "$out/$f" ] || { echo "robustness.sh: $out/$f is missing or empty" >&2; failed=1; }
+  done
+  grep -q "the default (\`$DEFAULT_STRATEGY\`) against the better of random" "$out/tables.md" ||
+    { echo "robustness.sh: tables.md has no check of the default ($DEFAULT_STRATEGY)" >&2; failed=1; }
 fi
 return "$failed"
 }

@@ -37,11 +37,20 @@ err=$(echo "$body" | "$bin" route --instances 3 --prefix-length 100 - 2>&1 >/dev
 check "prefix length range" bash -c "test $rc = 2 && echo '$err' | grep -q 'prefix_length: 100 is outside the allowed range 1024..65536'"
 err=$(echo "$body" | "$bin" route --instances 3 --concurrency-threshold 2000 - 2>&1 >/dev/null); rc=$?
 check "threshold range" bash -c "test $rc = 2 && echo '$err' | grep -q 'concurrency_threshold: 2000 is outside the allowed range 1..1024'"
-err=$(echo "$body" | "$bin" route --instances 3 --strategy cache-aware - 2>&1 >/dev/null); rc=$?
-check "route refuses cache-aware" bash -c "test $rc = 2 && echo '$err' | grep -q 'one request alone has nothing to match'"
+err=$(echo "$body" | "$bin" route --instances 3 --strategy kv-aware - 2>&1 >/dev/null); rc=$?
+check "route refuses kv-aware" bash -c "test $rc = 2 && echo '$err' | grep -q 'one request alone has nothing to match'"
+# The default strategy (cache-aware) decides on a cold index: the first preferred instance, the
+# decision least-outstanding (nothing cached anywhere), the whole text's blocks (1,156
+# characters keyed: 4 whole blocks of 256).
+long_system=$(printf 'Answer from the attached ledger only. %.0s' $(seq 1 30))
+long_body='{"model":"llama","messages":[{"role":"system","content":"'"$long_system"'"},{"role":"user","content":"hi"}]}'
+out=$(echo "$long_body" | "$bin" route --instances 5 -)
+first=$(echo "$out" | grep -o '"preference":\["[^"]*"' | sed 's/.*\["//; s/"$//')
+check "route defaults to cache-aware" bash -c "echo '$out' | grep -q '\"strategy\":\"cache-aware\"' && echo '$out' | grep -q '\"decision\":\"least-outstanding\"' && echo '$out' | grep -q '\"blocks\":4,'"
+check "cache-aware cold pick is the first preferred" bash -c "test -n '$first' && echo '$out' | grep -q '\"instance\":\"$first\"'"
 err=$(echo "$body" | "$bin" route --instances 3 --balance-factor 0.5 - 2>&1 >/dev/null); rc=$?
 check "balance factor range" bash -c "test $rc = 2 && echo '$err' | grep -q 'balance_factor: 0.5'"
-check "balance factor off" bash -c "echo '$body' | '$bin' route --instances 3 --balance-factor 0 - | grep -q '\"decision\":\"affinity\"'"
+check "balance factor off" bash -c "echo '$body' | '$bin' route --instances 3 --strategy prefix-aware --balance-factor 0 - | grep -q '\"decision\":\"affinity\"'"
 err=$(echo "$body" | "$bin" route --instances 3 --api native --group '' - 2>&1); rc=$?
 check "empty routing header" bash -c "test $rc = 1 || test $rc = 2"
 

@@ -80,7 +80,7 @@ req = [o for o in lines if o["msg"] == "request" and o["path"] == "/v1/chat/comp
 assert len(req) == 1, lines
 o = req[0]
 assert o["method"] == "POST" and o["instance"] == "engine-1" and o["model"] == "llama", o
-assert o["decision"] in ("affinity", "overflow", "saturated", "random"), o
+assert o["decision"] in ("affinity", "overflow", "saturated", "random", "least-outstanding"), o
 assert o["attempts"] == 1 and 0 <= o["ttfb_ms"] <= o["duration_ms"], o
 ej = [o for o in lines if o["msg"] == "instance ejected"]
 assert ej and ej[0]["instance"] == "dead-1" and ej[0]["level"] == "warning", lines

@@ -2,6 +2,10 @@
 // (a file or stdin), extracts the prefix key as the gateway would, and prints one JSON object:
 // the key, how much of the request was keyed, the instances in preference order and the pick.
 // Two runs with the same instances print the same order: placement has no per-process seed.
+// cache-aware (the default strategy) keys the whole routing text as the gateway does and decides
+// on a cold index (nothing sent before): its pick is the first instance of the preference order
+// (ties go to the key's rendezvous preference), the instance the gateway would send the first
+// request of this prefix to.
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -13,7 +17,9 @@
 #include "api/error.h"
 #include "api/native_request.h"
 #include "api/openai_request.h"
+#include "api/request.h"
 #include "cli/commands.h"
+#include "core/block_chain.h"
 #include "core/fleet.h"
 #include "core/placement.h"
 #include "core/policy.h"
@@ -25,7 +31,7 @@ struct RouteArgs {
   std::string api = "chat";
   std::vector<std::string> instances;
   uint32_t instance_count = 0;
-  std::string strategy = "prefix-aware";
+  std::string strategy{StrategyName(kDefaultStrategy)};
   std::string spill = "next-preferred";
   uint32_t prefix_length = kDefaultPrefixLength;
   uint32_t concurrency_threshold = kDefaultConcurrencyThreshold;
@@ -64,11 +70,11 @@ int RunRoute(const RouteArgs& a) {
   RoutingOptions options;
   auto strategy = ParseStrategy(a.strategy);
   if (!strategy.ok()) return Fail(strategy.status());
-  if (UsesBlockChain(*strategy) || UsesKvEvents(*strategy)) {
+  if (UsesKvEvents(*strategy)) {
     return Fail(Status::InvalidArgument(
         std::string(StrategyName(*strategy)) +
-        " decides from what the fleet was sent before or reports it holds; one request alone has "
-        "nothing to match (compare it with `prefix-router simulate --strategy " +
+        " decides from the blocks the engines report they hold; one request alone has nothing "
+        "to match (compare it with `prefix-router simulate --strategy " +
         std::string(StrategyName(*strategy)) + "`)"));
   }
   auto spill = ParseSpillMode(a.spill);
@@ -100,6 +106,8 @@ int RunRoute(const RouteArgs& a) {
     body.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
 
+  // cache-aware keys its whole block chain's worth of text, the others prefix_length.
+  const uint32_t keyed_length = api::KeyedLength(options);
   api::OpenAiRequestParser parser;
   std::string keyed_text;
   Result<api::ParsedRequest> parsed = Status::Internal("unset");
@@ -107,11 +115,11 @@ int RunRoute(const RouteArgs& a) {
     std::optional<std::string_view> group, component;
     if (a.group) group = *a.group;
     if (a.component) component = *a.component;
-    parsed = api::ParseNative(body, a.prefix_length, group, component);
+    parsed = api::ParseNative(body, keyed_length, group, component);
     if (parsed.ok()) keyed_text = body.substr(0, parsed->prefix_units);
   } else if (a.api == "chat" || a.api == "completions") {
     parsed = parser.Parse(a.api == "chat" ? api::ApiKind::kChatCompletions : api::ApiKind::kCompletions,
-                          body, a.prefix_length, false, &keyed_text);
+                          body, keyed_length, false, &keyed_text);
   } else {
     return Fail(Status::InvalidArgument("--api: '" + a.api + "' is not one of chat, completions, native"));
   }
@@ -126,6 +134,13 @@ int RunRoute(const RouteArgs& a) {
   auto policy = MakePolicy(options);
   Rng rng(a.seed);
   RouteRequest request = api::RouteRequestFor(*parsed);
+  request.work_tokens = api::EstimatePromptTokens(body.size());
+  std::vector<uint64_t> chain;
+  if (UsesBlockChain(options.strategy)) {
+    chain = BuildBlockChain(keyed_text, options.cache_aware.block_bytes, options.cache_aware.max_blocks,
+                            BlockChainSeed(parsed->served_name, parsed->routing_group));
+    request.blocks = chain;
+  }
   auto decision = policy->Pick(request, f, rng);
   if (!decision.ok()) return Fail(decision.status());
 
@@ -152,6 +167,7 @@ int RunRoute(const RouteArgs& a) {
   add("prefix_units", std::to_string(parsed->prefix_units), false);
   add("key", parsed->key.ToHex(), true);
   add("strategy", policy->name(), true);
+  if (UsesBlockChain(options.strategy)) add("blocks", std::to_string(chain.size()), false);
   std::string pref = "[";
   for (size_t k = 0; k < order.size(); ++k) {
     if (k) pref += ',';
@@ -191,10 +207,13 @@ void AddRouteCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--instances", args->instance_count,
                   "Also add N instances named instance-0 .. instance-(N-1)");
   cmd->add_option("--strategy", args->strategy,
-                  "random | least-outstanding-requests | round-robin | prefix-aware")
+                  "random | least-outstanding-requests | round-robin | prefix-aware | cache-aware "
+                  "(the gateway's default; decided on a cold index, so its pick is the first "
+                  "instance of the preference order)")
       ->capture_default_str();
   cmd->add_option("--prefix-length", args->prefix_length,
-                  "Characters (OpenAI API) or bytes (native API) of the prefix, 1024..65536")
+                  "Characters (OpenAI API) or bytes (native API) of the prefix, 1024..65536 "
+                  "(prefix-aware; cache-aware keys the whole text)")
       ->capture_default_str();
   cmd->add_option("--concurrency-threshold", args->concurrency_threshold,
                   "In-flight requests per instance before spilling, 1..1024")

@@ -21,7 +21,8 @@ struct SimulateArgs {
   std::vector<std::string> workloads{"long-context"};
   std::vector<std::string> params;
   std::vector<std::string> strategies{"random", "least-outstanding-requests",
-                                      "prefix-aware-least-loaded-b0", "prefix-aware"};
+                                      "prefix-aware-least-loaded-b0", "prefix-aware",
+                                      "cache-aware"};
   std::vector<uint32_t> prefix_lengths;
   std::vector<uint32_t> thresholds;
   double balance_factor = kDefaultBalanceFactor;
@@ -188,7 +189,8 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   "prefix-aware name may end in -bF to set its balance factor (-b0: off); any name "
                   "may end in +tokens to measure load in outstanding prompt tokens "
                   "(routing.load_measure: prompt-tokens), e.g. least-outstanding-requests+tokens; "
-                  "cache-aware (-wF: load weight F), kv-aware (the engines' KV events, cache-aware's "
+                  "cache-aware (the gateway's default strategy, marked \"(default)\" in the table; "
+                  "-wF: load weight F), kv-aware (the engines' KV events, cache-aware's "
                   "view for stale streams), dynamo-kv (our re-implementation of Dynamo's KV router "
                   "cost). Peers, at their sources' defaults: " + PeerStrategyHelp())
       ->delimiter(',')

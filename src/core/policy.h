@@ -6,7 +6,9 @@
 // counts, and the caller's Rng. Nothing here does I/O or reads a clock.
 //
 // Strategies:
-//   random                      uniform (weighted) among eligible instances; the default.
+//   random                      uniform (weighted) among eligible instances; the managed
+//                               service's default (RoutingOptions' too; the product's is
+//                               kDefaultStrategy below).
 //   least-outstanding-requests  fewest in-flight requests per unit of weight; ties at random.
 //   round-robin                 eligible instances in turn (weights ignored); a baseline.
 //   prefix-aware                rendezvous placement of the key gives a preference order; the
@@ -182,6 +184,15 @@ inline bool UsesBlockChain(Strategy s) { return s == Strategy::kCacheAware || s 
 // Strategies that route on the engines' KV events (OnKvEvents) and RouteRequest::prompt_tokens.
 inline bool UsesKvEvents(Strategy s) { return s == Strategy::kKvAware || s == Strategy::kDynamoKv; }
 Result<Strategy> ParseStrategy(std::string_view name);
+// The strategy of a pool that names none (`serve`'s default pool, `route`): cache-aware, the
+// strategy that wins the robustness matrix (docs/proof.md, scripts/robustness.sh: a production
+// trace, shared keys, hot tenants, RAG, no reuse, overload, fleet sizes). The managed service
+// defaults to random, which recomputes every shared prefix on each instance it scatters to;
+// prefix-aware needs a prefix length suited to the traffic; kv-aware needs engines that publish
+// KV events. cache-aware needs no setting and no engine cooperation. `routing_strategy: random`
+// gives the managed service's default exactly (prefix-aware with balance_factor 0, its
+// prefix-aware routing).
+inline constexpr Strategy kDefaultStrategy = Strategy::kCacheAware;
 std::string_view SpillModeName(SpillMode m);
 Result<SpillMode> ParseSpillMode(std::string_view name);
 std::string_view LoadMeasureName(LoadMeasure m);  // "requests" | "prompt-tokens" | "engine"
@@ -241,7 +252,9 @@ inline constexpr double kDynamoOverlapScoreWeight = 1.0;
 //   + active_blocks + new_blocks; lower is better.
 double DynamoKvLogit(const DynamoWorkerLoad& w, double overlap_score_weight);
 
-// Per-pool routing settings.
+// Per-pool routing settings. The struct's own strategy is random, the managed service's
+// default, for code that chooses its own; a pool configured without one gets kDefaultStrategy
+// (DefaultPoolRouting).
 struct RoutingOptions {
   Strategy strategy = Strategy::kRandom;
   uint32_t prefix_length = kDefaultPrefixLength;                // bytes (native) or characters
@@ -265,6 +278,13 @@ struct RoutingOptions {
   // Equal options build equivalent policies (a reload keeps a pool's Policy when they match).
   bool operator==(const RoutingOptions&) const = default;
 };
+
+// The settings of a pool that names no strategy: every default, strategy kDefaultStrategy.
+inline RoutingOptions DefaultPoolRouting() {
+  RoutingOptions o;
+  o.strategy = kDefaultStrategy;
+  return o;
+}
 
 struct RouteRequest {
   std::string_view served_name;        // model or adapter; "" = every instance

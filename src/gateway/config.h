@@ -13,8 +13,10 @@
 //   unknown_path_status: 404        # the answer to a path the gateway does not route:
 //                                   # 403, 404, 410, 421 or 501 (OpenAI-style JSON error)
 //   routing:                        # the default pool's settings
-//     routing_strategy: random      # random | least-outstanding-requests | round-robin |
+//     routing_strategy: cache-aware # random | least-outstanding-requests | round-robin |
 //                                   # prefix-aware | cache-aware | kv-aware | dynamo-kv
+//                                   # (the default is kDefaultStrategy, core/policy.h; the
+//                                   # managed service's is random)
 //     prefix_length: 2048           # 1024..65536; bytes (native API) or characters (OpenAI API)
 //     concurrency_threshold: 64     # 1..1024 in-flight requests per instance
 //     spill_mode: next-preferred    # next-preferred | least-loaded
@@ -497,7 +499,7 @@ struct GatewayConfig {
   uint32_t io_threads = 0;
   bool decision_headers = true;
   uint32_t unknown_path_status = 404;  // one of kUnknownPathStatuses
-  RoutingOptions routing;                        // default pool
+  RoutingOptions routing = DefaultPoolRouting();  // default pool (strategy kDefaultStrategy)
   std::map<std::string, RoutingOptions, std::less<>> pools;   // served name -> settings
   std::vector<InstanceConfig> instances;
   uint64_t max_request_body_bytes = 32ull << 20;

@@ -398,7 +398,7 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--io-threads", {"io_threads", "0"}},
       {"--decision-headers", {"decision_headers", "true"}},
       {"--unknown-path-status", {"unknown_path_status", "404"}},
-      {"--strategy", {"routing.routing_strategy", "random"}},
+      {"--strategy", {"routing.routing_strategy", "cache-aware"}},
       {"--prefix-length", {"routing.prefix_length", "2048"}},
       {"--concurrency-threshold", {"routing.concurrency_threshold", "64"}},
       {"--spill-mode", {"routing.spill_mode", "next-preferred"}},

@@ -156,7 +156,8 @@ TEST(ParseConfigYaml, AbsentFieldsTakeDocumentedDefaults) {
   EXPECT_EQ(c.listen, "127.0.0.1:8080");
   EXPECT_EQ(c.io_threads, 0u);
   EXPECT_TRUE(c.decision_headers);
-  EXPECT_EQ(c.routing.strategy, Strategy::kRandom);
+  EXPECT_EQ(c.routing.strategy, kDefaultStrategy);
+  EXPECT_EQ(c.routing.strategy, Strategy::kCacheAware);
   EXPECT_EQ(c.routing.prefix_length, 2048u);
   EXPECT_EQ(c.routing.concurrency_threshold, 64u);
   EXPECT_EQ(c.routing.spill, SpillMode::kNextPreferred);

@@ -70,6 +70,7 @@ inline int TotalAborted(const Fakes& fakes) {
 // checks off; a short drain so that teardown never waits long.
 inline GatewayConfig ConfigFor(const Fakes& fakes) {
   GatewayConfig c;
+  c.routing.strategy = Strategy::kRandom;  // not kDefaultStrategy: tests name what they route by
   c.listen = "127.0.0.1:0";
   c.io_threads = 2;
   c.health.interval = 0;

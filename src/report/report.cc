@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/peer_policies.h"
+#include "core/policy.h"
 #include "report/chart.h"
 #include "report/text.h"
 
@@ -91,9 +92,11 @@ std::vector<Block> MakeBlocks(const std::vector<RunResult>& runs) {
   return blocks;
 }
 
-// The row name: the strategy, then the seed and the varying settings when they tell rows apart.
+// The row name: the strategy (marked when it is the gateway's default, core/policy.h), then the
+// seed and the varying settings when they tell rows apart.
 std::string RowLabel(const Block& b, const RunResult& r) {
   std::string label = r.strategy.empty() ? "(unnamed)" : r.strategy;
+  if (r.strategy == StrategyName(kDefaultStrategy)) label += " (default)";
   if (b.seeds.size() > 1) label += fmt::format(" seed {}", r.seed);
   for (const std::string& k : b.varying) {
     auto it = r.settings.find(k);

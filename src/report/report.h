@@ -19,7 +19,8 @@ namespace prefix_router::report {
 //
 // Details: a block holds the runs of one workload, fleet size, source and TTFT kind; its header
 // names them ("workload long-context, 7 instances, seed 1, simulate, TTFT modelled ..."). Rows
-// are labelled with the strategy plus the seed and any setting that differs between runs. Among
+// are labelled with the strategy ("(default)" after the gateway's default strategy,
+// kDefaultStrategy in core/policy.h) plus the seed and any setting that differs between runs. Among
 // several random runs of the seed, a row is compared with the one whose settings agree with its
 // own on the most keys (a load sweep compares equal loads). Columns for engine TTFT (P50/P90 with
 // change), the LRU and infinite-cache hit-rate bounds and routing overhead appear when a run

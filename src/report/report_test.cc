@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/policy.h"
 #include "report/chart.h"
 
 namespace prefix_router::report {
@@ -106,6 +107,20 @@ TEST(ComparisonTableTest, ColumnsAreAligned) {
   ASSERT_NE(hit, std::string::npos);
   EXPECT_EQ(lines[2].find("24.8%"), hit);
   EXPECT_EQ(lines[4].find("93.1%"), hit);
+}
+
+// The gateway's default strategy (core/policy.h) is marked wherever its rows appear; a variant
+// of it (another load weight, key normalisation) is not the default and is not marked.
+TEST(ComparisonTableTest, MarksTheDefaultStrategy) {
+  std::vector<RunResult> runs = ThreeStrategies();
+  runs.push_back(MakeRun(std::string(StrategyName(kDefaultStrategy)), 0.09, 0.3, 33));
+  runs.push_back(MakeRun(std::string(StrategyName(kDefaultStrategy)) + "+keynorm", 0.09, 0.3, 33));
+  const std::string t = ComparisonTable(runs);
+  const std::string name(StrategyName(kDefaultStrategy));
+  EXPECT_THAT(LineStartingWith(t, name + " (default) "), HasSubstr("0.090 s"));
+  EXPECT_THAT(LineStartingWith(t, name + "+keynorm "), HasSubstr("0.090 s"));
+  EXPECT_THAT(t, Not(HasSubstr("+keynorm (default)")));
+  EXPECT_THAT(LineStartingWith(t, "random "), Not(HasSubstr("(default)")));
 }
 
 // With several seeds, each run is compared with the random run of its own seed.
