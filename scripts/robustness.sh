@@ -51,7 +51,9 @@
 # wall time, expected runs), matrix.json (the matrix's settings), tables.md (the markdown for
 # docs/proof.md), summary.json (every figure and check, machine-readable), report.html (every run,
 # `prefix-router report`, one block per cell), all-runs.json (its input: the runs with their cell
-# in the workload name).
+# in the workload name). The committed copy keeps <group>.json and report.html xz-compressed
+# (robustness_tables.py reads <group>.json.xz as well) and drops all-runs.json, which
+# `robustness_tables.py DIR --report-input FILE` writes again.
 #
 # Usage: scripts/robustness.sh [--smoke]   (after scripts/setup.sh and scripts/build.sh release)
 #   --smoke or ROBUSTNESS_SMOKE=1: seed 1, three cells (long-context-prefix at 2048 only,

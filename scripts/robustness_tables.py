@@ -37,6 +37,7 @@ Exit 0 whether or not the checks hold (they are reported as they are); 1 when th
 no results.
 """
 import json
+import lzma
 import math
 import os
 import sys
@@ -115,11 +116,15 @@ class Matrix:
         for g in self.groups:
             path = os.path.join(directory, g["file"])
             runs = []
+            # A committed matrix keeps each sweep's results xz-compressed (FILE.json.xz).
+            opener = open
+            if not os.path.exists(path) and os.path.exists(path + ".xz"):
+                path, opener = path + ".xz", lzma.open
             if os.path.exists(path):
                 try:
-                    with open(path) as f:
+                    with opener(path, "rt") as f:
                         runs = json.load(f)
-                except (OSError, ValueError):
+                except (OSError, ValueError, lzma.LZMAError):
                     runs = []
             g["_runs"] = runs
             by_value = defaultdict(list)
