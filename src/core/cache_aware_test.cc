@@ -186,5 +186,45 @@ TEST(CacheAwareTest, QueuedPrefillCountsUntilTheFirstToken) {
   }
 }
 
+// Tells the policy of `counts[i]` dispatches to instance i, interleaved, with no text (they
+// only count towards the shares).
+void CountDispatches(Policy& p, const FleetSnapshot& f, std::vector<int> counts) {
+  for (bool any = true; any;) {
+    any = false;
+    for (uint32_t i = 0; i < counts.size(); ++i) {
+      if (counts[i] == 0) continue;
+      --counts[i];
+      any = true;
+      p.OnDispatched(RouteRequest{}, Decision{i, DecisionKind::kLeastOutstanding, 0}, f);
+    }
+  }
+}
+
+// The share bound's floor: once the pool is busy, while an instance is more than 5% + 4
+// requests below its share of recent dispatches, the instances above 1.05 x their fair share
+// step aside (rank with those at the threshold), even one holding the request's document.
+// Recent dispatches {60, 44, 60} interleaved decay to about {49.6, 34.3, 49.8}: fair share
+// 44.5, so instance 1 is under the floor (38.3) while 0 and 2 are above 1.05 x fair (46.8) but
+// not over the ceiling (50.8): the floor alone moves the request. With even counts it stays.
+TEST(CacheAwareTest, AnInstanceFarBelowItsShareRefills) {
+  for (Strategy s : {Strategy::kCacheAware, Strategy::kKvAware}) {
+    for (bool uneven : {false, true}) {
+      SCOPED_TRACE(std::string(StrategyName(s)) + (uneven ? " uneven" : " even"));
+      auto f = Fleet(3);
+      RoutingOptions o = CacheAware();
+      o.strategy = s;
+      auto p = MakePolicy(o);
+      Rng rng(4);
+      const std::string doc = Doc('d', 16'000);
+      const Req first(doc + "first");
+      p->OnDispatched(first.route, Decision{0, DecisionKind::kLeastOutstanding, 0}, *f);
+      CountDispatches(*p, *f, uneven ? std::vector<int>{60, 44, 60} : std::vector<int>{52, 52, 52});
+      for (uint32_t i = 0; i < 3; ++i) f->state(i).in_flight.store(2);
+      const Req next(doc + "second");
+      EXPECT_EQ(p->Pick(next.route, *f, rng)->instance, uneven ? 1u : 0u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace prefix_router

@@ -38,12 +38,14 @@ class KeyDemand {
   // little chance. It is a proxy, not a cache model: it only has to tell traffic that repeats
   // (documents, tenants, system prompts) from traffic that does not.
   static constexpr double kReuseWindows = 4;
+  // A key dispatched within that span is `seen` (Reading::seen): the same test as a repeat.
 
   static constexpr double kPriorDispatches = 8;
 
   struct Reading {
     double share = 0;  // the key's part of the recent dispatches, 0..1
     double reuse = 0;  // the part of the recent dispatches whose key was a repeat, 0..1
+    bool seen = false;  // the key was dispatched within about kReuseWindows windows
   };
 
   // Counts one dispatch of `key`.
@@ -67,7 +69,8 @@ class KeyDemand {
     const double total = total_ / unit_;
     const double repeats = repeats_ / unit_;
     return Reading{total > 0 ? c / total : 0,
-                   (repeats + kPriorDispatches) / (total + kPriorDispatches)};
+                   (repeats + kPriorDispatches) / (total + kPriorDispatches),
+                   c >= std::exp(-kReuseWindows)};
   }
 
   size_t size() const {

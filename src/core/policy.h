@@ -53,6 +53,15 @@
 //                               that never repeats (affinity buys nothing) is balanced as by
 //                               least-outstanding-requests instead of within F x the mean (the
 //                               cap's floor of 4 shrinks likewise: ceil(4 x reuse), at least 1).
+//                               A new key (no dispatch within about 4 x 128 per instance, no
+//                               moved home) has nothing cached that the policy knows of: with
+//                               probability 1 - reuse (decided by the key's hash, so replicas
+//                               agree) it goes to the least loaded instance below its limit
+//                               (kind least-outstanding) instead of its first choice. No home is
+//                               recorded (each gateway's view of load differs; the first choice
+//                               is common to all), so a key that repeats goes to its first
+//                               choice from its second request. Traffic without reuse is then
+//                               balanced like least-outstanding-requests.
 //                               Moves are sticky: a key whose home is full when one of its
 //                               requests arrives moves, with its later requests, to where the
 //                               spill sends it (core/key_homes.h: at most 65,536 moved keys),
@@ -78,7 +87,10 @@
 //   load. When every candidate is at the threshold the cheapest takes it (saturated). Once the
 //   pool is busy, an instance over its share of recent dispatches (by more than 5% + 4, as
 //   prefix-aware's share bound) ranks with those at the threshold, so a popular tenant's or
-//   document's instance cannot take far more than its share while its queue stays short. Kinds:
+//   document's instance cannot take far more than its share while its queue stays short; and
+//   while an instance is as far below its share (5% + 4 requests), those above 1.05 x their fair
+//   share rank there too, so that it refills (the cost balances work, so an instance holding long
+//   prompts would otherwise drift far below its share of requests). Kinds:
 //   affinity (the chosen instance has the longest match), overflow (another had a longer
 //   match but cost more), least-outstanding (no candidate holds any block).
 //

@@ -929,7 +929,9 @@ TEST(PolicyTest, PrefixAwareReplicaCountFollowsTheKeysShare) {
   EXPECT_EQ(d.instance, order[1]);
   EXPECT_EQ(d.kind, DecisionKind::kAffinity);
   // A cold key keeps its one home (below its cap: 3 with this traffic's reuse of about 25%).
+  // It was seen once, so it is not a new key (placed by load: see the next tests).
   const PrefixKey cold = KeyAt(92);
+  DispatchKey(*p, *f, cold, 1);
   const std::vector<uint32_t> cold_order = PreferenceOrder(*f, cold);
   SetLoadsByRank(*f, cold_order, {2, 3, 0, 3, 3, 3, 3});
   d = MustPick(*p, Request(cold), *f, rng);
@@ -965,6 +967,64 @@ TEST(PolicyTest, PrefixAwareBalanceFactorScalesWithReuse) {
     const Decision d = MustPick(*p, Request(key), *f, rng);
     EXPECT_EQ(d.instance == order[0], repeating);
   }
+}
+
+// How many of 100 keys never seen go to the least loaded instance rather than their first
+// choice, both below their limits (loads by rank {1, 2, 2, 0, 2, 2, 2}: the cap is 2 with a
+// reuse near 0), after 3,000 dispatches of `traffic` keys.
+int NewKeysPlacedByLoad(int traffic) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+  Rng rng(56);
+  for (int n = 0; n < 3000; ++n) DispatchKey(*p, *f, KeyAt(20000 + n % traffic), 1);
+  int by_load = 0;
+  for (int k = 0; k < 100; ++k) {
+    const PrefixKey key = KeyAt(40000 + k);
+    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+    SetLoadsByRank(*f, order, {1, 2, 2, 0, 2, 2, 2});
+    const Decision d = MustPick(*p, Request(key), *f, rng);
+    if (d.instance == order[3]) {
+      ++by_load;
+      EXPECT_EQ(d.kind, DecisionKind::kLeastOutstanding);
+    } else {
+      EXPECT_EQ(d.instance, order[0]);
+    }
+  }
+  return by_load;
+}
+
+// A key never seen has nothing cached that the policy knows of. After traffic that does not
+// repeat (reuse near 0) new keys go to the least loaded instance; after traffic that repeats
+// (50 keys: reuse near 1) they keep their first choice, where gateway replicas agree.
+TEST(PolicyTest, PrefixAwarePlacesNewKeysByLoadAsReuseFalls) {
+  EXPECT_GE(NewKeysPlacedByLoad(3000), 95);
+  EXPECT_LE(NewKeysPlacedByLoad(50), 5);
+}
+
+// Placement by load records no home: once seen, the key goes to its first choice (the same
+// for every gateway replica), and without a balance factor new keys are not placed by load.
+TEST(PolicyTest, PrefixAwareNewKeyPlacedByLoadKeepsItsFirstChoice) {
+  auto f = NamedFleet(7);
+  auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+  Rng rng(57);
+  for (int n = 0; n < 3000; ++n) DispatchKey(*p, *f, KeyAt(60000 + n), 1);
+  // A key that the reuse of about 1% places by load (its hash decides).
+  PrefixKey key;
+  std::vector<uint32_t> order;
+  for (int k = 0;; ++k) {
+    ASSERT_LT(k, 100);
+    key = KeyAt(80000 + k);
+    order = PreferenceOrder(*f, key);
+    SetLoadsByRank(*f, order, {1, 2, 2, 0, 2, 2, 2});
+    if (MustPick(*p, Request(key), *f, rng).instance == order[3]) break;
+  }
+  p->OnDispatched(Request(key), Decision{order[3], DecisionKind::kLeastOutstanding, 3}, *f);
+  EXPECT_EQ(MustPick(*p, Request(key), *f, rng).instance, order[0]);
+
+  auto exact = MakePrefixAware(64, SpillMode::kNextPreferred, kThresholdOnly);
+  for (int n = 0; n < 3000; ++n) DispatchKey(*exact, *f, KeyAt(60000 + n), 1);
+  EXPECT_EQ(MustPick(*exact, Request(KeyAt(90000)), *f, rng).instance,
+            PreferenceOrder(*f, KeyAt(90000))[0]);
 }
 
 // ---------------------------------------------------------------------------------------------
