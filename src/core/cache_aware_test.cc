@@ -11,6 +11,7 @@
 #include "core/fleet.h"
 #include "core/policy.h"
 #include "core/rng.h"
+#include "testing/dispatch_counts.h"
 
 namespace prefix_router {
 namespace {
@@ -186,20 +187,6 @@ TEST(CacheAwareTest, QueuedPrefillCountsUntilTheFirstToken) {
   }
 }
 
-// Tells the policy of `counts[i]` dispatches to instance i, interleaved, with no text (they
-// only count towards the shares).
-void CountDispatches(Policy& p, const FleetSnapshot& f, std::vector<int> counts) {
-  for (bool any = true; any;) {
-    any = false;
-    for (uint32_t i = 0; i < counts.size(); ++i) {
-      if (counts[i] == 0) continue;
-      --counts[i];
-      any = true;
-      p.OnDispatched(RouteRequest{}, Decision{i, DecisionKind::kLeastOutstanding, 0}, f);
-    }
-  }
-}
-
 // The share bound's floor: once the pool is busy, while an instance is more than 5% + 4
 // requests below its share of recent dispatches, the instances above 1.05 x their fair share
 // step aside (rank with those at the threshold), even one holding the request's document.
@@ -218,7 +205,8 @@ TEST(CacheAwareTest, AnInstanceFarBelowItsShareRefills) {
       const std::string doc = Doc('d', 16'000);
       const Req first(doc + "first");
       p->OnDispatched(first.route, Decision{0, DecisionKind::kLeastOutstanding, 0}, *f);
-      CountDispatches(*p, *f, uneven ? std::vector<int>{60, 44, 60} : std::vector<int>{52, 52, 52});
+      const std::vector<int> counts = uneven ? std::vector<int>{60, 44, 60} : std::vector<int>{52, 52, 52};
+      testing::CountDispatches(*p, *f, counts);
       for (uint32_t i = 0; i < 3; ++i) f->state(i).in_flight.store(2);
       const Req next(doc + "second");
       EXPECT_EQ(p->Pick(next.route, *f, rng)->instance, uneven ? 1u : 0u);

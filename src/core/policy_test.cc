@@ -13,12 +13,14 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/fleet.h"
 #include "core/placement.h"
 #include "core/prefix_key.h"
 #include "core/rng.h"
+#include "testing/dispatch_counts.h"
 
 namespace prefix_router {
 namespace {
@@ -733,18 +735,9 @@ TEST(PolicyTest, PrefixAwareBalancedMovesOnlyWhenAnInstanceIsFull) {
 // ---------------------------------------------------------------------------------------------
 // Prefix-aware: the share bound (with a balance factor), fed by OnDispatched.
 
-// Tells the policy that counts[i] requests went to instance i, interleaved (recent dispatches
-// weigh more than older ones, so sequential batches would not count alike).
+// Tells the policy that counts[i] requests went to instance i, interleaved.
 void Dispatch(Policy& p, const FleetSnapshot& f, std::vector<int> counts) {
-  for (bool any = true; any;) {
-    any = false;
-    for (uint32_t i = 0; i < counts.size(); ++i) {
-      if (counts[i] == 0) continue;
-      --counts[i];
-      any = true;
-      p.OnDispatched(Request(KeyAt(0)), Decision{i, DecisionKind::kAffinity, 0}, f);
-    }
-  }
+  testing::CountDispatches(p, f, std::move(counts), Request(KeyAt(0)));
 }
 
 // The share bound applies once the pool is busy: one request in flight per instance.
