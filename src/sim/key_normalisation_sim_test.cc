@@ -60,7 +60,9 @@ TEST(KeyNormalisationSimTest, NormalisedKeysKeepDocumentsTogether) {
   for (const auto& [label, set] : HomesOf(*raw, raw_options)) raw_homes += set.size();
   for (const auto& [label, set] : HomesOf(*norm, norm_options)) {
     norm_homes += set.size();
-    EXPECT_LE(set.size(), 2u) << label;  // its home, and a spill when it was full
+    // Its home, a spill when it was full, and where its first request went if prefix-aware
+    // placed the new key by load (no home is recorded for that: its next requests go home).
+    EXPECT_LE(set.size(), 3u) << label;
   }
   EXPECT_LT(norm_homes * 2, raw_homes);
 }
