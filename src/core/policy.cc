@@ -240,10 +240,9 @@ class PrefixAwarePolicy final : public Policy {
       if (limits.busy) {
         if (auto d = PickReplica(r, f, c, limits, key, demand.share)) return *d;
       }
-      if (!demand.seen && r.exclude.empty() && PlacedByLoad(key, demand.reuse)) {
-        if (auto d = PlaceNewKey(f, c, limits, key)) return *d;
-      }
-      return PickBalanced(r, f, c, limits, key);
+      const bool new_key_by_load =
+          !demand.seen && r.exclude.empty() && PlacedByLoad(key, demand.reuse);
+      return PickBalanced(r, f, c, limits, key, new_key_by_load);
     }
     if (r.exclude.empty()) {  // fast path: the first choice usually takes it
       const uint32_t top = MostPreferred(key, f, c);
@@ -278,17 +277,7 @@ class PrefixAwarePolicy final : public Policy {
         std::min(n, std::ceil(share * n / (1 + kShareTolerance) - 1e-9)));
     if (homes < 2) return std::nullopt;
     SortByPreference(key, f, c);
-    uint32_t best = UINT32_MAX;
-    double best_load = 0;
-    for (uint32_t rank = 0; rank < homes; ++rank) {
-      const uint32_t i = c[rank];
-      if (IsExcluded(r, i) || InFlight(f, i) >= limits.For(f, i)) continue;
-      const double load = static_cast<double>(Load(f, i, measure_)) / f.spec(i).weight;
-      if (best == UINT32_MAX || load < best_load) {
-        best = rank;
-        best_load = load;
-      }
-    }
+    const uint32_t best = LeastLoadedRank(r, f, c, homes, limits);
     if (r.exclude.empty()) homes_.Erase(key);  // replicated: no single moved home
     if (best == UINT32_MAX) return std::nullopt;
     return Decision{c[best], DecisionKind::kAffinity, best};
@@ -304,8 +293,8 @@ class PrefixAwarePolicy final : public Policy {
   // it would differ from one gateway replica to the next and stay so (with 4 gateways on
   // long-context, hit rate 78.6% -> 68.5%), while the rendezvous home is the same for all. A key
   // that does repeat then moves once, to its first choice, at its second request. Nullopt when
-  // every candidate is at its limit (the saturated fallback then decides) or when the key has a
-  // moved home.
+  // every candidate is at its limit (the saturated fallback then decides). Called by
+  // PickBalanced for a key without a moved home.
   //
   // Only a part of new keys is placed so, 1 - reuse of them (PlacedByLoad, by the key's hash, so
   // replicas agree which): where traffic repeats (reuse near 1) new keys keep their first choice
@@ -314,23 +303,32 @@ class PrefixAwarePolicy final : public Policy {
     const double u = static_cast<double>(Mix64(key ^ 0x6e65772d6b657973ull) >> 11) * 0x1.0p-53;
     return u >= reuse;
   }
-  std::optional<Decision> PlaceNewKey(const FleetSnapshot& f, std::span<uint32_t> c,
-                                      const Limits& limits, uint64_t key) const {
-    if (homes_.Find(key)) return std::nullopt;
+  std::optional<Decision> PlaceNewKey(const RouteRequest& r, const FleetSnapshot& f,
+                                      std::span<uint32_t> c, const Limits& limits,
+                                      uint64_t key) const {
     SortByPreference(key, f, c);
+    const uint32_t best = LeastLoadedRank(r, f, c, static_cast<uint32_t>(c.size()), limits);
+    if (best == UINT32_MAX) return std::nullopt;
+    return Decision{c[best], DecisionKind::kLeastOutstanding, best};
+  }
+
+  // Among c[0..count) (in preference order): the rank of the least loaded untried instance below
+  // its limit (load per weight, ties to the better rank); UINT32_MAX when there is none.
+  uint32_t LeastLoadedRank(const RouteRequest& r, const FleetSnapshot& f,
+                           std::span<const uint32_t> c, uint32_t count,
+                           const Limits& limits) const {
     uint32_t best = UINT32_MAX;
     double best_load = 0;
-    for (uint32_t rank = 0; rank < c.size(); ++rank) {
+    for (uint32_t rank = 0; rank < count; ++rank) {
       const uint32_t i = c[rank];
-      if (InFlight(f, i) >= limits.For(f, i)) continue;
+      if (IsExcluded(r, i) || InFlight(f, i) >= limits.For(f, i)) continue;
       const double load = static_cast<double>(Load(f, i, measure_)) / f.spec(i).weight;
       if (best == UINT32_MAX || load < best_load) {
         best = rank;
         best_load = load;
       }
     }
-    if (best == UINT32_MAX) return std::nullopt;
-    return Decision{c[best], DecisionKind::kLeastOutstanding, best};
+    return best;
   }
 
   // Bounded load with sticky homes: a key lives on its first choice until that instance is
@@ -339,8 +337,9 @@ class PrefixAwarePolicy final : public Policy {
   // requests find their prefix cached there instead of spilling one by one. It moves again
   // only if its new home is over its limit in turn; it goes back to its first choice when that
   // has room again at a later spill, or when the table forgets it.
+  // `new_key_by_load`: a new key that PlaceNewKey places when it has no moved home.
   Result<Decision> PickBalanced(const RouteRequest& r, const FleetSnapshot& f, std::span<uint32_t> c,
-                                const Limits& limits, uint64_t key) const {
+                                const Limits& limits, uint64_t key, bool new_key_by_load) const {
     if (auto home_seed = homes_.Find(key)) {
       for (uint32_t i : c) {
         if (f.placement_seed(i) != *home_seed) continue;
@@ -349,6 +348,8 @@ class PrefixAwarePolicy final : public Policy {
         }
         break;
       }
+    } else if (new_key_by_load) {
+      if (auto d = PlaceNewKey(r, f, c, limits, key)) return *d;
     }
     auto d = PickInOrder(r, f, c, limits, key);  // sorts c by preference
     if (!d.ok()) return d;
@@ -688,8 +689,8 @@ class CostShareBound {
       under |= recent[i] < floor_per_weight * w - kShareSlack;
     }
     if (under) {
-      // An instance is as far below its share: those above their fair share step aside too,
-      // so the requests they would have taken refill it (the cost still chooses among the
+      // An instance is as far below its share: those above 1.05 x their fair share step aside
+      // too, so the requests they would have taken refill it (the cost still chooses among the
       // rest). Balancing work, the cost alone lets an instance that holds long prompts fall
       // far below its share of requests (the Mooncake trace at 3x: 12.4% on 7 instances).
       for (size_t k = 0; k < c.size(); ++k) {
