@@ -67,7 +67,10 @@
 #   ROBUSTNESS_CELLS (comma-separated group names, default all), ROBUSTNESS_DURATION (600),
 #   ROBUSTNESS_SATURATION_DURATION (600), ROBUSTNESS_JOBS (one per core),
 #   ROBUSTNESS_CELL_TIMEOUT (seconds before a sweep counts as stalled, default 1,200 per seed),
-#   ROBUSTNESS_DEFAULT (overrides DEFAULT_STRATEGY).
+#   ROBUSTNESS_DEFAULT (overrides DEFAULT_STRATEGY),
+#   ROBUSTNESS_STRATEGIES (comma-separated: run only these, no peers added; to rerun the rows of
+#                        the strategies a change touches, merged into a full run's groups with
+#                        scripts/robustness_merge.py; the tables need a full run's strategies).
 # Exit status: 0 when every group ran and wrote every run (the acceptance checks are reported,
 # pass or fail, not turned into the exit status); 1 when a group failed, stalled or lost runs.
 set -euo pipefail
@@ -103,6 +106,7 @@ strategies="random,least-outstanding-requests,prefix-aware,prefix-aware-least-lo
 peers="sglang-cache-aware,sglang-cache-aware-min-load,llm-d-prefix,dynamo-kv,haproxy-chash-bl-f0,haproxy-chash-bl-f150"
 case ",$strategies," in *",$DEFAULT_STRATEGY,"*) ;; *) strategies="$strategies,$DEFAULT_STRATEGY" ;; esac
 strategies="$strategies,$peers"
+[ -n "${ROBUSTNESS_STRATEGIES:-}" ] && strategies=$ROBUSTNESS_STRATEGIES
 
 # Smoke: seed 1, three cells, 30 s of model time each (and 30 s saturation runs): the figures
 # mean little, the run checks that every step works. 83 s of wall time (76 s CPU) under the

@@ -917,6 +917,10 @@ TEST(PolicyTest, PrefixAwareReplicaCountFollowsTheKeysShare) {
     DispatchKey(*p, *f, n % 4 == 0 ? hot : KeyAt(5000 + n), 1);
   }
   const std::vector<uint32_t> order = PreferenceOrder(*f, hot);
+  // The homes below their fair share of dispatches (else the key would grow: next test).
+  std::vector<int> others(7, 0);
+  for (uint32_t rank = 2; rank < 7; ++rank) others[order[rank]] = 30;
+  testing::CountDispatches(*p, *f, others, Request(KeyAt(4999)));
   SetLoadsByRank(*f, order, {3, 2, 0, 3, 3, 3, 3});
   Decision d = MustPick(*p, Request(hot), *f, rng);
   EXPECT_EQ(d.instance, order[1]);
@@ -929,6 +933,35 @@ TEST(PolicyTest, PrefixAwareReplicaCountFollowsTheKeysShare) {
   SetLoadsByRank(*f, cold_order, {2, 3, 0, 3, 3, 3, 3});
   d = MustPick(*p, Request(cold), *f, rng);
   EXPECT_EQ(d.instance, cold_order[0]);
+}
+
+// Homes shared with other hot keys take more than their fair share of the dispatches: the
+// replicated key then grows by the next instance of its preference order. Each round of 140
+// dispatches sends 35 of the hot key (25%: 2 homes) over every instance and 105 of other keys;
+// its homes end at 21 of 140 (just over the fair 20, below the share bound), the third choice
+// at 19. When the homes are below their share (18 of 140) the key keeps its two homes.
+TEST(PolicyTest, PrefixAwareReplicatedKeyGrowsWhenItsHomesAreOverTheirShare) {
+  auto f = NamedFleet(7);
+  const PrefixKey hot = KeyAt(96);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, hot);
+  for (bool homes_over_share : {false, true}) {
+    SCOPED_TRACE(homes_over_share);
+    auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
+    Rng rng(56);
+    const std::vector<int> others_by_rank =
+        homes_over_share ? std::vector<int>{16, 16, 14, 15, 15, 15, 14}
+                         : std::vector<int>{13, 13, 15, 15, 16, 16, 17};
+    std::vector<int> others(7);
+    for (uint32_t rank = 0; rank < 7; ++rank) others[order[rank]] = others_by_rank[rank];
+    for (int round = 0; round < 40; ++round) {
+      DispatchKey(*p, *f, hot, 35);
+      testing::CountDispatches(*p, *f, others, Request(KeyAt(6000 + round)));
+    }
+    SetLoadsByRank(*f, order, {3, 3, 2, 3, 3, 3, 3});
+    const Decision d = MustPick(*p, Request(hot), *f, rng);
+    EXPECT_EQ(d.instance, order[homes_over_share ? 2 : 0]);
+    EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  }
 }
 
 // Replication, like the share bound, waits until the pool is busy: below one request in flight
