@@ -38,6 +38,14 @@ int main(int argc, char** argv) {
   prefix_router::cli::AddBenchCommand(app, &exit_code);
   prefix_router::cli::AddReportCommand(app, &exit_code);
 
-  CLI11_PARSE(app, argc, argv);
+  // Every usage error (unknown flag, bad value, missing argument) exits 2, as the commands do
+  // for invalid values they check themselves; CLI11's own codes (104, 109, ...) differ per error
+  // and are not documented. Help and --version exit 0.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
   return exit_code;
 }
