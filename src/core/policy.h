@@ -39,7 +39,9 @@
 //                               the recent dispatches (core/key_demand.h) has
 //                               ceil(share x instances / 1.05) homes, the first ones of its
 //                               preference order, and goes to the least loaded of them below its
-//                               limit; homes are added as the key heats and dropped as it cools.
+//                               limit; homes are added as the key heats and dropped as it cools,
+//                               and while its least loaded home is above its fair share of
+//                               recent dispatches (homes shared with other hot keys).
 //                               One key for all traffic is then spread like
 //                               least-outstanding-requests, with the key's prefix warm on every
 //                               home, instead of moving whole from one overloaded home to the next.
