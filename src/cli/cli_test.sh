@@ -71,6 +71,15 @@ check "serve help documents flags" bash -c "'$bin' serve --help | grep -q -- '--
 check "serve help documents balance factor" bash -c "'$bin' serve --help | grep -q -- '--balance-factor'"
 err=$("$bin" serve --check-config --instance http://127.0.0.1:8001 --balance-factor 101 2>&1); rc=$?
 check "balance factor flag range" bash -c "test $rc = 2 && echo '$err' | grep -q 'routing.balance_factor: 101 is outside the allowed range 1..100'"
+err=$("$bin" serve --check-config --instance http://127.0.0.1:8001 --strategy kv-aware 2>&1 >/dev/null); rc=$?
+check "kv-aware without events: valid, with a warning" bash -c "test $rc = 0 && echo '$err' | grep -q 'warning: routing.routing_strategy: kv-aware learns from the engines'"
+err=$("$bin" serve --check-config --instance http://user:s3cret@127.0.0.1:8001 2>&1); rc=$?
+check "credentials in a url: refused, redacted" bash -c "test $rc = 2 && echo '$err' | grep -q '\*\*\*@127.0.0.1' && ! echo '$err' | grep -q s3cret"
+clash=$(mktemp)
+printf 'listen: 127.0.0.1:8080\nadmin: {listen: 127.0.0.1:8080}\ninstances:\n  - url: http://127.0.0.1:1\n' > "$clash"
+err=$("$bin" serve --check-config "$clash" 2>&1); rc=$?
+rm -f "$clash"
+check "admin listener on the client listener's address refused" bash -c "test $rc = 2 && echo '$err' | grep -q 'a port of its own'"
 
 # serve runs, answers /health and exits 0 on SIGTERM.
 # Wait for its "listening" log line (signal handlers are installed by then); a fixed sleep lost

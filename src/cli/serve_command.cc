@@ -32,7 +32,9 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
     std::cerr << "prefix-router serve: invalid configuration: " << config.status().message() << "\n";
     return 2;
   }
+  const std::vector<std::string> warnings = gateway::ConfigWarnings(*config);
   if (check_only) {
+    for (const std::string& w : warnings) std::cerr << "prefix-router serve: warning: " << w << "\n";
     const gateway::GatewayConfig& c = *config;
     std::cout << "configuration OK: " << c.instances.size() << " instances, " << c.pools.size()
               << " pools, listen " << c.listen << ", default strategy "
@@ -43,6 +45,7 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
     return 0;
   }
   gateway::ConfigureLogging(config->log.format);
+  for (const std::string& w : warnings) gateway::LogEvent(spdlog::level::warn, w, std::span<const gateway::LogField>());
   // A gateway holds two descriptors per proxied request: the soft limit (often 1,024) is raised
   // to the hard one before the connection limit is derived from it.
   if (const gateway::DescriptorLimit fds = gateway::RaiseDescriptorLimit(); fds.soft != fds.was) {

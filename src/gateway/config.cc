@@ -22,6 +22,7 @@
 
 #include "api/key_normalisation.h"
 #include "api/openai_request.h"
+#include "api/redact.h"
 #include "core/fleet.h"
 #include "http/tls.h"
 
@@ -1234,24 +1235,44 @@ Status ValidateRateLimits(const RateLimitsConfig& rl, const ClientsConfig& clien
   return Status::Ok();
 }
 
+// Two listeners that would bind the same port on overlapping addresses (the same host, or either
+// a wildcard: 0.0.0.0 and :: take every address); port 0 (any free port) never clashes. Names are
+// compared as written, except that localhost counts as the loopback addresses.
+bool ListenersClash(const std::string& host_a, uint16_t port_a, const std::string& host_b, uint16_t port_b) {
+  if (port_a == 0 || port_a != port_b) return false;
+  auto wildcard = [](const std::string& h) { return h.empty() || h == "0.0.0.0" || h == "::"; };
+  auto canonical = [](const std::string& h) -> std::string {
+    return h == "localhost" ? "127.0.0.1" : h;
+  };
+  return wildcard(host_a) || wildcard(host_b) || canonical(host_a) == canonical(host_b);
+}
+
 // http(s)://host[:port][/path] -> host, port, base_path, https.
 Status ParseInstanceUrl(InstanceConfig& instance, const std::string& path, bool& ipv6) {
   const std::string form = "' is not http(s)://host[:port][/path]";
   const std::string& url = instance.url;
+  // Quoted redacted: a URL with user information carries a password, which must not reach the
+  // terminal, the journal or a reload's answer.
+  const std::string shown = api::RedactUrl(url);
   if (url.empty()) return Status::InvalidArgument(path + ": is required (http(s)://host[:port][/path])");
   const bool https = StartsWithNoCase(url, "https://");
-  if (!https && !StartsWithNoCase(url, "http://")) return Status::InvalidArgument(path + ": '" + url + form);
+  if (!https && !StartsWithNoCase(url, "http://")) return Status::InvalidArgument(path + ": '" + shown + form);
   std::string_view rest = std::string_view(url).substr(https ? 8 : 7);
   if (rest.find_first_of("?#") != std::string_view::npos ||
       !IsHeaderSafe(rest)) {
-    return Status::InvalidArgument(path + ": '" + url + form +
+    return Status::InvalidArgument(path + ": '" + shown + form +
                                    " (no query, fragment, spaces or control characters)");
   }
   const size_t slash = rest.find('/');
   const std::string_view authority = rest.substr(0, slash);
   std::string_view base = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
+  if (authority.find('@') != std::string_view::npos) {
+    return Status::InvalidArgument(path + ": '" + shown +
+                                   "' carries credentials (user information): not allowed in a URL; "
+                                   "give the credential with `authorization_file` or `authorization_env` instead");
+  }
   const std::optional<HostPort> hp = SplitHostPort(authority);
-  if (!hp) return Status::InvalidArgument(path + ": '" + url + form);
+  if (!hp) return Status::InvalidArgument(path + ": '" + shown + form);
   const uint64_t port = hp->port.value_or(https ? 443 : 80);
   if (port < 1 || port > 65535) return OutOfRange(path, "port " + std::to_string(port), "1..65535");
   while (!base.empty() && base.back() == '/') base.remove_suffix(1);
@@ -1671,6 +1692,11 @@ Status ValidateConfig(GatewayConfig& config) {
       !s.ok()) {
     return s;
   }
+  if (config.admin.enabled && ListenersClash(config.listen_host, config.listen_port,
+                                             config.admin.listen_host, config.admin.listen_port)) {
+    return Status::InvalidArgument("admin.listen: '" + config.admin.listen + "' is the address of listen ('" +
+                                   config.listen + "'): the admin listener needs a port of its own");
+  }
   if (config.metrics.listener == MetricsListener::kAdmin && !config.admin.enabled) {
     return Status::InvalidArgument("metrics.listener: admin needs an `admin` section (the admin listener)");
   }
@@ -1682,6 +1708,25 @@ Status ValidateConfig(GatewayConfig& config) {
   if (Status s = ValidateDiscovery(config.discovery); !s.ok()) return s;
   if (Status s = ValidateEngineMetrics(config.engine_metrics); !s.ok()) return s;
   return ValidateHealth(config.health);
+}
+
+std::vector<std::string> ConfigWarnings(const GatewayConfig& config) {
+  std::vector<std::string> out;
+  const bool any_stream = std::any_of(config.instances.begin(), config.instances.end(),
+                                      [](const InstanceConfig& i) { return !i.kv_events.endpoint.empty(); });
+  if (any_stream) return out;
+  auto check = [&](const std::string& field, const RoutingOptions& r) {
+    if (!UsesKvEvents(r.strategy)) return;
+    out.push_back(field + ": " + std::string(StrategyName(r.strategy)) +
+                  " learns from the engines' KV event streams, and no instance has kv_events: " +
+                  (r.strategy == Strategy::kKvAware
+                       ? "it routes on the gateway's own view of the caches (as cache-aware)"
+                       : "it sees no cached block and routes on load alone") +
+                  " until one has");
+  };
+  check("routing.routing_strategy", config.routing);
+  for (const auto& [name, r] : config.pools) check("pools." + name + ".routing_strategy", r);
+  return out;
 }
 
 }  // namespace prefix_router::gateway

@@ -537,4 +537,10 @@ Result<GatewayConfig> LoadConfigFile(const std::string& path, GatewayConfig base
 // The message names the field as a YAML path and the allowed range or form.
 Status ValidateConfig(GatewayConfig& config);
 
+// What a valid configuration probably does not mean to do, one sentence each (empty: nothing):
+// a pool whose strategy learns from the engines' KV event streams (kv-aware, dynamo-kv) while no
+// instance has `kv_events`. `serve` logs each at start and after a reload, `--check-config`
+// prints them.
+std::vector<std::string> ConfigWarnings(const GatewayConfig& config);
+
 }  // namespace prefix_router::gateway

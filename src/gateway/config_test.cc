@@ -454,6 +454,43 @@ TEST(ValidateConfig, RejectsBadListen) {
                 {"listen: port 65536 is outside the allowed range 0..65535"});
 }
 
+// The admin listener cannot share the gateway's address: --check-config says so instead of the
+// start failing to bind.
+TEST(ValidateConfig, RejectsAdminListenerOnTheGatewaysAddress) {
+  auto with = [](const std::string& listen, const std::string& admin) {
+    GatewayConfig c = Valid();
+    c.listen = listen;
+    c.admin.enabled = true;
+    c.admin.listen = admin;
+    return ValidateConfig(c);
+  };
+  ExpectInvalid(with("127.0.0.1:8080", "127.0.0.1:8080"),
+                {"admin.listen: '127.0.0.1:8080' is the address of listen ('127.0.0.1:8080')"});
+  ExpectInvalid(with("0.0.0.0:8080", "127.0.0.1:8080"), {"admin.listen:", "a port of its own"});
+  ExpectInvalid(with("localhost:8080", "127.0.0.1:8080"), {"admin.listen:"});
+  EXPECT_TRUE(with("127.0.0.1:8080", "127.0.0.1:9901").ok());
+  EXPECT_TRUE(with("127.0.0.1:8080", "127.0.0.2:8080").ok());
+  EXPECT_TRUE(with("127.0.0.1:0", "127.0.0.1:0").ok());  // any free port: two different ones
+}
+
+// kv-aware and dynamo-kv without any KV event stream are valid (they fall back) but said.
+TEST(ConfigWarnings, KvStrategiesWithoutAnEventStream) {
+  GatewayConfig c = Validated(Valid());
+  EXPECT_TRUE(ConfigWarnings(c).empty());
+  c.routing.strategy = Strategy::kKvAware;
+  RoutingOptions dynamo = c.routing;
+  dynamo.strategy = Strategy::kDynamoKv;
+  c.pools["llama"] = dynamo;
+  const std::vector<std::string> w = ConfigWarnings(c);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_NE(w[0].find("routing.routing_strategy: kv-aware"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("as cache-aware"), std::string::npos) << w[0];
+  EXPECT_NE(w[1].find("pools.llama.routing_strategy: dynamo-kv"), std::string::npos) << w[1];
+  // One instance with a stream: nothing to say.
+  c.instances[0].kv_events.endpoint = "tcp://127.0.0.1:5557";
+  EXPECT_TRUE(ConfigWarnings(c).empty());
+}
+
 // io_threads is 0..256.
 TEST(ValidateConfig, RejectsIoThreadsOutOfRange) {
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.io_threads = 257; }),
@@ -621,9 +658,23 @@ TEST(ValidateConfig, RejectsBadInstanceUrls) {
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "http://a:1/x?y=1"; }),
                 {"instances[0].url:", "no query"});
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "http://user@a:1"; }),
-                {"instances[0].url:", "is not http(s)://host[:port][/path]"});
+                {"instances[0].url: 'http://***@a:1' carries credentials", "authorization_file"});
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "http://:8000"; }),
                 {"instances[0].url:"});
+}
+
+// A URL with a password is refused without printing the password, whatever else is wrong.
+TEST(ValidateConfig, InstanceUrlErrorsNeverShowThePassword) {
+  for (const char* url : {"http://user:s3cret@a:1", "http://user:s3cret@a:1/x?y=1",
+                          "ftp://user:s3cret@a:21", "http://user:s3cret@:8000"}) {
+    SCOPED_TRACE(url);
+    GatewayConfig c = Valid();
+    c.instances[0].url = url;
+    const Status s = ValidateConfig(c);
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(s.ToString().find("s3cret"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.ToString().find("***@"), std::string::npos) << s.ToString();
+  }
 }
 
 // Instance ports are 1..65535.

@@ -499,6 +499,7 @@ Result<ReloadReport> LoadAndReload(Gateway& gateway, const ConfigLoader& loader,
                  next.status().message());
     return next.status();
   }
+  for (const std::string& w : ConfigWarnings(*next)) spdlog::warn("config reload ({}): {}", trigger, w);
   return gateway.Reload(std::move(*next), trigger);
 }
 

@@ -17,6 +17,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "api/redact.h"
 #include "core/rng.h"
 #include "http/server.h"
 #include "loadgen/response.h"
@@ -73,7 +74,7 @@ struct Target {
 
 Result<Target> ParseUrl(std::string_view url) {
   auto bad = [&](std::string_view why) {
-    return Status::InvalidArgument("url '" + std::string(url) + "': " + std::string(why));
+    return Status::InvalidArgument("url '" + api::RedactUrl(url) + "': " + std::string(why));
   };
   std::string_view rest = url;
   if (rest.starts_with("https://")) return bad("https is not supported (http only)");
