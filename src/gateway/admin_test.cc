@@ -259,6 +259,14 @@ TEST(AdminConfigTest, RestartRequiredNamesFieldsReadOnlyAtStart) {
   GatewayConfig c = b;
   c.admin.token = Secret("another");
   EXPECT_EQ(RestartRequired(b, c), std::vector<std::string>{"admin.token"});
+  // An unchanged admin section without a token is no change (two empty tokens are the same).
+  EXPECT_TRUE(RestartRequired(b, b).empty());
+  // Read at start by the KV event subscribers and the tokenize client: named, not dropped.
+  GatewayConfig d = b;
+  d.timeouts.kv_events_silence = 5;
+  d.timeouts.tokenize = 0.5;
+  EXPECT_EQ(RestartRequired(b, d),
+            (std::vector<std::string>{"timeouts.kv_events_silence", "timeouts.tokenize"}));
 }
 
 // --------------------------------------------------------------------------------- listener

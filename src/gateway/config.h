@@ -252,7 +252,8 @@ class Secret {
   // True when `candidate` equals the secret; the time taken does not depend on where they
   // differ (only on the candidate's length).
   bool Matches(std::string_view candidate) const;
-  bool SameAs(const Secret& other) const { return Matches(other.value_); }
+  // Two empty secrets are the same (none configured twice); Matches never accepts an empty one.
+  bool SameAs(const Secret& other) const { return empty() ? other.empty() : Matches(other.value_); }
   // The one way out: sets header `name` of an outgoing message (a Beast request) to the secret,
   // for upstream credentials. Nothing else reads the value.
   template <class Message>

@@ -530,6 +530,8 @@ std::vector<std::string> RestartRequired(const GatewayConfig& a, const GatewayCo
   check(ta.client_idle != tb.client_idle, "timeouts.client_idle");
   check(ta.drain != tb.drain, "timeouts.drain");
   check(ta.per_try_first_byte != tb.per_try_first_byte, "timeouts.per_try_first_byte");
+  check(ta.kv_events_silence != tb.kv_events_silence, "timeouts.kv_events_silence");
+  check(ta.tokenize != tb.tokenize, "timeouts.tokenize");
   check(a.max_retries != b.max_retries, "retries.max_retries");
   check(a.log.format != b.log.format, "log.format");
   check(a.log.access_log != b.log.access_log, "log.access_log");
