@@ -68,6 +68,11 @@ err=$("$bin" serve --check-config 2>&1); rc=$?
 check "no instance refused" bash -c "test $rc = 2 && echo '$err' | grep -q 'instance'"
 check "short form" bash -c "'$bin' serve --check-config --listen 127.0.0.1:0 --instance http://127.0.0.1:8001 --instance b=http://127.0.0.1:8002 --strategy prefix-aware --prefix-length 1024 --concurrency-threshold 8 | grep -q '2 instances'"
 check "serve help documents flags" bash -c "'$bin' serve --help | grep -q -- '--concurrency-threshold'"
+# Every strategy is named in serve's and route's help (both read core's one list).
+for s in random least-outstanding-requests round-robin prefix-aware cache-aware kv-aware dynamo-kv; do
+  check "serve help names $s" bash -c "'$bin' serve --help | grep -- '--strategy' | grep -q -- ' $s'"
+  check "route help names $s" bash -c "'$bin' route --help | grep -- '--strategy' | grep -q -- ' $s'"
+done
 check "serve help documents balance factor" bash -c "'$bin' serve --help | grep -q -- '--balance-factor'"
 err=$("$bin" serve --check-config --instance http://127.0.0.1:8001 --balance-factor 101 2>&1); rc=$?
 check "balance factor flag range" bash -c "test $rc = 2 && echo '$err' | grep -q 'routing.balance_factor: 101 is outside the allowed range 1..100'"

@@ -206,10 +206,17 @@ void AddRouteCommand(CLI::App& app, int* exit_code) {
                   "An instance NAME or NAME:WEIGHT (weight 1..10000); repeatable");
   cmd->add_option("--instances", args->instance_count,
                   "Also add N instances named instance-0 .. instance-(N-1)");
+  std::string accepted, refused;
+  for (Strategy s : kStrategies) {
+    std::string& list = UsesKvEvents(s) ? refused : accepted;
+    list += (list.empty() ? "" : UsesKvEvents(s) ? " and " : " | ") + std::string(StrategyName(s));
+  }
   cmd->add_option("--strategy", args->strategy,
-                  "random | least-outstanding-requests | round-robin | prefix-aware | cache-aware "
-                  "(the gateway's default; decided on a cold index, so its pick is the first "
-                  "instance of the preference order)")
+                  accepted + " (default " + std::string(StrategyName(kDefaultStrategy)) +
+                      ", the gateway's: decided on a cold index here, so its pick is the first "
+                      "instance of the preference order). " + refused +
+                      " decide from the blocks the engines report, which one request alone does "
+                      "not have: refused (compare them with simulate)")
       ->capture_default_str();
   cmd->add_option("--prefix-length", args->prefix_length,
                   "Characters (OpenAI API) or bytes (native API) of the prefix, 1024..65536 "

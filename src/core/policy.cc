@@ -1164,16 +1164,20 @@ std::string_view StrategyName(Strategy s) {
   return "unknown";
 }
 
+std::string StrategyNames(std::string_view separator) {
+  std::string out;
+  for (Strategy s : kStrategies) {
+    if (!out.empty()) out += separator;
+    out += StrategyName(s);
+  }
+  return out;
+}
+
 Result<Strategy> ParseStrategy(std::string_view name) {
-  for (Strategy s : {Strategy::kRandom, Strategy::kLeastOutstanding, Strategy::kRoundRobin,
-                     Strategy::kPrefixAware, Strategy::kCacheAware, Strategy::kKvAware,
-                     Strategy::kDynamoKv}) {
+  for (Strategy s : kStrategies) {
     if (name == StrategyName(s)) return s;
   }
-  return Status::InvalidArgument(
-      "strategy: '" + std::string(name) +
-      "' is not one of random, least-outstanding-requests, round-robin, prefix-aware, cache-aware, "
-      "kv-aware, dynamo-kv");
+  return Status::InvalidArgument("strategy: '" + std::string(name) + "' is not one of " + StrategyNames(", "));
 }
 
 double DynamoKvLogit(const DynamoWorkerLoad& w, double overlap_score_weight) {

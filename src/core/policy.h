@@ -192,6 +192,14 @@ enum class LoadMeasure { kRequests, kPromptTokens, kEngine };
 enum class TokenizerSource { kLocal, kEngine };
 
 std::string_view StrategyName(Strategy s);
+// Every strategy the gateway runs, in the order help texts and errors list them: the one list
+// that ParseStrategy, `serve --help`, `route --help` and the simulator's names start from.
+inline constexpr Strategy kStrategies[] = {Strategy::kRandom,      Strategy::kLeastOutstanding,
+                                           Strategy::kRoundRobin,  Strategy::kPrefixAware,
+                                           Strategy::kCacheAware,  Strategy::kKvAware,
+                                           Strategy::kDynamoKv};
+// The names of kStrategies joined by `separator` ("random | least-outstanding-requests | ...").
+std::string StrategyNames(std::string_view separator);
 // Strategies that match RouteRequest::blocks, the block chain of the whole routing text
 // (cache-aware, and kv-aware for its fallback view): callers key and chain the whole text.
 inline bool UsesBlockChain(Strategy s) { return s == Strategy::kCacheAware || s == Strategy::kKvAware; }

@@ -260,7 +260,7 @@ void AddConfigFlags(CLI::App& cmd, ConfigFlags& flags) {
   AddValue(cmd, "--strategy", flags.strategy, "NAME",
            Help("routing.routing_strategy", "routing strategy of the default pool",
                 std::string(StrategyName(d.routing.strategy)),
-                "random | least-outstanding-requests | round-robin | prefix-aware | cache-aware"));
+                StrategyNames(" | ")));
   AddValue(cmd, "--prefix-length", flags.prefix_length, "N",
            Help("routing.prefix_length",
                 "leading bytes (native API) or characters (OpenAI API) keyed by prefix-aware",
