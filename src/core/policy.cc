@@ -382,6 +382,7 @@ class PrefixAwarePolicy final : public Policy {
   Result<Decision> PickInOrder(const RouteRequest& r, const FleetSnapshot& f, std::span<uint32_t> c,
                                const Limits& limits, uint64_t key) const {
     SortByPreference(key, f, c);
+    const bool least_loaded = spill_ == SpillMode::kLeastLoaded || limits.Overloaded();
     // First untried instance in preference order that is below its limit.
     bool passed_full = false;  // a better-ranked untried instance was at its limit
     uint32_t first_untried_rank = UINT32_MAX;
@@ -392,7 +393,7 @@ class PrefixAwarePolicy final : public Policy {
       if (first_untried_rank == UINT32_MAX) first_untried_rank = rank;
       if (InFlight(f, c[rank]) < limits.For(f, c[rank])) {
         if (!passed_full) return Decision{c[rank], DecisionKind::kAffinity, rank};
-        if (spill_ == SpillMode::kLeastLoaded) break;  // least-loaded spill: choose below
+        if (least_loaded) break;  // least-loaded spill: choose below
         // Next preferred. When the first choice is over its share the key goes to the instance
         // furthest below its share (chosen after this loop); when it is only busy, to the
         // second choice unless that is above its fair share, else to the next one below its
@@ -407,7 +408,7 @@ class PrefixAwarePolicy final : public Policy {
       }
       passed_full = true;
     }
-    if (share_spill && spill_ == SpillMode::kNextPreferred) {
+    if (share_spill && !least_loaded) {
       // The first choice is over its share: the key moves to the instance furthest below its
       // fair share (among those below their limits), ties to the better rank.
       uint32_t best = UINT32_MAX;
@@ -472,6 +473,7 @@ class PrefixAwarePolicy final : public Policy {
     bool AtMostFairShare(const FleetSnapshot& f, uint32_t i) const {
       return !recent || (*recent)[i] <= fair_per_weight * f.spec(i).weight;
     }
+    bool Overloaded() const { return per_weight > 0 && (1 + kShareTolerance) * mean_per_weight > threshold; }
     bool OverShare(const FleetSnapshot& f, uint32_t i) const {
       return recent && (*recent)[i] > share_limit_per_weight * f.spec(i).weight + kShareSlack;
     }
