@@ -995,6 +995,31 @@ TEST(PolicyTest, PrefixAwareBalanceFactorScalesWithReuse) {
   }
 }
 
+// In overload (the pool's mean in-flight x 1.05 above the threshold) a full first choice spills
+// to the least loaded instance, not the next preferred: every instance is near its limit then,
+// and a key moved to one just under it would move again, each move a cold prefill. Loads by
+// rank {20, 10, 10, 10, 10, 2, 10}: mean 73 / 7 = 10.4, every limit 11 (max(threshold,
+// ceil(1.05 x mean))); the first choice is full. Threshold 4: overload; 16: not.
+TEST(PolicyTest, PrefixAwareSpillsToTheLeastLoadedInOverload) {
+  auto f = NamedFleet(7);
+  const PrefixKey key = KeyAt(7000);
+  const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+  for (int32_t threshold : {4, 16}) {
+    SCOPED_TRACE(threshold);
+    auto p = MakePrefixAware(threshold, SpillMode::kNextPreferred);
+    Rng rng(57);
+    for (int n = 0; n < 3000; ++n) DispatchKey(*p, *f, KeyAt(7000 + n % 50), 1);
+    SetLoadsByRank(*f, order, {20, 10, 10, 10, 10, 2, 10});
+    const Decision d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+    if (threshold == 4) {
+      EXPECT_EQ(d.instance, order[5]);
+    } else {
+      EXPECT_TRUE(d.instance == order[1] || d.instance == order[2]) << d.rank;
+    }
+  }
+}
+
 // How many of 100 keys never seen go to the least loaded instance rather than their first
 // choice, both below their limits (loads by rank {1, 2, 2, 0, 2, 2, 2}: the cap is 2 with a
 // reuse near 0), after 3,000 dispatches of `traffic` keys.
