@@ -49,7 +49,10 @@
 //                               max(threshold, ceil(1.05 x the candidates' mean in-flight)), so
 //                               in overload (every instance above the threshold) keys keep their
 //                               homes instead of all going to the least loaded instance, which
-//                               scattered them over cold caches and fed the overload.
+//                               scattered them over cold caches and fed the overload. A key
+//                               that must spill in overload goes to the least loaded instance
+//                               (the next preferred one sits just under its limit: the key would
+//                               move again at its next spill, each move a cold prefill).
 //                               The balance factor scales with reuse: F' = 1 + (F - 1) x the part
 //                               of recent dispatches whose key repeated a recent key, so traffic
 //                               that never repeats (affinity buys nothing) is balanced as by
