@@ -9,28 +9,12 @@ namespace {
 
 namespace json = boost::json;
 
-uint32_t ToCount(const json::value* v) {
-  if (!v) return 0;
-  if (v->is_int64()) return v->as_int64() > 0 ? static_cast<uint32_t>(v->as_int64()) : 0;
-  if (v->is_uint64()) return static_cast<uint32_t>(v->as_uint64());
-  if (v->is_double()) return v->as_double() > 0 ? static_cast<uint32_t>(v->as_double()) : 0;
-  return 0;
-}
-
-void ReadUsage(const json::object& o, Usage* usage) {
-  const json::value* u = o.if_contains("usage");
-  if (!u || !u->is_object()) return;
-  const json::object& uo = u->as_object();
-  usage->present = true;
-  usage->prompt_tokens = ToCount(uo.if_contains("prompt_tokens"));
-  usage->completion_tokens = ToCount(uo.if_contains("completion_tokens"));
-  usage->cached_tokens = 0;
-  usage->cached_present = false;
-  if (const json::value* d = uo.if_contains("prompt_tokens_details"); d && d->is_object()) {
-    const json::value* c = d->as_object().if_contains("cached_tokens");
-    usage->cached_present = c && c->is_number();
-    usage->cached_tokens = ToCount(c);
-  }
+// The usage member of a chunk or body, read as the gateway reads it (api/response_usage.h).
+void ReadUsage(std::string_view text, Usage* usage) {
+  if (!usage) return;
+  api::UsageScanner scanner;
+  scanner.Feed(text);
+  if (scanner.usage().present) *usage = scanner.usage();
 }
 
 // A non-empty string member, or nullptr.
@@ -87,7 +71,7 @@ ChunkInfo ParseStreamChunk(std::string_view data, std::string* reply, Usage* usa
     info.valid = true;
     const json::object& o = doc.as_object();
     if (ReadError(o, info)) return;
-    ReadUsage(o, usage);
+    ReadUsage(data, usage);
     const json::object* choice = FirstChoice(o);
     if (!choice) return;
     if (const json::value* d = choice->if_contains("delta"); d && d->is_object()) {
@@ -116,7 +100,7 @@ ChunkInfo ParseCompletionBody(std::string_view body, std::string* reply, Usage* 
     if (!o) return;
     info.valid = true;
     if (ReadError(*o, info)) return;
-    ReadUsage(*o, usage);
+    ReadUsage(body, usage);
     if (const json::string* s = Text(*o, "generated_text")) {
       Append(reply, *s);
       info.has_content = true;

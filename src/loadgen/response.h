@@ -27,15 +27,13 @@
 #include <string>
 #include <string_view>
 
+#include "api/response_usage.h"
+
 namespace prefix_router::loadgen {
 
-struct Usage {
-  bool present = false;
-  uint32_t prompt_tokens = 0;
-  uint32_t cached_tokens = 0;   // 0 unless cached_present
-  bool cached_present = false;  // prompt_tokens_details.cached_tokens was a number
-  uint32_t completion_tokens = 0;
-};
+// Read by api::UsageScanner, the gateway's reader too: bench and the gateway's token counters
+// count the same tokens from the same bytes.
+using Usage = api::ResponseUsage;
 
 struct ChunkInfo {
   bool valid = false;        // the data was a JSON object
