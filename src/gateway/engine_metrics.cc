@@ -8,13 +8,15 @@
 namespace prefix_router::gateway {
 namespace {
 
-enum class Metric { kOther, kRunning, kWaiting, kKvUsage, kGpuUsage };
+enum class Metric { kOther, kRunning, kWaiting, kKvUsage, kGpuUsage, kCacheQueries, kCacheHits };
 
 Metric Classify(std::string_view name) {
   if (name == "vllm:num_requests_running") return Metric::kRunning;
   if (name == "vllm:num_requests_waiting") return Metric::kWaiting;
   if (name == "vllm:kv_cache_usage_perc") return Metric::kKvUsage;
   if (name == "vllm:gpu_cache_usage_perc") return Metric::kGpuUsage;
+  if (name == "vllm:prefix_cache_queries_total") return Metric::kCacheQueries;
+  if (name == "vllm:prefix_cache_hits_total") return Metric::kCacheHits;
   return Metric::kOther;
 }
 
@@ -49,7 +51,7 @@ Status Bad(size_t line, std::string_view what) {
 }  // namespace
 
 Result<EngineLoad> ParseEngineMetrics(std::string_view text) {
-  Sum running, waiting, kv, gpu;
+  Sum running, waiting, kv, gpu, queries, hits;
   size_t line_no = 0;
   while (!text.empty()) {
     const size_t nl = text.find('\n');
@@ -88,15 +90,20 @@ Result<EngineLoad> ParseEngineMetrics(std::string_view text) {
     double value = 0;
     if (!ParseValue(line.substr(i), value)) return Bad(line_no, "no sample value");
     const bool count = metric == Metric::kRunning || metric == Metric::kWaiting;
-    if (!std::isfinite(value) || value < 0 || (count && value > 2147483647.0) ||
-        (!count && value > 1.0 + 1e-9)) {
+    const bool tokens = metric == Metric::kCacheQueries || metric == Metric::kCacheHits;
+    if (tokens) {
+      if (!std::isfinite(value) || value < 0) return Bad(line_no, "a token counter must be finite and not negative");
+    } else if (!std::isfinite(value) || value < 0 || (count && value > 2147483647.0) ||
+               (!count && value > 1.0 + 1e-9)) {
       return Bad(line_no, count ? "a request count must be a whole number from 0 to 2^31-1"
                                 : "a KV cache usage must be from 0 to 1");
     }
-    Sum& s = metric == Metric::kRunning   ? running
-             : metric == Metric::kWaiting ? waiting
-             : metric == Metric::kKvUsage ? kv
-                                          : gpu;
+    Sum& s = metric == Metric::kRunning        ? running
+             : metric == Metric::kWaiting      ? waiting
+             : metric == Metric::kKvUsage      ? kv
+             : metric == Metric::kCacheQueries ? queries
+             : metric == Metric::kCacheHits    ? hits
+                                               : gpu;
     s.total += value;
     ++s.series;
   }
@@ -112,6 +119,14 @@ Result<EngineLoad> ParseEngineMetrics(std::string_view text) {
   load.waiting = clamp_count(waiting);
   const Sum& usage = kv.series > 0 ? kv : gpu;
   if (usage.series > 0) load.kv_usage = usage.total / static_cast<double>(usage.series);
+  // Both counters or neither: a hit rate needs the pair.
+  if (queries.series > 0 && hits.series > 0) {
+    if (hits.total > queries.total) {
+      return Status::InvalidArgument("vllm:prefix_cache_hits_total exceeds vllm:prefix_cache_queries_total");
+    }
+    load.prefix_cache_queries = queries.total;
+    load.prefix_cache_hits = hits.total;
+  }
   return load;
 }
 

@@ -12,6 +12,11 @@
 //   vllm:num_requests_waiting    requests queued for admission          summed over series
 //   vllm:kv_cache_usage_perc     fraction 0..1 of KV blocks in use       mean over series
 //   vllm:gpu_cache_usage_perc    the same, its name up to vLLM 0.11     used when the above is absent
+//   vllm:prefix_cache_queries_total  prompt tokens looked up in the      summed over series
+//                                    prefix cache (counter)
+//   vllm:prefix_cache_hits_total     of which found there (counter)      summed over series
+// The prefix-cache counters are the engines' own hit rate, shown on the status page beside the
+// one the gateway measures from the usage of the responses it relays (gateway/status.h).
 // A series per engine (data-parallel ranks have an `engine` label, models a `model_name` label)
 // is summed: the instance's load is all of its engines'. Other metrics, comments, HELP and TYPE
 // lines are skipped; label values may hold any escaped text. Values are Prometheus floats
@@ -36,12 +41,15 @@ struct EngineLoad {
   int32_t running = -1;  // -1 = not reported
   int32_t waiting = -1;
   double kv_usage = std::numeric_limits<double>::quiet_NaN();  // 0..1; NaN = not reported
+  // Cumulative prefix-cache counters, in tokens; NaN = not reported.
+  double prefix_cache_queries = std::numeric_limits<double>::quiet_NaN();
+  double prefix_cache_hits = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The load in `text` (the Prometheus text exposition format, version 0.0.4). NotFound when the
 // text reports neither running nor waiting requests (not a vLLM-compatible engine);
 // InvalidArgument naming the line when one of the read metrics has a malformed or impossible
-// value (negative, not finite, beyond 2^31 requests).
+// value (negative, not finite, beyond 2^31 requests, hits beyond queries).
 Result<EngineLoad> ParseEngineMetrics(std::string_view text);
 
 }  // namespace prefix_router::gateway

@@ -1,6 +1,7 @@
 // The gateway's engine-metrics loop (gateway/engine_metrics.h): every engine_metrics.interval,
 // GET each instance's /metrics in parallel and record the load it reports in its InstanceState
-// (engine_running, engine_waiting, engine_kv_usage), which routing.load_measure: engine reads.
+// (engine_running, engine_waiting, engine_kv_usage), which routing.load_measure: engine reads,
+// and its prefix-cache counters in its InstanceStats, which the status page reads.
 //
 // One coroutine on the first I/O thread; a round waits for all its scrapes (each bounded by
 // health.timeout), so rounds never overlap. A failed scrape forgets that instance's report (the
@@ -49,6 +50,7 @@ net::awaitable<void> Gateway::EngineMetricsRound() {
     std::string name;
     std::shared_ptr<const FleetSnapshot> fleet;  // keeps the InstanceState alive
     uint32_t index = 0;
+    std::shared_ptr<InstanceStats> stats;  // where the engine's prefix-cache counters go
     UpstreamTarget target;
     Result<EngineLoad> result = Status::Internal("not scraped");
   };
@@ -56,7 +58,7 @@ net::awaitable<void> Gateway::EngineMetricsRound() {
   {
     auto rs = routing_.load();
     for (uint32_t i = 0; i < rs->fleet->size(); ++i) {
-      scrapes->push_back({rs->fleet->spec(i).name, rs->fleet, i, rs->instances[i]->target});
+      scrapes->push_back({rs->fleet->spec(i).name, rs->fleet, i, rs->instances[i]->stats, rs->instances[i]->target});
     }
   }
   if (scrapes->empty()) co_return;
@@ -72,6 +74,12 @@ net::awaitable<void> Gateway::EngineMetricsRound() {
     const bool was_failing = engine_metrics_failing_.count(s.name) > 0;
     if (s.result.ok()) {
       st.SetEngineReport(s.result->running, s.result->waiting, s.result->kv_usage);
+      s.stats->engine_prefix_hits.store(s.result->prefix_cache_hits, std::memory_order_relaxed);
+      s.stats->engine_prefix_queries.store(s.result->prefix_cache_queries, std::memory_order_relaxed);
+      if (std::isnan(s.stats->engine_prefix_queries_first.load(std::memory_order_relaxed))) {
+        s.stats->engine_prefix_hits_first.store(s.result->prefix_cache_hits, std::memory_order_relaxed);
+        s.stats->engine_prefix_queries_first.store(s.result->prefix_cache_queries, std::memory_order_relaxed);
+      }
       if (was_failing) {
         engine_metrics_failing_.erase(s.name);
         LogEvent(spdlog::level::info, "engine metrics readable again", {{"instance", s.name}});
@@ -79,6 +87,8 @@ net::awaitable<void> Gateway::EngineMetricsRound() {
       continue;
     }
     st.SetEngineReport(-1, -1, std::numeric_limits<double>::quiet_NaN());
+    s.stats->engine_prefix_hits.store(std::numeric_limits<double>::quiet_NaN(), std::memory_order_relaxed);
+    s.stats->engine_prefix_queries.store(std::numeric_limits<double>::quiet_NaN(), std::memory_order_relaxed);
     if (!was_failing) {
       engine_metrics_failing_.insert(s.name);
       LogEvent(spdlog::level::warn, "engine metrics scrape failed; its load is the gateway's count",

@@ -25,6 +25,28 @@ TEST(EngineMetricsTest, ReadsVllmGauges) {
   EXPECT_DOUBLE_EQ(r->kv_usage, 0.25);
 }
 
+// The prefix-cache counters (tokens), summed over engines; both or neither are reported, and
+// hits cannot exceed queries.
+TEST(EngineMetricsTest, ReadsPrefixCacheCounters) {
+  const std::string base = "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n";
+  auto r = ParseEngineMetrics(base +
+                              "# TYPE vllm:prefix_cache_queries counter\n"
+                              "vllm:prefix_cache_queries_total{engine=\"0\",model_name=\"llama\"} 1.5e6\n"
+                              "vllm:prefix_cache_queries_total{engine=\"1\",model_name=\"llama\"} 500000\n"
+                              "vllm:prefix_cache_queries_created{engine=\"0\",model_name=\"llama\"} 1.7e9\n"
+                              "vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"llama\"} 1.2e6\n"
+                              "vllm:prefix_cache_hits_total{engine=\"1\",model_name=\"llama\"} 300000\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_DOUBLE_EQ(r->prefix_cache_queries, 2e6);
+  EXPECT_DOUBLE_EQ(r->prefix_cache_hits, 1.5e6);
+  r = ParseEngineMetrics(base + "vllm:prefix_cache_queries_total 10\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(std::isnan(r->prefix_cache_queries));
+  EXPECT_TRUE(std::isnan(r->prefix_cache_hits));
+  EXPECT_FALSE(ParseEngineMetrics(base + "vllm:prefix_cache_queries_total 10\nvllm:prefix_cache_hits_total 11\n").ok());
+  EXPECT_FALSE(ParseEngineMetrics(base + "vllm:prefix_cache_queries_total -1\nvllm:prefix_cache_hits_total 0\n").ok());
+}
+
 // Data-parallel engines are one instance: counts add up, usage is their mean.
 TEST(EngineMetricsTest, SumsSeriesOfSeveralEngines) {
   const char* text =

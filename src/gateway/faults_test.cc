@@ -204,7 +204,7 @@ TEST(FaultTest, InstanceKilledUnderLoad) {
     return EndsWithStreamError(r) && r.Header(kInstance) == "a" && r.body.starts_with(slow.chunks[0]);
   });
   bool ejected = false, readmitted = false;
-  const std::string a_first_bytes = R"(prefix_router_upstream_first_byte_seconds_count{instance="a"})";
+  const std::string a_first_bytes = R"(prefix_router_upstream_first_byte_seconds_count{instance="a",stream="true"})";
   const double a_first_bytes_before = pt::Metric(port, a_first_bytes);
   bool streaming_at_kill = false;
   RunLoad(port, 4, 160, tally, judge, [&] {

@@ -13,6 +13,7 @@
 #include "api/error.h"
 #include "api/native_request.h"
 #include "api/openai_request.h"
+#include "api/response_usage.h"
 #include "api/trace_context.h"
 #include "core/block_chain.h"
 #include "gateway/connection_limit.h"
@@ -276,11 +277,36 @@ struct Gateway::Metrics {
                                         {}, {1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2})),
         first_byte_seconds(r.AddHistogram("prefix_router_upstream_first_byte_seconds",
                                           "Time from dispatch to the first response body byte "
-                                          "from the instance (TTFT as seen at the gateway)",
-                                          {"instance"}, Histogram::LatencyBuckets())),
+                                          "from the instance, by instance and stream (true: an "
+                                          "SSE stream, whose first byte is its first token: TTFT "
+                                          "as seen at the gateway; false: a whole response, "
+                                          "whose first byte comes when it is all generated)",
+                                          {"instance", "stream"}, Histogram::LatencyBuckets())),
+        model_first_byte_seconds(r.AddHistogram("prefix_router_model_first_byte_seconds",
+                                                "Time from dispatch to the first response body "
+                                                "byte, by model (a served name the gateway knows, "
+                                                "else other) and stream (true: TTFT)",
+                                                {"model", "stream"}, Histogram::LatencyBuckets())),
         duration_seconds(r.AddHistogram("prefix_router_request_duration_seconds",
                                         "Time from a complete request to the end of its response",
-                                        {"instance"}, Histogram::LatencyBuckets())) {}
+                                        {"instance"}, Histogram::DurationBuckets())),
+        prompt_tokens(r.AddCounter("prefix_router_prompt_tokens_total",
+                                   "Prompt tokens of the responses relayed, from their usage, by "
+                                   "instance, model, client (the configured client key's tenant; "
+                                   "empty without client keys) and cached (true: served from the "
+                                   "engine's prefix cache, usage.prompt_tokens_details."
+                                   "cached_tokens; false: computed)",
+                                   {"instance", "model", "client", "cached"})),
+        completion_tokens(r.AddCounter("prefix_router_completion_tokens_total",
+                                       "Completion tokens of the responses relayed, from their "
+                                       "usage, by instance, model and client",
+                                       {"instance", "model", "client"})),
+        usage_responses(r.AddCounter("prefix_router_usage_responses_total",
+                                     "Successful completion responses relayed, by instance, "
+                                     "model, client and with_usage (false: no usage in the body, "
+                                     "or a stream without stream_options.include_usage; their "
+                                     "tokens are not counted)",
+                                     {"instance", "model", "client", "with_usage"})) {}
 
   Family<Counter>& requests;
   Family<Counter>& overflows;
@@ -303,7 +329,11 @@ struct Gateway::Metrics {
   Family<Gauge>& instance_up;
   Family<Histogram>& decision_seconds;
   Family<Histogram>& first_byte_seconds;
+  Family<Histogram>& model_first_byte_seconds;
   Family<Histogram>& duration_seconds;
+  Family<Counter>& prompt_tokens;
+  Family<Counter>& completion_tokens;
+  Family<Counter>& usage_responses;
 };
 
 // What the access log and the failure log say about one routed request.
@@ -322,6 +352,9 @@ struct Gateway::Attempt {
   std::string kind;         // the last failure's kind: the next retry's reason label
   std::string model;        // the served name, for messages and logs
   std::string model_label;  // its metric label (RoutingState::ModelLabel)
+  std::string client;       // the client key's tenant (a configured name; empty: keys off)
+  bool count_usage = false; // a generation route: its responses' usage is counted
+  ModelStats::Entry* model_stats = nullptr;  // of model_label
 };
 
 // ------------------------------------------------------------------------------ RoutingState
@@ -480,7 +513,8 @@ std::shared_ptr<InstanceRuntime> Gateway::NewRuntime(const InstanceConfig& ic) {
     }
   }
   rt->target.authorization = ic.authorization;
-  rt->first_byte = &metrics_->first_byte_seconds.WithLabels({ic.name});
+  rt->first_byte = &metrics_->first_byte_seconds.WithLabels({ic.name, "false"});
+  rt->first_byte_stream = &metrics_->first_byte_seconds.WithLabels({ic.name, "true"});
   rt->duration = &metrics_->duration_seconds.WithLabels({ic.name});
   return rt;
 }
@@ -768,6 +802,9 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   Attempt attempt;
   attempt.model = std::string(p.served_name);
   attempt.model_label = std::string(rs->ModelLabel(p.served_name));
+  attempt.client = record.tenant;
+  attempt.count_usage = api::HasPrefixKey(api_kind);  // generations: their usage is counted
+  attempt.model_stats = &model_stats_.For(attempt.model_label);
   record.model = attempt.model;
 
   // Tenant rate limits, before the pool's ceiling and any instance.
@@ -939,11 +976,16 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     first_token_told = true;
     policy.OnFirstToken(decision, *rs.fleet);
   };
-  auto first_byte = [&] {
+  // `stream`: an SSE response, whose first byte is its first token; a whole response's first
+  // byte comes once it is all generated, so it is labelled apart (and the status page's
+  // per-model TTFT takes streams only).
+  auto first_byte = [&](bool stream) {
     const auto now = Clock::now();
     const double seconds = std::chrono::duration<double>(now - started).count();
-    rt.first_byte->Observe(seconds);
+    (stream ? rt.first_byte_stream : rt.first_byte)->Observe(seconds);
     rt.stats->first_byte.Add(now, seconds);
+    metrics_->model_first_byte_seconds.WithLabels({attempt.model_label, stream ? "true" : "false"}).Observe(seconds);
+    if (stream && attempt.model_stats) attempt.model_stats->first_byte.Add(now, seconds);
   };
 
   for (int fresh = 0; fresh < 2; ++fresh) {
@@ -1043,6 +1085,24 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       head.set(kRankHeader, std::to_string(decision.rank));
     }
     const bool sse = IsSse(head);
+    // Token accounting: the usage of a successful generation, read as the body streams past
+    // (api/response_usage.h: no allocation, no copy), counted once the response has ended.
+    api::UsageScanner usage(sse ? api::UsageScanner::Framing::kSse : api::UsageScanner::Framing::kJson);
+    const bool scan_usage = attempt.count_usage && status >= 200 && status < 300;
+    auto count_usage = [&] {
+      if (!scan_usage) return;
+      const api::ResponseUsage& u = usage.usage();
+      rt.stats->tokens.Add(u);
+      if (attempt.model_stats) attempt.model_stats->tokens.Add(u);
+      metrics_->usage_responses.WithLabels({name, attempt.model_label, attempt.client, u.present ? "true" : "false"})
+          .Inc();
+      if (!u.present) return;
+      const uint32_t cached = std::min(u.cached_tokens, u.prompt_tokens);
+      metrics_->prompt_tokens.WithLabels({name, attempt.model_label, attempt.client, "true"}).Inc(cached);
+      metrics_->prompt_tokens.WithLabels({name, attempt.model_label, attempt.client, "false"})
+          .Inc(u.prompt_tokens - cached);
+      metrics_->completion_tokens.WithLabels({name, attempt.model_label, attempt.client}).Inc(u.completion_tokens);
+    };
     if (parser.is_done()) {
       metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
       // No body (204, 304, or an empty one).
@@ -1050,8 +1110,9 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       http::StringResponse res{std::move(head)};
       const bool upstream_keep = parser.get().keep_alive();
       co_await ex.Send(std::move(res));
-      first_byte();
+      first_byte(sse);
       rt.duration->Observe(SecondsSince(ex.received_at()));
+      count_usage();
       if (upstream_keep) pool.Release(std::move(lease));
       co_return kDone;
     }
@@ -1093,10 +1154,11 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       }
       if (got > 0) {
         if (first) {
-          first_byte();
+          first_byte(sse);
           first = false;
           if (sse) first_token();  // a stream's first token is its first byte
         }
+        if (scan_usage) usage.Feed(std::string_view(buf.data(), got));
         if (!co_await ex.SendBody(net::buffer(buf.data(), got))) {
           metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
           // The client went away: abandoning the lease closes the upstream connection, which
@@ -1129,6 +1191,7 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     if (!head_sent && !co_await send_head()) co_return kDone;  // a body that ended empty
     co_await ex.Finish();
     rt.duration->Observe(SecondsSince(ex.received_at()));
+    count_usage();
     if (parser.get().keep_alive()) pool.Release(std::move(lease));
     co_return kDone;
   }

@@ -84,7 +84,8 @@ struct InstanceRuntime {
   std::atomic<uint32_t> consecutive_failures{0};   // active checks and passive connect failures
   std::atomic<uint32_t> consecutive_successes{0};  // active checks while ejected
   // Metric children resolved once (label lookups stay off the request path).
-  Histogram* first_byte = nullptr;
+  Histogram* first_byte = nullptr;         // stream="false": a whole response's first byte
+  Histogram* first_byte_stream = nullptr;  // stream="true": an SSE stream's first byte (TTFT)
   Histogram* duration = nullptr;
   // The last /tokenize asked of it failed (tokenizer: engine; logged once per streak).
   std::atomic<bool> tokenize_failing{false};
@@ -173,6 +174,9 @@ class Gateway final : public http::Handler {
   const GatewayConfig& config() const { return config_; }
   StatusClock::time_point started_at() const { return started_at_; }
   const RequestSeries& request_series() const { return request_series_; }
+  // Tokens and first-byte times per model label, and their series (the status page's).
+  const ModelStats& model_stats() const { return model_stats_; }
+  const RequestSeries& model_series() const { return model_series_; }
   // Records every instance's request count in request_series(); a timer calls it every
   // RequestSeries::kInterval while the gateway runs (status.cc).
   void SampleRequests(StatusClock::time_point now);
@@ -263,6 +267,8 @@ class Gateway final : public http::Handler {
   GatewayConfig config_;
   const StatusClock::time_point started_at_ = StatusClock::now();
   RequestSeries request_series_;  // outlives server_, whose timer fills it
+  ModelStats model_stats_;        // the request path adds to it
+  RequestSeries model_series_;    // sampled with request_series_, keyed by model label
   Registry registry_;
   std::unique_ptr<Metrics> metrics_;
   std::atomic<std::shared_ptr<const RoutingState>> routing_;

@@ -350,7 +350,7 @@ TEST(GatewayTest, MetricsExposition) {
   EXPECT_EQ(Metric(port, R"(prefix_router_responses_total{code="200",origin="upstream"})"), 1);
   EXPECT_EQ(Metric(port, R"(prefix_router_request_duration_seconds_count{instance="alpha"})"), 1);
   EXPECT_EQ(Metric(port, R"(prefix_router_request_duration_seconds_bucket{instance="alpha",le="+Inf"})"), 1);
-  EXPECT_EQ(Metric(port, R"(prefix_router_upstream_first_byte_seconds_count{instance="alpha"})"), 1);
+  EXPECT_EQ(Metric(port, R"(prefix_router_upstream_first_byte_seconds_count{instance="alpha",stream="false"})"), 1);
   EXPECT_EQ(Metric(port, "prefix_router_routing_decision_seconds_count"), 1);
   for (std::string_view family :
        {"# TYPE prefix_router_upstream_errors_total counter", "# TYPE prefix_router_retries_total counter",

@@ -240,6 +240,12 @@ std::vector<double> Histogram::LatencyBuckets() {
           0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
 }
 
+std::vector<double> Histogram::DurationBuckets() {
+  std::vector<double> bounds = LatencyBuckets();
+  bounds.insert(bounds.end(), {120, 300, 600, 1800, 3600});
+  return bounds;
+}
+
 bool IsValidLabelValue(std::string_view value) {
   if (value.size() > kMaxLabelValueBytes) return false;
   for (const char c : value) {

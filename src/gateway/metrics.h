@@ -126,6 +126,9 @@ class Histogram {
   static std::vector<double> ExponentialBuckets(double start, double factor, int count);
   // Request and upstream latencies in seconds: 100 microseconds to 60 seconds in 1-2.5-5 steps.
   static std::vector<double> LatencyBuckets();
+  // Whole requests, which a long generation or a slow stream can make last for many minutes:
+  // LatencyBuckets, then 2, 5, 10, 30 and 60 minutes.
+  static std::vector<double> DurationBuckets();
 
  private:
   std::vector<double> upper_bounds_;

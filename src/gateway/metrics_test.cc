@@ -375,7 +375,8 @@ TEST(MetricsTest, NameValidation) {
   EXPECT_FALSE(IsValidLabelName("__name__"));
 }
 
-// ExponentialBuckets multiplies by factor; LatencyBuckets spans 100 us to 60 s, increasing.
+// ExponentialBuckets multiplies by factor; LatencyBuckets spans 100 us to 60 s, DurationBuckets
+// on to an hour, increasing.
 TEST(MetricsTest, BucketHelpers) {
   EXPECT_EQ(Histogram::ExponentialBuckets(0.001, 2, 4),
             (std::vector<double>{0.001, 0.002, 0.004, 0.008}));
@@ -386,6 +387,12 @@ TEST(MetricsTest, BucketHelpers) {
   EXPECT_EQ(latency.back(), 60);
   EXPECT_TRUE(std::is_sorted(latency.begin(), latency.end()));
   EXPECT_EQ(std::adjacent_find(latency.begin(), latency.end()), latency.end());
+  // Request durations go on to an hour (a long generation outlasts a minute).
+  const std::vector<double> duration = Histogram::DurationBuckets();
+  EXPECT_TRUE(std::equal(latency.begin(), latency.end(), duration.begin()));
+  EXPECT_EQ(duration.back(), 3600);
+  EXPECT_TRUE(std::is_sorted(duration.begin(), duration.end()));
+  EXPECT_EQ(std::adjacent_find(duration.begin(), duration.end()), duration.end());
 }
 
 // A wrong number of label values asserts in debug; in release it gets a child never rendered.

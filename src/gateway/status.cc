@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "gateway/gateway.h"
 #include "gateway/status_page.h"  // generated from status_page.html (src/CMakeLists.txt)
@@ -40,13 +41,96 @@ uint64_t Delta(const std::vector<RequestSeries::Count>& before, const RequestSer
   return now.requests >= base ? now.requests - base : 0;
 }
 
+void CopyTokens(const TokenCounts& t, RequestSeries::Count& c) {
+  c.prompt_tokens = t.prompt.load(std::memory_order_relaxed);
+  c.cached_tokens = t.cached.load(std::memory_order_relaxed);
+  c.completion_tokens = t.completion.load(std::memory_order_relaxed);
+  c.with_usage = t.with_usage.load(std::memory_order_relaxed);
+  c.without_usage = t.without_usage.load(std::memory_order_relaxed);
+}
+
 std::vector<RequestSeries::Count> CurrentCounts(const RoutingState& rs) {
   std::vector<RequestSeries::Count> out;
   out.reserve(rs.fleet->size());
   for (uint32_t i = 0; i < rs.fleet->size(); ++i) {
-    out.push_back({rs.fleet->spec(i).name, rs.fleet->state(i).dispatched.load(std::memory_order_relaxed)});
+    RequestSeries::Count c{rs.fleet->spec(i).name, rs.fleet->state(i).dispatched.load(std::memory_order_relaxed)};
+    const InstanceStats& stats = *rs.instances[i]->stats;
+    CopyTokens(stats.tokens, c);
+    c.engine_hits = stats.engine_prefix_hits.load(std::memory_order_relaxed);
+    c.engine_queries = stats.engine_prefix_queries.load(std::memory_order_relaxed);
+    c.engine_hits_first = stats.engine_prefix_hits_first.load(std::memory_order_relaxed);
+    c.engine_queries_first = stats.engine_prefix_queries_first.load(std::memory_order_relaxed);
+    out.push_back(std::move(c));
   }
   return out;
+}
+
+std::vector<RequestSeries::Count> ModelCounts(
+    const std::vector<std::pair<std::string, const ModelStats::Entry*>>& entries) {
+  std::vector<RequestSeries::Count> out;
+  for (const auto& [name, entry] : entries) {
+    RequestSeries::Count c{name};
+    CopyTokens(entry->tokens, c);
+    c.requests = c.with_usage + c.without_usage;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// cached / prompt, rounded to 4 decimals; null without prompt tokens.
+json::value HitRate(double cached, double prompt) {
+  if (!(prompt > 0) || !std::isfinite(cached)) return nullptr;
+  return std::round(cached / prompt * 1e4) / 1e4;
+}
+
+// The token figures of a TokenCounts-shaped count (lifetime or grown over the window).
+json::object TokensJson(const RequestSeries::Count& c) {
+  return json::object{{"prompt", c.prompt_tokens},
+                      {"cached", c.cached_tokens},
+                      {"completion", c.completion_tokens},
+                      {"responses_with_usage", c.with_usage},
+                      {"responses_without_usage", c.without_usage},
+                      {"hit_rate", HitRate(static_cast<double>(c.cached_tokens), static_cast<double>(c.prompt_tokens))}};
+}
+
+// Sums of grown counts: the measured tokens and the engines' counters (over those that
+// reported them).
+struct Sums {
+  RequestSeries::Count tokens;
+  double engine_hits = 0;
+  double engine_queries = 0;
+  bool engine_known = false;
+  void Add(const RequestSeries::Count& c) {
+    tokens.requests += c.requests;
+    tokens.prompt_tokens += c.prompt_tokens;
+    tokens.cached_tokens += c.cached_tokens;
+    tokens.completion_tokens += c.completion_tokens;
+    tokens.with_usage += c.with_usage;
+    tokens.without_usage += c.without_usage;
+    if (std::isfinite(c.engine_hits) && std::isfinite(c.engine_queries)) {
+      engine_hits += c.engine_hits;
+      engine_queries += c.engine_queries;
+      engine_known = true;
+    }
+  }
+};
+
+// The `recent` object: the window's measured tokens and hit rate, and the engines' own.
+json::object RecentJson(const Sums& s, double seconds, bool with_engine) {
+  json::object o = TokensJson(s.tokens);
+  o["seconds"] = std::round(seconds * 10) / 10;
+  if (with_engine) {
+    if (s.engine_known) {
+      o["engine_prefix_cache_hits"] = s.engine_hits;
+      o["engine_prefix_cache_queries"] = s.engine_queries;
+      o["engine_hit_rate"] = HitRate(s.engine_hits, s.engine_queries);
+    } else {
+      o["engine_prefix_cache_hits"] = nullptr;
+      o["engine_prefix_cache_queries"] = nullptr;
+      o["engine_hit_rate"] = nullptr;
+    }
+  }
+  return o;
 }
 
 json::object PoolJson(std::string_view name, const Pool& pool, size_t instances) {
@@ -132,6 +216,28 @@ TtftWindow::Percentiles TtftWindow::Recent(StatusClock::time_point now) const {
   return out;
 }
 
+// -------------------------------------------------------------------------------- ModelStats
+
+ModelStats::Entry& ModelStats::For(std::string_view model) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(model);
+  if (it != entries_.end()) return *it->second;
+  if (entries_.size() >= kMaxModels) {
+    model = "other";
+    it = entries_.find(model);
+    if (it != entries_.end()) return *it->second;
+  }
+  return *entries_.emplace(std::string(model), std::make_unique<Entry>()).first->second;
+}
+
+std::vector<std::pair<std::string, const ModelStats::Entry*>> ModelStats::All() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, const Entry*>> out;
+  out.reserve(entries_.size());
+  for (const auto& [name, entry] : entries_) out.emplace_back(name, entry.get());
+  return out;
+}
+
 // ----------------------------------------------------------------------------- RequestSeries
 
 void RequestSeries::Sample(StatusClock::time_point now, std::vector<Count> counts) {
@@ -175,10 +281,50 @@ std::vector<RequestSeries::Bucket> RequestSeries::Buckets(StatusClock::time_poin
   return out;
 }
 
+std::vector<RequestSeries::Count> RequestSeries::Growth(StatusClock::time_point now,
+                                                        const std::vector<Count>& current,
+                                                        double* seconds) const {
+  std::vector<Count> out;
+  out.reserve(current.size());
+  std::lock_guard lock(mu_);
+  *seconds = points_.empty() ? 0.0 : std::max(0.0, Seconds(now - points_.front().at));
+  for (const Count& c : current) {
+    Count d{c.instance};
+    const Count* was = points_.empty() ? nullptr : FindCount(points_.front().counts, c.instance);
+    auto grown = [](uint64_t now_value, uint64_t base) { return now_value >= base ? now_value - base : 0; };
+    d.requests = grown(c.requests, was ? was->requests : 0);
+    d.prompt_tokens = grown(c.prompt_tokens, was ? was->prompt_tokens : 0);
+    d.cached_tokens = grown(c.cached_tokens, was ? was->cached_tokens : 0);
+    d.completion_tokens = grown(c.completion_tokens, was ? was->completion_tokens : 0);
+    d.with_usage = grown(c.with_usage, was ? was->with_usage : 0);
+    d.without_usage = grown(c.without_usage, was ? was->without_usage : 0);
+    if (std::isfinite(c.engine_hits) && std::isfinite(c.engine_queries)) {
+      // The oldest sample that had the engine's counters, else their first scrape: an engine
+      // first scraped a minute ago counts from then, not from its whole life.
+      double hits = c.engine_hits_first, queries = c.engine_queries_first;
+      for (const Point& p : points_) {
+        const Count* e = FindCount(p.counts, c.instance);
+        if (!e || !std::isfinite(e->engine_hits) || !std::isfinite(e->engine_queries)) continue;
+        hits = e->engine_hits;
+        queries = e->engine_queries;
+        break;
+      }
+      if (std::isfinite(hits) && std::isfinite(queries)) {
+        const bool reset = c.engine_hits < hits || c.engine_queries < queries;
+        d.engine_hits = reset ? c.engine_hits : c.engine_hits - hits;
+        d.engine_queries = reset ? c.engine_queries : c.engine_queries - queries;
+      }
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 // ----------------------------------------------------------------------------------- Gateway
 
 void Gateway::SampleRequests(StatusClock::time_point now) {
   request_series_.Sample(now, CurrentCounts(*routing_.load()));
+  model_series_.Sample(now, ModelCounts(model_stats_.All()));
 }
 
 // ------------------------------------------------------------------------------------ status
@@ -189,6 +335,15 @@ json::object StatusJson(const Gateway& g, StatusClock::time_point now) {
   const std::vector<RequestSeries::Count> counts = CurrentCounts(*rs);
   uint64_t total = 0;
   for (const auto& c : counts) total += c.requests;
+  // The hit-rate window: what each instance's and model's counts grew by over the series.
+  double window_seconds = 0;
+  const std::vector<RequestSeries::Count> grown = g.request_series().Growth(now, counts, &window_seconds);
+  const auto model_entries = g.model_stats().All();
+  const std::vector<RequestSeries::Count> model_counts = ModelCounts(model_entries);
+  double model_window_seconds = 0;
+  const std::vector<RequestSeries::Count> model_grown =
+      g.model_series().Growth(now, model_counts, &model_window_seconds);
+  Sums lifetime_all, recent_all;
 
   json::array instances;
   int64_t in_flight_all = 0;
@@ -255,16 +410,76 @@ json::object StatusJson(const Gateway& g, StatusClock::time_point now) {
       e["running"] = running >= 0 ? json::value(running) : json::value(nullptr);
       e["waiting"] = waiting >= 0 ? json::value(waiting) : json::value(nullptr);
       e["kv_usage"] = std::isnan(usage) ? json::value(nullptr) : json::value(usage);
+      // The engine's own prefix-cache counters (tokens, since the engine started).
+      const double hits = counts[i].engine_hits;
+      const double queries = counts[i].engine_queries;
+      const bool known = std::isfinite(hits) && std::isfinite(queries);
+      e["prefix_cache_hits"] = known ? json::value(hits) : json::value(nullptr);
+      e["prefix_cache_queries"] = known ? json::value(queries) : json::value(nullptr);
+      e["hit_rate"] = known ? HitRate(hits, queries) : json::value(nullptr);
       o["engine"] = std::move(e);
     } else {
       o["engine"] = nullptr;
     }
+    // Tokens measured from the usage of the responses relayed: since the gateway started, and
+    // over the window beside the engine's own hit rate of the same window.
+    o["tokens"] = TokensJson(counts[i]);
+    Sums one;
+    one.Add(grown[i]);
+    o["recent"] = RecentJson(one, window_seconds, true);
+    lifetime_all.Add(counts[i]);
+    recent_all.Add(grown[i]);
     instances.push_back(std::move(o));
   }
 
   json::array pools;
   pools.push_back(PoolJson("default", rs->default_pool, fleet.Eligible("").size()));
   for (const auto& [name, pool] : rs->pools) pools.push_back(PoolJson(name, pool, fleet.Eligible(name).size()));
+  // A pool's measured hit rate: its models' tokens (a model without a pool of its name is the
+  // default pool's); its engines' hit rate: that of the instances that take its requests.
+  auto pool_name_of = [&](std::string_view model) -> std::string_view {
+    return rs->pools.contains(model) ? model : std::string_view("default");
+  };
+  std::map<std::string, Sums, std::less<>> pool_sums;
+  for (const RequestSeries::Count& m : model_grown) pool_sums[std::string(pool_name_of(m.instance))].Add(m);
+  std::map<std::string, Sums, std::less<>> pool_engines;
+  for (uint32_t i = 0; i < fleet.size(); ++i) {
+    for (const auto& [name, pool] : PoolsOf(*rs, fleet.spec(i))) {
+      RequestSeries::Count engine_only{fleet.spec(i).name};
+      engine_only.engine_hits = grown[i].engine_hits;
+      engine_only.engine_queries = grown[i].engine_queries;
+      pool_engines[std::string(name)].Add(engine_only);
+    }
+  }
+  for (json::value& v : pools) {
+    json::object& po = v.as_object();
+    const std::string name(po["name"].as_string());
+    Sums s;
+    if (auto it = pool_sums.find(name); it != pool_sums.end()) s = it->second;
+    if (auto it = pool_engines.find(name); it != pool_engines.end()) {
+      s.engine_hits = it->second.engine_hits;
+      s.engine_queries = it->second.engine_queries;
+      s.engine_known = it->second.engine_known;
+    }
+    po["recent"] = RecentJson(s, model_window_seconds, true);
+  }
+
+  // The per-model view: tokens since start and over the window, first-byte times.
+  json::array models;
+  for (size_t k = 0; k < model_counts.size(); ++k) {
+    const RequestSeries::Count& c = model_counts[k];
+    json::object mo{{"name", c.instance}, {"pool", pool_name_of(c.instance)}, {"tokens", TokensJson(c)}};
+    Sums one;
+    one.Add(model_grown[k]);
+    mo["recent"] = RecentJson(one, model_window_seconds, false);
+    const TtftWindow::Percentiles ttft = model_entries[k].second->first_byte.Recent(now);
+    if (ttft.samples) {
+      mo["ttft"] = json::object{{"samples", ttft.samples}, {"p50_ms", Ms(ttft.p50)}, {"p90_ms", Ms(ttft.p90)}};
+    } else {
+      mo["ttft"] = json::object{{"samples", 0}, {"p50_ms", nullptr}, {"p90_ms", nullptr}};
+    }
+    models.push_back(std::move(mo));
+  }
 
   // The series: bucket counts parallel to `instances`.
   json::array buckets;
@@ -294,9 +509,12 @@ json::object StatusJson(const Gateway& g, StatusClock::time_point now) {
                     {"requests_per_second", std::round(rate * 100) / 100},
                     {"upstream_errors", errors_all},
                     {"max_retries", c.max_retries},
-                    {"health_interval_seconds", c.health.interval}}},
+                    {"health_interval_seconds", c.health.interval},
+                    {"tokens", TokensJson(lifetime_all.tokens)},
+                    {"recent", RecentJson(recent_all, window_seconds, true)}}},
       {"instances", std::move(instances)},
       {"pools", std::move(pools)},
+      {"models", std::move(models)},
       {"ttft_window", json::object{{"seconds", TtftWindow::kWindow.count()}, {"max_samples", TtftWindow::kCapacity}}},
       {"series", json::object{{"bucket_seconds", RequestSeries::kInterval.count()},
                               {"max_buckets", RequestSeries::kBuckets},

@@ -8,6 +8,8 @@
 
 #include <boost/json.hpp>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -159,6 +161,53 @@ TEST(RequestSeriesTest, RingIsBounded) {
   EXPECT_DOUBLE_EQ(b.front().ended_ago, 4995 - 10.0 * (500 - RequestSeries::kBuckets));
   for (size_t i = 0; i + 1 < b.size(); ++i) EXPECT_EQ(b[i].total, 3u);
   EXPECT_EQ(b.back().total, 3u);
+}
+
+// The hit-rate window: token counts grow from the oldest sample (the series' span, at most
+// five minutes, so older traffic drops out); the engines' counters from the oldest sample that
+// had them; an engine whose counters went down (restarted) counts from zero.
+TEST(RequestSeriesTest, GrowthOverTheWindow) {
+  auto count = [](std::string name, uint64_t prompt, uint64_t cached, double hits, double queries) {
+    RequestSeries::Count c{std::move(name)};
+    c.prompt_tokens = prompt;
+    c.cached_tokens = cached;
+    c.engine_hits = hits;
+    c.engine_queries = queries;
+    return c;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  RequestSeries s;
+  double seconds = -1;
+  EXPECT_EQ(s.Growth(At(0), {count("a", 5, 1, nan, nan)}, &seconds)[0].prompt_tokens, 5u);
+  EXPECT_EQ(seconds, 0);
+  s.Sample(At(0), {count("a", 100, 50, nan, nan), count("b", 10, 0, 900, 1000)});
+  s.Sample(At(10), {count("a", 300, 200, 40, 100), count("b", 20, 5, 950, 1100)});
+  auto g = s.Growth(At(15), {count("a", 700, 500, 340, 600), count("b", 30, 6, 20, 50), count("c", 9, 9, nan, nan)},
+                    &seconds);
+  EXPECT_DOUBLE_EQ(seconds, 15);
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[0].prompt_tokens, 600u);
+  EXPECT_EQ(g[0].cached_tokens, 450u);
+  EXPECT_DOUBLE_EQ(g[0].engine_hits, 300);     // from the sample at 10 s, a's first report
+  EXPECT_DOUBLE_EQ(g[0].engine_queries, 500);
+  EXPECT_DOUBLE_EQ(g[1].engine_hits, 20);      // b restarted: its counters count from zero
+  EXPECT_DOUBLE_EQ(g[1].engine_queries, 50);
+  EXPECT_EQ(g[2].prompt_tokens, 9u);           // new since the oldest sample
+  EXPECT_TRUE(std::isnan(g[2].engine_hits));   // never reported
+  // No sample has c's counters yet: they count from their first scrape.
+  RequestSeries::Count c = count("c", 9, 9, 70, 100);
+  c.engine_hits_first = 30;
+  c.engine_queries_first = 40;
+  g = s.Growth(At(15), {c}, &seconds);
+  EXPECT_DOUBLE_EQ(g[0].engine_hits, 40);
+  EXPECT_DOUBLE_EQ(g[0].engine_queries, 60);
+  // Old samples leave the window: after kBuckets more samples, growth counts from 10 s on.
+  for (size_t i = 1; i <= RequestSeries::kBuckets; ++i) {
+    s.Sample(At(10.0 + 10.0 * static_cast<double>(i)), {count("a", 300, 200, 40, 100)});
+  }
+  g = s.Growth(At(10.0 + 10.0 * RequestSeries::kBuckets), {count("a", 400, 200, 40, 100)}, &seconds);
+  EXPECT_DOUBLE_EQ(seconds, 10.0 * RequestSeries::kBuckets);
+  EXPECT_EQ(g[0].prompt_tokens, 100u);
 }
 
 // ---------------------------------------------------------------------------- /status.json

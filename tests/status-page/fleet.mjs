@@ -76,6 +76,8 @@ export async function startGateway(instances, routing = '{routing_strategy: pref
     // Fast checks so that a dead instance shows as ejected within a second or two.
     'health: {interval: 0.5, timeout: 0.5, unhealthy_threshold: 1, healthy_threshold: 1}',
     'timeouts: {drain: 1}',
+    // The engines' own prefix-cache counters, for the page's engine hit rate and queue columns.
+    'engine_metrics: {interval: 0.5}',
     `routing: ${routing}`,
     'instances:',
     ...instances.map((i) => `  - {name: ${i.name}, url: "${i.url}"}`),

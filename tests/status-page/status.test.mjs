@@ -3,7 +3,9 @@
 // front of two `prefix-router engine` emulators and one dead address, logging in the way a
 // person would (HTTP Basic: the browser's dialog, any user name, the admin token as password),
 // and checks the rendered DOM: a row per instance, numbers that change after traffic, the
-// dead instance ejected, charts drawn, nothing fetched from elsewhere, no script error, a page
+// dead instance ejected, charts drawn, the measured hit rate beside the engines' own (their
+// prefix-cache counters) and their queue and KV columns, the per-pool and per-model hit rates,
+// nothing fetched from elsewhere, no script error, a page
 // that fits 375 px and 1280 px wide, and 100 instances (97 added through the admin API at
 // dead addresses) at both widths.
 //
@@ -18,7 +20,9 @@ let gw;
 let engines;
 
 before(async () => {
-  const [ports, b] = await Promise.all([Promise.all([startEngine(), startEngine()]), launchBrowser()]);
+  // --enable-prompt-tokens-details: usage carries cached tokens, as a vLLM run with the flag.
+  const engineFlags = ['--profile', 'tiny-test', '--time-scale', '0.001', '--enable-prompt-tokens-details'];
+  const [ports, b] = await Promise.all([Promise.all([startEngine(engineFlags), startEngine(engineFlags)]), launchBrowser()]);
   browser = b;
   engines = ports;
   gw = await startGateway([
@@ -108,6 +112,36 @@ test('1280 px: instance rows and numbers that change after traffic', { timeout: 
   assert.match(await rowText(page, busy, 'ttft_p50'), /\d+(\.\d+)? (ms|s)$/);
   assert.ok(num(await rowText(page, busy, 'affinity')) > 0);
   assert.equal(await rowText(page, 'dead', 'ttft_p50'), '–');
+
+  // Hit rates: each key's prefix was sent 4 times to one engine, so both the measured rate
+  // (cached / prompt tokens of the responses' usage) and the engine's own (its scraped
+  // prefix-cache counters) are well above zero, and they agree; the dead instance has neither.
+  const pct = /^\d+(\.\d)?%$/;
+  await page.waitForFunction((name) => {
+    const cell = (k) => document.querySelector(`#instances tr[data-name="${name}"] td[data-k="${k}"]`).textContent;
+    return /%$/.test(cell('hit_rate')) && /%$/.test(cell('engine_hit_rate'));
+  }, busy, { timeout: 10_000 });
+  const measured = num(await rowText(page, busy, 'hit_rate'));
+  const engine = num(await rowText(page, busy, 'engine_hit_rate'));
+  assert.ok(measured > 20, `measured hit rate ${measured}%`);
+  assert.ok(Math.abs(measured - engine) <= 1, `measured ${measured}% vs engine ${engine}%`);
+  assert.match(await rowText(page, busy, 'engine_queue'), /^\d+ \+ \d+$/);
+  assert.match(await rowText(page, busy, 'kv_usage'), pct);
+  assert.equal(await rowText(page, 'dead', 'hit_rate'), '–');
+  assert.equal(await rowText(page, 'dead', 'engine_hit_rate'), '–');
+  assert.equal(await rowText(page, 'dead', 'engine_queue'), '–');
+  assert.match(await page.locator('#c-hitrate').textContent(), pct);
+  assert.match(await page.locator('#c-engine-hitrate').textContent(), pct);
+  assert.match(await page.locator('#pools tbody tr td[data-k="hit_rate"]').textContent(), pct);
+  assert.match(await page.locator('#pools tbody tr td[data-k="engine_hit_rate"]').textContent(), pct);
+  // The per-model view: one row, every response with usage. Its name is the model label:
+  // "llama" when the instances declare or discover it, else "other".
+  assert.equal(await page.locator('#models tbody tr').count(), 1);
+  const model = page.locator('#models tbody tr').first();
+  assert.ok(['llama', 'other'].includes(await model.getAttribute('data-name')));
+  assert.match(await model.locator('td[data-k="hit_rate"]').textContent(), pct);
+  assert.equal(await model.locator('td[data-k="with_usage"]').textContent(), '100.0%');
+  assert.ok(num(await model.locator('td[data-k="prompt"]').textContent()) > 0);
 
   // Charts: the rate line and the share bars of the current bucket, with a legend.
   await page.waitForSelector('#rate-chart polyline.rate-line');
