@@ -642,7 +642,12 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
           return ForEachField(
               v, p, {"models", "models_interval", "resolve_interval", "hosts_file"},
               [&d](const std::string& k, const YAML::Node& x, const std::string& xp) -> Status {
-                if (k == "models") return ReadBool(x, xp, d.models);
+                if (k == "models") {
+                  bool b = false;
+                  if (Status s = ReadBool(x, xp, b); !s.ok()) return s;
+                  d.models = b;
+                  return Status::Ok();
+                }
                 if (k == "models_interval") return ReadSeconds(x, xp, d.models_interval);
                 if (k == "resolve_interval") return ReadSeconds(x, xp, d.resolve_interval);
                 return ReadString(x, xp, d.hosts_file);

@@ -192,7 +192,11 @@
 // instances given by a DNS name that resolves to several addresses.
 //
 //   discovery:
-//     models: false                 # default of instances[].discover_models
+//     models: true                  # default of instances[].discover_models. Absent: every
+//                                   # instance without `models` polls its GET /v1/models (one
+//                                   # that has none keeps serving every name); instances with
+//                                   # `models` keep them as their list. true: every instance,
+//                                   # its `models` being the list until the first poll.
 //     models_interval: 30           # seconds between polls of one instance's GET /v1/models,
 //                                   # [1, 86400]; the poll's timeout is health.timeout
 //     resolve_interval: 30          # seconds between resolutions of a `resolve: all` name,
@@ -210,9 +214,11 @@
 //     - url: http://vllm.internal:8000
 //       discover_models: true       # served names = the ids of GET /v1/models (base models and
 //                                   # LoRA adapters), at most 1,024; `models`, if set, is the
-//                                   # list until the first successful poll; with neither, the
-//                                   # instance serves no name until then. A failed poll keeps
-//                                   # the last list.
+//                                   # list until the first successful poll. Set here (true),
+//                                   # with no `models` the instance serves no name until then;
+//                                   # left to discovery.models, it serves every name until
+//                                   # then (and for good if it has no usable /v1/models).
+//                                   # A failed poll keeps the last list.
 //       resolve: all                # none | all. all: one instance per address of the url's
 //                                   # DNS name (IPv4 and IPv6), named NAME@ADDRESS:PORT, same
 //                                   # weight, models and Host header; re-resolved every
@@ -292,12 +298,21 @@ struct KvEventsConfig {
   bool operator==(const KvEventsConfig&) const = default;
 };
 
+// The entries of an instance's /v1/models answer as the engine sent them, by id
+// (gateway/discovery.h): each a JSON object, minified, with every member the engine gave
+// (object, created, owned_by, root, parent, max_model_len, permission, ...) except `instances`,
+// the member the gateway's own /v1/models adds. Bounded by the answer (4 MiB) and 1,024 ids.
+using ModelEntries = std::map<std::string, std::string, std::less<>>;
+
 struct InstanceConfig {
   std::string name;                 // defaults to host:port of url
   std::string url;                  // http(s)://host:port[/base-path]
   uint32_t weight = 1;
   std::vector<std::string> models;  // served names; empty = every name
-  std::optional<bool> discover_models;   // poll GET /v1/models; absent = discovery.models
+  // Poll GET /v1/models; absent = discovery.models (DiscoversModels). Set to true, the instance
+  // is known to have /v1/models: until it answers, it serves its configured `models` only (none
+  // if none); left absent, it serves what it would without discovery until it answers a list.
+  std::optional<bool> discover_models;
   ResolveMode resolve = ResolveMode::kNone;
   std::optional<std::string> tls_ca_file;  // the instance's `upstream_tls` overrides
   std::optional<bool> tls_verify;
@@ -315,6 +330,9 @@ struct InstanceConfig {
   std::string host_header;
   std::string tls_name;  // https: the name verified and sent as SNI (the template's); empty = host
   bool models_only_listed = false;
+  // Set by the gateway with discovered `models`: the instance's /v1/models entries, by id.
+  std::shared_ptr<const ModelEntries> model_entries;
+  bool models_polled = false;  // set by the gateway: DiscoversModels of the configured instance
   // Filled by validation: the effective TLS settings (upstream_tls with the overrides) and the
   // credential (empty = none; the client's Authorization header then passes through).
   UpstreamTlsConfig tls;
@@ -331,11 +349,20 @@ struct ListenerTlsConfig {
 // Discovery of served names and of instances by DNS (docs/discovery.md). Read at start: a
 // reload that changes this section needs a restart.
 struct DiscoveryConfig {
-  bool models = false;           // default of instances[].discover_models
+  // Default of instances[].discover_models; absent = true for instances without `models`
+  // (DiscoversModels).
+  std::optional<bool> models;
   double models_interval = 30;   // seconds between two polls of one instance's /v1/models
   double resolve_interval = 30;  // seconds between two resolutions of a `resolve: all` name
   std::string hosts_file;        // resolve names with this hosts(5) file, not the system's
 };
+
+// Whether discovery polls `ic`'s GET /v1/models: its own discover_models, else discovery.models,
+// else (the default) when it lists no `models`: a configured list stays the instance's list
+// unless discovery is asked for, and a bare instance serves the names its engine lists.
+inline bool DiscoversModels(const InstanceConfig& ic, const DiscoveryConfig& d) {
+  return ic.discover_models.value_or(d.models.value_or(ic.models.empty()));
+}
 
 struct EngineMetricsConfig {
   bool enabled = false;     // the section is present (a pool with load_measure: engine also turns it on)

@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <set>
 
+#include "api/error.h"
 #include "gateway/config.h"
 
 namespace prefix_router::gateway {
@@ -138,22 +138,36 @@ Result<ModelList> ParseModelList(std::string_view body) {
   if (doc["data"].get(data)) {
     return Status::InvalidArgument("the /v1/models answer has no `data` list");
   }
-  std::set<std::string, std::less<>> names;
+  auto entries = std::make_shared<ModelEntries>();
   ModelList out;
   for (simdjson::dom::element entry : data) {
     std::string_view id;
-    if (entry["id"].get(id) || !CheckServedName(id).ok()) {
+    simdjson::dom::object fields;
+    if (entry.get(fields) || fields["id"].get(id) || !CheckServedName(id).ok()) {
       ++out.invalid;
       continue;
     }
-    if (names.contains(id)) continue;
-    if (names.size() == kMaxServedNames) {
+    if (entries->contains(id)) continue;
+    if (entries->size() == kMaxServedNames) {
       out.truncated = true;
       continue;
     }
-    names.emplace(id);
+    // Rebuilt member by member (each value minified as sent) to leave out `instances`, which
+    // the gateway's /v1/models sets itself: a duplicate key would be ambiguous to clients.
+    std::string json = "{";
+    for (auto field : fields) {
+      if (field.key == "instances") continue;
+      if (json.size() > 1) json += ',';
+      json += '"';
+      api::AppendJsonEscaped(json, field.key);
+      json += "\":";
+      json += simdjson::minify(field.value);
+    }
+    json += '}';
+    entries->emplace(std::string(id), std::move(json));
   }
-  out.names.assign(names.begin(), names.end());
+  for (const auto& [id, json] : *entries) out.names.push_back(id);
+  out.entries = std::move(entries);
   return out;
 }
 

@@ -4,7 +4,8 @@
 // Served names: an instance with discover_models answers GET /v1/models (the OpenAI list shape;
 // vLLM lists every base model and every LoRA adapter loaded at run time as one entry each, an
 // adapter with `parent` naming its base model), and the ids become the names it serves.
-// ParseModelList turns such a body into names, validated like configured ones and bounded.
+// ParseModelList turns such a body into names, validated like configured ones and bounded, and
+// keeps each entry as the engine sent it (the gateway's own /v1/models merges them).
 //
 // Instances by DNS: an instance with `resolve: all` stands for one instance per address its url's
 // host name resolves to. The names come from a Resolver: the system's (getaddrinfo, run by
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "gateway/config.h"
 #include "http/server.h"
 
 namespace prefix_router::gateway {
@@ -86,12 +88,15 @@ class FixedResolver final : public Resolver {
 // A parsed /v1/models answer.
 struct ModelList {
   std::vector<std::string> names;  // sorted, unique, each valid (CheckServedName)
+  // One per name (the first entry with that id in the answer); never null.
+  std::shared_ptr<const ModelEntries> entries = std::make_shared<const ModelEntries>();
   size_t invalid = 0;              // ids left out: not a string, or not a valid served name
   bool truncated = false;          // more than kMaxServedNames valid ids; the first ones kept
 };
 
-// `{"object":"list","data":[{"id":...},...]}` -> the ids. An error says what is wrong with the
-// body (not JSON, no `data` list).
+// `{"object":"list","data":[{"id":...},...]}` -> the ids and their entries. An error says what
+// is wrong with the body (InvalidArgument: not JSON, no `data` list): the instance answered,
+// but not with the list.
 Result<ModelList> ParseModelList(std::string_view body);
 
 }  // namespace prefix_router::gateway

@@ -87,12 +87,26 @@ net::awaitable<void> Gateway::DiscoveryLoop() {
       co_await PollRound();
       next_poll = Clock::now() + poll_every;
     }
+    first_discovery_done_.store(true);
     if (full) discovery_done_.store(ticket);
     if (discovery_requested_.load() > discovery_done_.load()) continue;
     timer.expires_at(std::min(next_resolve, next_poll));
     co_await timer.async_wait(http::kTuple);  // cancelled by RequestDiscovery and Stop
   }
   discovery_timer_ = nullptr;
+  first_discovery_done_.store(true);
+}
+
+net::awaitable<void> Gateway::AwaitFirstDiscovery() {
+  if (first_discovery_done_.load()) co_return;
+  // Only the first moments after start come here; a short poll of the flag is simpler than a
+  // wake-up list and costs nothing once the round has ended.
+  net::steady_timer timer(co_await net::this_coro::executor);
+  const auto until = Clock::now() + Ms(config_.health.timeout);
+  while (!first_discovery_done_.load() && !server_->stopping() && Clock::now() < until) {
+    timer.expires_after(std::chrono::milliseconds(5));
+    co_await timer.async_wait(http::kTuple);
+  }
 }
 
 // ----------------------------------------------------------------------------------- DNS
@@ -197,7 +211,13 @@ net::awaitable<Result<std::string>> Gateway::GetFromInstance(UpstreamTarget targ
   }
   if (rec) co_return Status::Unavailable("reading the " + path + " answer failed: " + rec.message());
   const int status = parser.get().result_int();
-  if (status != 200) co_return Status::Unavailable("GET " + path + " answered " + std::to_string(status));
+  if (status != 200) {
+    // Not found, not allowed, not implemented: the instance has no such route (a container
+    // with only /invocations), as opposed to failing to answer it.
+    const bool no_route = status == 404 || status == 405 || status == 501;
+    std::string message = "GET " + path + " answered " + std::to_string(status);
+    co_return no_route ? Status::NotFound(std::move(message)) : Status::Unavailable(std::move(message));
+  }
   co_return parser.release().body();
 }
 
@@ -220,7 +240,7 @@ net::awaitable<void> Gateway::PollRound() {
     auto rs = routing_.load();
     for (uint32_t i = 0; i < rs->fleet->size(); ++i) {
       const InstanceSpec& spec = rs->fleet->spec(i);
-      if (spec.serves_only_listed) polls->push_back({spec.name, spec.url, rs->instances[i]->target});
+      if (rs->discovery[i].polled) polls->push_back({spec.name, spec.url, rs->instances[i]->target});
     }
   }
   if (polls->empty()) co_return;
@@ -237,23 +257,52 @@ net::awaitable<void> Gateway::PollRound() {
     if (!index || rs->fleet->spec(*index).url != p.url) continue;  // removed or moved meanwhile
     DiscoveredModels& known = discovered_[p.name];
     if (known.url != p.url) known = DiscoveredModels{p.url};
-    const auto& serving = rs->fleet->spec(*index).serves;
-    if (!p.result.ok()) {
-      if (!known.failing) {
-        LogEvent(spdlog::level::warn, "model discovery failed; the instance keeps its served names",
-                 {{"instance", p.name}, {"error", p.result.status().message()},
-                  {"names", static_cast<uint64_t>(serving.size())}});
+    const InstanceSpec& spec = rs->fleet->spec(*index);
+    const auto& serving = spec.serves;
+    // An instance left to the default (not listed yet, and not asked for by name) that
+    // answers, but not with a usable list, has no /v1/models to follow (a SageMaker
+    // /invocations container): it keeps serving what it would without discovery.
+    const bool every_name = serving.empty() && !spec.serves_only_listed;
+    const bool lenient = !known.names && !spec.serves_only_listed;
+    Status error = p.result.ok() ? Status::Ok() : p.result.status();
+    if (lenient && p.result.ok() && p.result->names.empty()) {
+      error = Status::InvalidArgument("the /v1/models answer lists no valid id");
+    }
+    const bool no_list = !error.ok() && (error.code() == StatusCode::kNotFound ||
+                                         error.code() == StatusCode::kInvalidArgument);
+    if (!error.ok()) {
+      const FailingState now = lenient && no_list ? FailingState::kNoList : FailingState::kFailing;
+      if (known.failing != now) {  // once per streak, not at every poll
+        if (now == FailingState::kNoList) {
+          LogEvent(spdlog::level::warn,
+                   every_name ? "no usable /v1/models; the instance serves every name"
+                              : "no usable /v1/models; the instance serves its configured names",
+                   {{"instance", p.name}, {"error", error.message()},
+                    {"names", static_cast<uint64_t>(serving.size())}});
+        } else {
+          LogEvent(spdlog::level::warn, "model discovery failed; the instance keeps its served names",
+                   {{"instance", p.name}, {"error", error.message()},
+                    {"names", static_cast<uint64_t>(serving.size())},
+                    {"every_name", every_name ? "yes" : "no"}});
+        }
       }
-      known.failing = true;
+      known.failing = now;
       continue;
     }
-    if (known.failing) LogEvent(spdlog::level::info, "model discovery works again", {{"instance", p.name}});
-    known.failing = false;
+    if (known.failing != FailingState::kNo) {
+      LogEvent(spdlog::level::info, "model discovery works again", {{"instance", p.name}});
+    }
+    known.failing = FailingState::kNo;
     const ModelList& list = *p.result;
     known.names = list.names;
+    known.entries = list.entries;
     const std::vector<std::string> was = SortedUnique(serving);
-    if (was == list.names) continue;
+    const auto& had = rs->discovery[*index].entries;
+    // A first list replaces "every name"; changed entries (max_model_len, a new `created`) are
+    // what the gateway's /v1/models shows.
+    if (was == list.names && spec.serves_only_listed && had && *had == *list.entries) continue;
     changed = true;
+    if (was == list.names && spec.serves_only_listed) continue;
     LogEvent(spdlog::level::info, "served names discovered",
              {{"instance", p.name}, {"added", JoinNames(Minus(list.names, was))},
               {"removed", JoinNames(Minus(was, list.names))},

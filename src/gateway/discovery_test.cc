@@ -85,6 +85,22 @@ TEST(ParseModelListTest, WrongShapesAreErrors) {
   EXPECT_TRUE(empty->names.empty());
 }
 
+// Each entry is kept as the engine sent it (every member, minified), the first one per id; an
+// `instances` member the engine sent is left out (the gateway's /v1/models sets its own).
+TEST(ParseModelListTest, KeepsEachEntryAsSent) {
+  auto r = ParseModelList(R"({"data":[
+      {"id":"base", "object":"model", "created":1700000000, "max_model_len":8192, "parent":null,
+       "permission":[{"id":"p1","allow_sampling":true}], "instances":"theirs"},
+      {"id":"base", "max_model_len":1},
+      {"id":"lora", "parent":"base", "root":"/adapters/lora"}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->entries->size(), 2u);
+  EXPECT_EQ(r->entries->at("base"),
+            R"({"id":"base","object":"model","created":1700000000,"max_model_len":8192,"parent":null,)"
+            R"("permission":[{"id":"p1","allow_sampling":true}]})");
+  EXPECT_EQ(r->entries->at("lora"), R"({"id":"lora","parent":"base","root":"/adapters/lora"})");
+}
+
 // hosts(5): address then names and aliases, comments, any case, IPv6, junk lines skipped.
 TEST(HostsFileTest, FindsEveryAddressOfAName) {
   const std::string text =
@@ -114,11 +130,14 @@ void ExpectError(const std::string& yaml, const std::string& part) {
   EXPECT_NE(s.message().find(part), std::string::npos) << "yaml: " << yaml << "\nmessage: " << s.message();
 }
 
-// Defaults: discovery off, today's behaviour; every field is read.
+// Defaults: model discovery on for instances without `models` (a configured list stays the
+// list), no DNS discovery; every field is read.
 TEST(DiscoveryConfigTest, DefaultsAndFields) {
   GatewayConfig c;
-  ASSERT_TRUE(ValidateYaml("instances: [{url: 'http://127.0.0.1:8001'}]\n", &c).ok());
-  EXPECT_FALSE(c.discovery.models);
+  ASSERT_TRUE(ValidateYaml("instances: [{url: 'http://127.0.0.1:8001'}, {url: 'http://127.0.0.1:8002', models: [m]}]\n", &c).ok());
+  EXPECT_FALSE(c.discovery.models.has_value());
+  EXPECT_TRUE(DiscoversModels(c.instances[0], c.discovery));
+  EXPECT_FALSE(DiscoversModels(c.instances[1], c.discovery));
   EXPECT_EQ(c.discovery.models_interval, 30);
   EXPECT_EQ(c.discovery.resolve_interval, 30);
   EXPECT_TRUE(c.discovery.hosts_file.empty());
@@ -126,13 +145,14 @@ TEST(DiscoveryConfigTest, DefaultsAndFields) {
   EXPECT_EQ(c.instances[0].resolve, ResolveMode::kNone);
 
   const Status s = ValidateYaml(
-      "discovery: {models: true, models_interval: 5, resolve_interval: 2.5, hosts_file: /etc/hosts}\n"
+      "discovery: {models: false, models_interval: 5, resolve_interval: 2.5, hosts_file: /etc/hosts}\n"
       "instances:\n"
       "  - {url: 'http://llm.internal:8000', resolve: all, discover_models: false}\n"
       "  - {url: 'http://127.0.0.1:8001', resolve: none}\n",
       &c);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_TRUE(c.discovery.models);
+  EXPECT_EQ(c.discovery.models, std::optional<bool>(false));
+  EXPECT_FALSE(DiscoversModels(c.instances[1], c.discovery));
   EXPECT_EQ(c.discovery.models_interval, 5);
   EXPECT_EQ(c.discovery.resolve_interval, 2.5);
   EXPECT_EQ(c.discovery.hosts_file, "/etc/hosts");
@@ -170,7 +190,7 @@ TEST(DiscoveryConfigTest, ErrorsNameTheField) {
 TEST(DiscoveryConfigTest, RestartRequiredNamesDiscoveryFields) {
   GatewayConfig a;
   GatewayConfig b;
-  b.discovery.models = true;
+  b.discovery.models = false;
   b.discovery.models_interval = 10;
   b.discovery.resolve_interval = 10;
   b.discovery.hosts_file = "/etc/hosts";
@@ -335,6 +355,145 @@ TEST(ModelDiscoveryTest, NeverPolledServesConfiguredOrNothing) {
   ASSERT_TRUE(Discover(*g));
   EXPECT_EQ(InstanceFor(g->port(), "base"), "status 404 model_not_found");
   EXPECT_EQ(InstanceFor(g->port(), "base-v2"), "b");
+}
+
+// The `data` of GET /v1/models by id (each entry's JSON text), and its raw body.
+std::map<std::string, std::string> GatewayModelEntries(uint16_t port, std::string* raw = nullptr) {
+  const ClientResponse r = pt::Get(port, "/v1/models");
+  if (raw) *raw = r.body();
+  std::map<std::string, std::string> out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array data;
+  if (parser.parse(r.body()).get(doc) || doc["data"].get(data)) return out;
+  for (auto e : data) {
+    std::string_view id;
+    if (!e["id"].get(id)) out.emplace(id, simdjson::minify(e));
+  }
+  return out;
+}
+
+// Bare instances (no discovery field anywhere, as `serve --instance URL` makes them) serve the
+// names their engines list, adapters loaded at run time included; an unknown name is the
+// gateway's own 404, no engine asked.
+TEST(ModelDiscoveryTest, BareInstancesDiscoverByDefault) {
+  QuietLogs();
+  Fakes fakes = StartFakes({"a", "b"});
+  fakes[0]->SetModels({"base", "sql-lora<base"});
+  fakes[1]->SetModels({"base"});
+  GatewayConfig c = TestConfig(fakes);  // models_interval only: discovery fields left alone
+  ASSERT_FALSE(c.instances[0].discover_models.has_value());
+  auto g = StartGateway(c);
+  ASSERT_NE(g, nullptr);
+  // No Discover(): the first poll runs at start, and GET /v1/models waits for it.
+  EXPECT_EQ(GatewayModels(g->port()), (std::set<std::string>{"base", "sql-lora"}));
+
+  const ClientResponse r = pt::Post(g->port(), kChat, ChatBody("no-such-model", "hello"));
+  EXPECT_EQ(r.status(), 404);
+  EXPECT_EQ(ErrorCode(r.body()), "model_not_found") << r.body();
+  EXPECT_EQ(r.Header("x-prefix-router-decision"), "");  // the gateway answered, not an engine
+  EXPECT_EQ(r.Header(kInstance), "");
+  EXPECT_EQ(TotalRequests(fakes), 0);
+
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(InstanceFor(g->port(), "sql-lora", "k" + std::to_string(i)), "a");
+  fakes[1]->SetModels({"base", "chat-lora<base"});  // loaded at run time
+  ASSERT_TRUE(Discover(*g));
+  EXPECT_EQ(InstanceFor(g->port(), "chat-lora"), "b");
+  EXPECT_EQ(GatewayModels(g->port()), (std::set<std::string>{"base", "chat-lora", "sql-lora"}));
+}
+
+// A request that arrives before the first poll has answered waits for it (bounded by
+// health.timeout): it is neither refused nor sent to an instance that does not serve it.
+TEST(ModelDiscoveryTest, RequestsBeforeTheFirstPollWaitForIt) {
+  QuietLogs();
+  Fakes fakes = StartFakes({"a", "b"});
+  fakes[0]->SetModels({"m1"});
+  fakes[1]->SetModels({"m2"});
+  for (auto& f : fakes) f->SetModelsDelay(300ms);
+  auto g = StartGateway(TestConfig(fakes));
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(InstanceFor(g->port(), "m2", "first"), "b");
+  EXPECT_EQ(InstanceFor(g->port(), "m1", "second"), "a");
+  EXPECT_EQ(InstanceFor(g->port(), "m3"), "status 404 model_not_found");
+}
+
+// An instance without a usable /v1/models (404, or an answer that is not the list) serves every
+// name, as without discovery, and says so once, not at every poll; the others serve their lists.
+TEST(ModelDiscoveryTest, InstanceWithoutModelsServesEveryNameWithOneWarning) {
+  QuietLogs();
+  Fakes fakes = StartFakes({"a", "b", "c"});
+  // a: unset, the fake answers 404 (a native /invocations container).
+  fakes[1]->SetModelsAnswer(200, R"({"predictions":[]})");
+  fakes[2]->SetModels({"base"});
+  LogCapture logs;
+  auto g = StartGateway(TestConfig(fakes));
+  ASSERT_NE(g, nullptr);
+  ASSERT_TRUE(Discover(*g));
+  ASSERT_TRUE(Discover(*g));
+  EXPECT_GE(fakes[0]->models_requests(), 2);  // polled again (the start round may be the first Discover's)
+  EXPECT_EQ(logs.Count("no usable /v1/models; the instance serves every name"), 2u) << logs.text();
+  EXPECT_NE(logs.text().find("instance=a"), std::string::npos) << logs.text();
+  EXPECT_NE(logs.text().find("instance=b"), std::string::npos) << logs.text();
+  EXPECT_EQ(logs.Count("model discovery failed"), 0u) << logs.text();
+
+  std::set<std::string> other;
+  std::set<std::string> base;
+  for (int i = 0; i < 40; ++i) {
+    other.insert(InstanceFor(g->port(), "anything", "k" + std::to_string(i)));
+    base.insert(InstanceFor(g->port(), "base", "k" + std::to_string(i)));
+  }
+  EXPECT_EQ(other, (std::set<std::string>{"a", "b"}));
+  EXPECT_EQ(base, (std::set<std::string>{"a", "b", "c"}));
+  auto entries = GatewayModelEntries(g->port());
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_NE(entries["base"].find(R"("instances":["a","b","c"])"), std::string::npos) << entries["base"];
+}
+
+// GET /v1/models keeps each engine entry as the engine sent it and adds the instances serving
+// the id; an id listed differently by two instances takes the first instance's entry in
+// configuration order; a name known from configuration only gets a synthesized entry.
+TEST(ModelDiscoveryTest, ModelsKeepTheEnginesFieldsAndNameTheInstances) {
+  QuietLogs();
+  Fakes fakes = StartFakes({"a", "b", "c"});
+  fakes[0]->SetModelsAnswer(200, R"({"object":"list","data":[
+      {"id":"base","object":"model","created":1700000000,"owned_by":"vllm","root":"/models/base",
+       "parent":null,"max_model_len":8192,"permission":[{"id":"modelperm-1","allow_sampling":true}],
+       "instances":"the engine's own"},
+      {"id":"sql-lora","object":"model","created":1700000001,"owned_by":"vllm","root":"/adapters/sql",
+       "parent":"base","max_model_len":8192}]})");
+  fakes[1]->SetModelsAnswer(200, R"({"object":"list","data":[
+      {"id":"base","object":"model","created":1600000000,"owned_by":"sglang","root":"base",
+       "parent":null,"max_model_len":4096}]})");
+  GatewayConfig c = TestConfig(fakes);
+  c.instances[2].discover_models = false;
+  c.instances[2].models = {"configured-only"};
+  auto g = StartGateway(c);
+  ASSERT_NE(g, nullptr);
+  std::string raw;
+  auto entries = GatewayModelEntries(g->port(), &raw);
+  ASSERT_EQ(entries.size(), 3u) << raw;
+  EXPECT_EQ(entries["base"],
+            R"({"id":"base","object":"model","created":1700000000,"owned_by":"vllm","root":"/models/base",)"
+            R"("parent":null,"max_model_len":8192,"permission":[{"id":"modelperm-1","allow_sampling":true}],)"
+            R"("instances":["a","b"]})");
+  EXPECT_EQ(entries["sql-lora"],
+            R"({"id":"sql-lora","object":"model","created":1700000001,"owned_by":"vllm","root":"/adapters/sql",)"
+            R"("parent":"base","max_model_len":8192,"instances":["a"]})");
+  EXPECT_EQ(entries["configured-only"],
+            R"({"id":"configured-only","object":"model","created":0,"owned_by":"prefix-router","instances":["c"]})");
+  size_t members = 0;  // one `instances` per entry: the engine's own was not passed on
+  for (size_t at = raw.find("\"instances\""); at != std::string::npos; at = raw.find("\"instances\"", at + 1)) ++members;
+  EXPECT_EQ(members, 3u) << raw;
+
+  // Configuration order decides, not which poll answered first.
+  GatewayConfig reversed = c;
+  std::swap(reversed.instances[0], reversed.instances[1]);
+  g.reset();
+  g = StartGateway(reversed);
+  ASSERT_NE(g, nullptr);
+  entries = GatewayModelEntries(g->port());
+  EXPECT_NE(entries["base"].find(R"("max_model_len":4096)"), std::string::npos) << entries["base"];
+  EXPECT_NE(entries["base"].find(R"("instances":["b","a"])"), std::string::npos) << entries["base"];
 }
 
 // Reload and admin changes keep discovered names of the instances they keep; the pool's policy
@@ -678,7 +837,8 @@ TEST(ModelDiscoveryTest, StopEndsDiscoveryDuringAHangingPoll) {
   pt::Behavior hang;
   hang.fault = pt::Behavior::Fault::kHang;
   hang.hang_for = 30s;
-  fakes[0]->SetBehavior(hang);  // /v1/models is not set: the poll is an ordinary request
+  fakes[0]->SetBehavior(hang);
+  fakes[0]->SetModelsOrdinary();  // the poll is an ordinary request: it hangs
   GatewayConfig c = TestConfig(fakes);
   c.instances[0].discover_models = true;
   c.health.timeout = 60;

@@ -733,6 +733,7 @@ std::optional<http::StringResponse> Gateway::AdmitTenant(http::Exchange& ex, std
 net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int, RequestRecord& record) {
   const auto api_kind = static_cast<api::ApiKind>(api_kind_int);
   const auto& req = ex.request();
+  co_await AwaitFirstDiscovery();
   auto rs = routing_.load();
   const FleetSnapshot& fleet = *rs->fleet;
 
@@ -1293,6 +1294,7 @@ net::awaitable<void> Gateway::SampleLoop() {
 // ------------------------------------------------------------------------------ local routes
 
 net::awaitable<void> Gateway::HandleHealth(http::Exchange& ex) {
+  co_await AwaitFirstDiscovery();
   auto rs = routing_.load();
   const FleetSnapshot& f = *rs->fleet;
   std::string_view target(ex.request().target().data(), ex.request().target().size());
@@ -1341,14 +1343,36 @@ net::awaitable<void> Gateway::HandleHealth(http::Exchange& ex) {
   co_await ex.Send(JsonResponse(up_all ? 200 : 503, std::move(body)));
 }
 
+// Every served name once. A discovered name carries its engine's entry as the engine sent it
+// (max_model_len, parent, root, ...): from the first instance, in configuration order, whose
+// /v1/models lists it, so that the answer does not change with the order polls complete in. A
+// name known from configuration only gets a synthesized entry. Each entry adds `instances`: the
+// instances a request naming it may go to (those serving every name included).
 net::awaitable<void> Gateway::HandleModels(http::Exchange& ex) {
+  co_await AwaitFirstDiscovery();
   auto rs = routing_.load();
+  const FleetSnapshot& f = *rs->fleet;
   std::string body = "{\"object\":\"list\",\"data\":[";
   bool first = true;
-  for (const auto& name : rs->fleet->ServedNames()) {
+  for (const auto& name : f.ServedNames()) {
+    std::string instances = "[";
+    const std::string* entry = nullptr;
+    for (uint32_t i : f.Eligible(name)) {  // index order: configuration order
+      if (instances.size() > 1) instances += ',';
+      instances += JsonString(f.spec(i).name);
+      if (const auto& entries = rs->discovery[i].entries; entries && entry == nullptr) {
+        if (auto it = entries->find(name); it != entries->end()) entry = &it->second;
+      }
+    }
+    instances += ']';
     if (!first) body += ',';
     first = false;
-    body += "{\"id\":" + JsonString(name) + ",\"object\":\"model\",\"created\":0,\"owned_by\":\"prefix-router\"}";
+    if (entry != nullptr) {
+      body.append(*entry, 0, entry->size() - 1);  // the engine's object without its closing brace
+    } else {
+      body += "{\"id\":" + JsonString(name) + ",\"object\":\"model\",\"created\":0,\"owned_by\":\"prefix-router\"";
+    }
+    body += ",\"instances\":" + instances + "}";
   }
   body += "]}";
   co_await ex.Send(JsonResponse(200, std::move(body)));

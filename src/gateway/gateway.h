@@ -45,8 +45,8 @@
 // Policy, with what it learned, carries over while the pool's routing options are unchanged.
 //
 // Discovery (gateway/discovery.h, docs/discovery.md): a loop on the first I/O thread polls the
-// /v1/models of instances with discover_models and resolves the names of `resolve: all`
-// instances, and applies what changed like any other run-time change.
+// /v1/models of instances with discover_models (every instance by default) and resolves the
+// names of `resolve: all` instances, and applies what changed like any other run-time change.
 //
 // Thread-safety: the RoutingState and the client key set are immutable and shared; per-instance live state is atomic;
 // connection pools are per I/O thread; run-time changes are serialised by ops_mu_.
@@ -113,6 +113,13 @@ struct RoutingState {
                                                             // across changes by name and address
   Pool default_pool;
   std::map<std::string, Pool, std::less<>> pools;           // by served name
+  // Per instance (parallel to fleet indices): whether discovery polls its /v1/models, and
+  // what its last list answered (null: no list yet, or not polled), for GET /v1/models.
+  struct Discovery {
+    bool polled = false;
+    std::shared_ptr<const ModelEntries> entries;
+  };
+  std::vector<Discovery> discovery;
 
   const Pool& PoolFor(std::string_view served_name) const;
   // The `model` label of a request for `served_name`: the name itself when it is known (an
@@ -244,6 +251,10 @@ class Gateway final : public http::Handler {
   net::awaitable<void> PollRound();
   net::awaitable<Result<ModelList>> PollModels(UpstreamTarget target);
   void WakeDiscovery();
+  // Returns once the first poll round has ended, or after health.timeout (a poll's own bound),
+  // or when the gateway stops: a request arriving just after start is routed by the names the
+  // engines answer, not by the names known before (every name, for a bare instance).
+  net::awaitable<void> AwaitFirstDiscovery();
   // GET `path` from one instance on a fresh connection, bounded by health.timeout and
   // `body_limit`: the body of a 200 answer, else why not (discovery_loop.cc).
   net::awaitable<Result<std::string>> GetFromInstance(UpstreamTarget target, std::string path,
@@ -292,16 +303,27 @@ class Gateway final : public http::Handler {
     bool failing = false;                    // the last resolution failed or was empty
   };
   std::map<std::string, ResolvedName, std::less<>> resolved_;  // by template name
+  // How the last poll of an instance went, when it gave no list (each logged once per streak).
+  enum class FailingState {
+    kNo,
+    kFailing,  // no answer, an error status, or a list too large: the last list stands
+    kNoList,   // left to the default and never listed: no /v1/models (404, 405, 501) or not
+               // the list shape; the instance serves what it would without discovery
+  };
   struct DiscoveredModels {
     std::string url;                           // of the instance polled
     std::optional<std::vector<std::string>> names;  // the last successful poll's
-    bool failing = false;                      // the last poll failed
+    std::shared_ptr<const ModelEntries> entries;    // with names: their entries
+    FailingState failing = FailingState::kNo;
   };
   std::map<std::string, DiscoveredModels, std::less<>> discovered_;  // by instance name
   std::shared_ptr<Resolver> resolver_;
   std::atomic<uint64_t> discovery_requested_{0};
   std::atomic<uint64_t> discovery_done_{0};
   std::atomic<bool> discovery_stop_{false};
+  // The discovery loop's first poll round has ended (or the loop has): until then requests
+  // that depend on served names wait for it (AwaitFirstDiscovery).
+  std::atomic<bool> first_discovery_done_{false};
   net::steady_timer* discovery_timer_ = nullptr;  // the loop's; touched on context(0) only
   // Instances whose last engine-metrics scrape failed (logged once per streak); touched by the
   // engine-metrics loop only, on context(0).

@@ -143,6 +143,9 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
   if (!fleet.ok()) return fleet.status();
   auto rs = std::make_shared<RoutingState>();
   rs->fleet = *fleet;
+  for (const auto& ic : c.instances) {
+    rs->discovery.push_back({ic.models_polled, ic.model_entries});
+  }
   for (uint32_t i = 0; i < c.instances.size(); ++i) {
     const InstanceConfig& ic = c.instances[i];
     std::optional<uint32_t> old = previous ? previous->fleet->Find(ic.name) : std::nullopt;
@@ -269,7 +272,7 @@ Result<std::vector<std::string>> Gateway::ApplyLocked(GatewayConfig candidate, b
   });
   // Templates and instances added here are resolved and polled at once, not at the next tick.
   if (std::any_of(running_.instances.begin(), running_.instances.end(), [this](const InstanceConfig& ic) {
-        return ic.resolve == ResolveMode::kAll || ic.discover_models.value_or(running_.discovery.models);
+        return ic.resolve == ResolveMode::kAll || DiscoversModels(ic, running_.discovery);
       })) {
     RequestDiscovery();
   }
@@ -305,11 +308,20 @@ GatewayConfig Gateway::EffectiveLocked(const GatewayConfig& running) const {
       derived.push_back(t);
     }
     for (InstanceConfig& d : derived) {
-      if (d.discover_models.value_or(running.discovery.models)) {
-        // Until a poll succeeds the configured list stands (empty: no name at all).
-        d.models_only_listed = true;
+      if (DiscoversModels(d, running.discovery)) {
+        d.models_polled = true;
         auto it = discovered_.find(d.name);
-        if (it != discovered_.end() && it->second.url == d.url && it->second.names) d.models = *it->second.names;
+        if (it != discovered_.end() && it->second.url == d.url && it->second.names) {
+          d.models = *it->second.names;
+          d.model_entries = it->second.entries;
+          d.models_only_listed = true;
+        } else if (d.discover_models.value_or(false)) {
+          // Asked for by name: the configured list stands until a poll succeeds (empty: no name
+          // at all). Left to discovery.models, the instance serves what it would
+          // without discovery until it answers a list: it may have no /v1/models at all (a
+          // native /invocations container), and a bare `--instance` must not 404 meanwhile.
+          d.models_only_listed = true;
+        }
       }
       out.instances.push_back(std::move(d));
     }

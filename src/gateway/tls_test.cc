@@ -255,7 +255,9 @@ TEST(HttpsUpstreamTest, VerifiedWithTheCaFile) {
   EXPECT_EQ(s.status(), 200);
   EXPECT_TRUE(Contains(s.body(), "data: {\"n\":2}")) << s.body();
   EXPECT_EQ(fleet.fake->requests(), 2);
-  EXPECT_EQ(fleet.fake->connections(), 1);  // pooled: one TLS connection for both requests
+  // Pooled: one TLS connection for both requests (model discovery's polls, on by default, each
+  // open one of their own).
+  EXPECT_EQ(fleet.fake->connections(), 1 + fleet.fake->models_requests());
 }
 
 // Verification failures are connect failures: 502 to the client, and the log says why.

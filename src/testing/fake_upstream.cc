@@ -72,9 +72,19 @@ void FakeUpstream::SetModels(std::vector<std::string> ids) {
 
 void FakeUpstream::SetModelsAnswer(int status, std::string body) {
   std::lock_guard<std::mutex> lock(mu_);
-  models_set_ = true;
+  models_ordinary_ = false;
   models_status_ = status;
   models_body_ = std::move(body);
+}
+
+void FakeUpstream::SetModelsOrdinary() {
+  std::lock_guard<std::mutex> lock(mu_);
+  models_ordinary_ = true;
+}
+
+void FakeUpstream::SetModelsDelay(std::chrono::milliseconds delay) {
+  std::lock_guard<std::mutex> lock(mu_);
+  models_delay_ = delay;
 }
 
 void FakeUpstream::SetMetrics(std::string text) {
@@ -92,14 +102,20 @@ net::awaitable<void> FakeUpstream::Handle(http::Exchange& ex) {
   Behavior b;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (models_set_ && ex.request().method() == bhttp::verb::get && ex.request().target() == "/v1/models") {
+    if (!models_ordinary_ && ex.request().method() == bhttp::verb::get && ex.request().target() == "/v1/models") {
       http::StringResponse res{static_cast<bhttp::status>(models_status_), 11};
       res.set(bhttp::field::content_type, "application/json");
       res.body() = models_body_;
       auto auth = ex.request().find(bhttp::field::authorization);
       models_authorization_ = auth == ex.request().end() ? std::string() : std::string(auth->value());
+      const auto delay = models_delay_;
       lock.unlock();
       ++models_requests_;
+      if (delay.count() > 0) {
+        net::steady_timer wait(co_await net::this_coro::executor);
+        wait.expires_after(delay);
+        co_await wait.async_wait(http::kTuple);
+      }
       co_await ex.Send(std::move(res));
       co_return;
     }

@@ -55,11 +55,17 @@ class FakeUpstream final : public http::Handler {
 
   void SetBehavior(Behavior b);
   // GET /v1/models answers the OpenAI list of these ids (adapters with `parent`, like vLLM's
-  // LoRA entries, when given as "adapter<base"); unset, it is an ordinary request. Requests
-  // to it are counted by models_requests() only, not by requests() or received().
+  // LoRA entries, when given as "adapter<base"). Unset, it answers 404 (an engine without
+  // /v1/models, like a native /invocations container): the gateway polls it by default, and a
+  // test about something else must not count its polls. Requests to it are counted by
+  // models_requests() only, not by requests() or received().
   void SetModels(std::vector<std::string> ids);
   // ... answers `status` with `body` instead (a broken or failing instance).
   void SetModelsAnswer(int status, std::string body);
+  // ... is an ordinary request instead, answered with the Behavior and counted as such.
+  void SetModelsOrdinary();
+  // ... waits `delay` before answering (an engine slow to answer the first poll).
+  void SetModelsDelay(std::chrono::milliseconds delay);
   int models_requests() const { return models_requests_.load(); }
   // GET /metrics answers this Prometheus text (an engine's load); counted by metrics_requests()
   // only. Unset, it is an ordinary request.
@@ -88,9 +94,10 @@ class FakeUpstream final : public http::Handler {
   mutable std::mutex mu_;
   Behavior behavior_;
   std::vector<RecordedRequest> received_;
-  bool models_set_ = false;
-  int models_status_ = 200;
-  std::string models_body_;
+  bool models_ordinary_ = false;
+  int models_status_ = 404;
+  std::string models_body_ = R"({"detail":"Not Found"})";
+  std::chrono::milliseconds models_delay_{0};
   std::atomic<int> models_requests_{0};
   bool metrics_set_ = false;
   std::string metrics_body_;
