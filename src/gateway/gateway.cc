@@ -773,6 +773,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, int api_kind_int,
   }
   const api::ParsedRequest& p = *parsed;
   if (fleet.Eligible(p.served_name).empty()) {
+    record.model = std::string(p.served_name);  // the access log names the model it did not find
     metrics_->responses.WithLabels({"404", "gateway"}).Inc();
     if (api_kind == api::ApiKind::kNative) {
       co_await ex.SendError(404, "no instance serves inference component '" + std::string(p.served_name) + "'",
