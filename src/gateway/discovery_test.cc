@@ -213,17 +213,25 @@ std::string InstanceFor(uint16_t port, const std::string& model, const std::stri
   return r.Header(kInstance);
 }
 
-std::set<std::string> GatewayModels(uint16_t port) {
+// The `data` of GET /v1/models by id (each entry's JSON text), and its raw body.
+std::map<std::string, std::string> GatewayModelEntries(uint16_t port, std::string* raw = nullptr) {
   const ClientResponse r = pt::Get(port, "/v1/models");
-  std::set<std::string> out;
+  if (raw) *raw = r.body();
+  std::map<std::string, std::string> out;
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   simdjson::dom::array data;
   if (parser.parse(r.body()).get(doc) || doc["data"].get(data)) return out;
   for (auto e : data) {
     std::string_view id;
-    if (!e["id"].get(id)) out.emplace(id);
+    if (!e["id"].get(id)) out.emplace(id, simdjson::minify(e));
   }
+  return out;
+}
+
+std::set<std::string> GatewayModels(uint16_t port) {
+  std::set<std::string> out;
+  for (const auto& [id, entry] : GatewayModelEntries(port)) out.insert(id);
   return out;
 }
 
@@ -357,21 +365,6 @@ TEST(ModelDiscoveryTest, NeverPolledServesConfiguredOrNothing) {
   EXPECT_EQ(InstanceFor(g->port(), "base-v2"), "b");
 }
 
-// The `data` of GET /v1/models by id (each entry's JSON text), and its raw body.
-std::map<std::string, std::string> GatewayModelEntries(uint16_t port, std::string* raw = nullptr) {
-  const ClientResponse r = pt::Get(port, "/v1/models");
-  if (raw) *raw = r.body();
-  std::map<std::string, std::string> out;
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  simdjson::dom::array data;
-  if (parser.parse(r.body()).get(doc) || doc["data"].get(data)) return out;
-  for (auto e : data) {
-    std::string_view id;
-    if (!e["id"].get(id)) out.emplace(id, simdjson::minify(e));
-  }
-  return out;
-}
 
 // Bare instances (no discovery field anywhere, as `serve --instance URL` makes them) serve the
 // names their engines list, adapters loaded at run time included; an unknown name is the
