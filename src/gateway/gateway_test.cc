@@ -404,12 +404,19 @@ TEST(GatewayTest, RoutingGroupsSpreadAcrossInstances) {
   ASSERT_NE(gw, nullptr);
   const std::string native_body = "{\"inputs\":\"" + SystemPrompt() + "\"}";
   std::set<std::string> openai_used, native_used;
+  // A new key may be placed by load (prefix-aware places part of new keys on the least loaded
+  // instance as reuse falls); the gateway ends a request's bookkeeping just after the client has
+  // its answer, so each new key waits for the previous request to end: all idle, load ties and
+  // the key goes home.
+  auto idle = [&] { ASSERT_TRUE(Eventually([&] { return TotalInFlight(*gw) == 0; })); };
   for (int i = 0; i < 30; ++i) {
     const std::string group = "tenant-" + std::to_string(i);
+    idle();
     const std::string first = ChatInstance(gw->port(), ChatBody("m1", "hi", group));
     EXPECT_EQ(ChatInstance(gw->port(), ChatBody("m1", "another question", group)), first) << group;
     openai_used.insert(first);
     const Headers h = {{std::string(kGroupHeader), group}};
+    idle();
     const std::string native = NativeInstance(gw->port(), native_body, h);
     EXPECT_EQ(NativeInstance(gw->port(), native_body, h), native) << group;
     native_used.insert(native);
