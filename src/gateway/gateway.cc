@@ -1091,8 +1091,10 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
     // (api/response_usage.h: no allocation, no copy), counted once the response has ended.
     api::UsageScanner usage(sse ? api::UsageScanner::Framing::kSse : api::UsageScanner::Framing::kJson);
     const bool scan_usage = attempt.count_usage && status >= 200 && status < 300;
+    bool usage_counted = false;
     auto count_usage = [&] {
-      if (!scan_usage) return;
+      if (!scan_usage || usage_counted) return;
+      usage_counted = true;
       const api::ResponseUsage& u = usage.usage();
       rt.stats->tokens.Add(u);
       if (attempt.model_stats) attempt.model_stats->tokens.Add(u);
@@ -1111,10 +1113,10 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       first_token();
       http::StringResponse res{std::move(head)};
       const bool upstream_keep = parser.get().keep_alive();
+      count_usage();  // before the client has the answer: a scrape after it includes it
       co_await ex.Send(std::move(res));
       first_byte(sse);
       rt.duration->Observe(SecondsSince(ex.received_at()));
-      count_usage();
       if (upstream_keep) pool.Release(std::move(lease));
       co_return kDone;
     }
@@ -1161,6 +1163,9 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
           if (sse) first_token();  // a stream's first token is its first byte
         }
         if (scan_usage) usage.Feed(std::string_view(buf.data(), got));
+        // Counted before the last piece goes out: a client that has read its whole answer and
+        // then scrapes /metrics finds it counted.
+        if (parser.is_done() && !rec) count_usage();
         if (!co_await ex.SendBody(net::buffer(buf.data(), got))) {
           metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
           // The client went away: abandoning the lease closes the upstream connection, which
@@ -1190,10 +1195,10 @@ net::awaitable<int> Gateway::Forward(http::Exchange& ex, const RoutingState& rs,
       }
     }
     first_token();  // the whole response has arrived (a stream told it at its first byte)
+    count_usage();  // (already, unless the body ended with an empty read)
     if (!head_sent && !co_await send_head()) co_return kDone;  // a body that ended empty
     co_await ex.Finish();
     rt.duration->Observe(SecondsSince(ex.received_at()));
-    count_usage();
     if (parser.get().keep_alive()) pool.Release(std::move(lease));
     co_return kDone;
   }
