@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs the OpenAI SDK integration test of `prefix-router engine` (engine.test.mjs).
+# Runs the OpenAI SDK integration tests in one `node --test` call: `prefix-router engine` alone
+# (engine.test.mjs) and the README's quick start, gateway and engines, run as written there
+# (quickstart.test.mjs).
 # Usage: tests/openai-client/run.sh [PATH/TO/prefix-router]
 #   (default: $PREFIX_ROUTER_BIN, else build/release, else build/test)
 # Installs the pinned SDK from package-lock.json (npm ci) the first time, when node_modules is
@@ -17,4 +19,4 @@ done
 if [ ! -d node_modules/openai ]; then
   npm ci --no-audit --no-fund --loglevel=error >/dev/null
 fi
-exec node --test --test-reporter=spec engine.test.mjs
+exec node --test --test-reporter=spec engine.test.mjs quickstart.test.mjs
