@@ -125,7 +125,15 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                                        "with the error naming the field otherwise")
                            ->expected(0, 1)
                            ->type_name("[FILE]");
-  cmd->callback([flags, check, check_file, exit_code] {
+  CLI::Option* reference = cmd->add_flag("--config-reference")->description(
+      "Print the reference of every configuration field (type, default, allowed values, flag, whether a "
+      "reload applies it) as Markdown, as in docs/configuration.md, and exit");
+  cmd->callback([flags, check, check_file, reference, exit_code] {
+    if (reference->count() > 0) {
+      std::cout << gateway::ConfigReferenceMarkdown();
+      *exit_code = 0;
+      return;
+    }
     if (!check_file->empty()) {
       if (!flags->config_file.empty() && flags->config_file != *check_file) {
         std::cerr << "prefix-router serve: --check-config " << *check_file << " and --config "

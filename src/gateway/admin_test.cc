@@ -266,7 +266,7 @@ TEST(AdminConfigTest, RestartRequiredNamesFieldsReadOnlyAtStart) {
   d.timeouts.kv_events_silence = 5;
   d.timeouts.tokenize = 0.5;
   EXPECT_EQ(RestartRequired(b, d),
-            (std::vector<std::string>{"timeouts.kv_events_silence", "timeouts.tokenize"}));
+            (std::vector<std::string>{"timeouts.tokenize", "timeouts.kv_events_silence"}));
 }
 
 // --------------------------------------------------------------------------------- listener

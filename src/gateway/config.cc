@@ -24,6 +24,7 @@
 #include "api/openai_request.h"
 #include "api/redact.h"
 #include "core/fleet.h"
+#include "gateway/config_schema.h"
 #include "http/tls.h"
 
 namespace prefix_router::gateway {
@@ -95,27 +96,6 @@ Status ReadUnsigned(const YAML::Node& n, const std::string& path, T& out) {
   return Status::Ok();
 }
 
-// A finite decimal number; `expected` names it in the type error ("a number of seconds").
-// Negative values parse here and fail the range check later, with the range in the message.
-Status ReadNumber(const YAML::Node& n, const std::string& path, std::string_view expected,
-                  double& out) {
-  if (!n.IsScalar()) return TypeError(path, expected, n);
-  std::string_view s = n.Scalar();
-  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-  double v = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) {
-    return TypeError(path, expected, n);
-  }
-  out = v;
-  return Status::Ok();
-}
-
-// Seconds may be fractional.
-Status ReadSeconds(const YAML::Node& n, const std::string& path, double& out) {
-  return ReadNumber(n, path, "a number of seconds", out);
-}
-
 Status ReadBool(const YAML::Node& n, const std::string& path, bool& out) {
   if (n.IsScalar()) {
     const std::string& s = n.Scalar();
@@ -144,7 +124,7 @@ using FieldFn = std::function<Status(const std::string& key, const YAML::Node& v
 // non-string keys are errors. A null node (a section written with nothing under it) is an empty
 // map.
 Status ForEachField(const YAML::Node& map, const std::string& path,
-                    std::initializer_list<std::string_view> known, const FieldFn& fn) {
+                    const std::vector<std::string_view>& known, const FieldFn& fn) {
   if (map.IsNull()) return Status::Ok();
   if (!map.IsMap()) return TypeError(path.empty() ? "config" : path, "a map", map);
   std::vector<std::string> seen;
@@ -177,42 +157,47 @@ Status ForEachField(const YAML::Node& map, const std::string& path,
 // The fields a `routing` or `pools.NAME` section sets. Pools apply theirs on top of the final
 // `routing`, which is only known once the whole document has been read.
 struct RoutingPatch {
-  std::optional<Strategy> strategy;
-  std::optional<uint32_t> prefix_length;
-  std::optional<uint32_t> concurrency_threshold;
-  std::optional<SpillMode> spill;
-  std::optional<LoadMeasure> load_measure;
-  std::optional<TokenizerSource> tokenizer;
-  std::optional<double> balance_factor;
-  // cache_aware, field by field.
-  std::optional<uint32_t> block_bytes, max_blocks;
-  std::optional<uint64_t> capacity_blocks, max_index_bytes;
-  std::optional<double> load_weight;
-  std::optional<uint32_t> max_in_flight;
-  // key_normalisation, field by field: a pool's list replaces the `routing` list.
-  std::optional<bool> canonical_json;
+  // Scalars of the schema's routing fields, as written (each was read once, so it reads again).
+  std::vector<std::pair<const ConfigField*, std::string>> values;
+  // key_normalisation's lists: a pool's list replaces the `routing` list.
   std::optional<std::vector<std::string>> exclude_fields;
   std::optional<std::vector<std::string>> exclude_patterns;
 
   void ApplyTo(RoutingOptions& o) const {
-    if (canonical_json) o.key_normalisation.canonical_json = *canonical_json;
+    for (const auto& [field, text] : values) (void)field->set_routing(o, text, field->path);
     if (exclude_fields) o.key_normalisation.exclude_fields = *exclude_fields;
     if (exclude_patterns) o.key_normalisation.exclude_patterns = *exclude_patterns;
-    if (strategy) o.strategy = *strategy;
-    if (prefix_length) o.prefix_length = *prefix_length;
-    if (concurrency_threshold) o.concurrency_threshold = *concurrency_threshold;
-    if (spill) o.spill = *spill;
-    if (load_measure) o.load_measure = *load_measure;
-    if (tokenizer) o.tokenizer = *tokenizer;
-    if (block_bytes) o.cache_aware.block_bytes = *block_bytes;
-    if (max_blocks) o.cache_aware.max_blocks = *max_blocks;
-    if (capacity_blocks) o.cache_aware.capacity_blocks = *capacity_blocks;
-    if (max_index_bytes) o.cache_aware.max_index_bytes = *max_index_bytes;
-    if (load_weight) o.cache_aware.load_weight = *load_weight;
-    if (balance_factor) o.balance_factor = *balance_factor;
-    if (max_in_flight) o.max_in_flight = *max_in_flight;
   }
 };
+
+// What a scalar of `kind` is called in a type error.
+std::string_view Expectation(FieldKind kind) {
+  switch (kind) {
+    case FieldKind::kInteger: return "an integer";
+    case FieldKind::kSeconds: return "a number of seconds";
+    case FieldKind::kNumber: return "a number";
+    case FieldKind::kBoolean: return "true or false";
+    default: return "a string";
+  }
+}
+
+// One scalar field of the schema, read from YAML into `config`.
+Status ReadField(const ConfigField& field, const YAML::Node& n, const std::string& path, GatewayConfig& config) {
+  if (!n.IsScalar()) return TypeError(path, Expectation(field.kind), n);
+  return field.set(config, n.Scalar(), path);
+}
+
+// The scalar fields the schema lists under `section` ("timeouts"), read through the schema.
+Status ReadSection(const YAML::Node& n, const std::string& section, GatewayConfig& config) {
+  std::vector<std::string_view> known;
+  for (const ConfigField& f : ConfigSchema()) {
+    if (f.scalar() && !f.routing() && f.section() == section) known.push_back(f.key());
+  }
+  return ForEachField(n, section, known,
+                      [&config](const std::string&, const YAML::Node& v, const std::string& p) {
+                        return ReadField(*FindConfigField(p), v, p, config);
+                      });
+}
 
 Status ReadStrings(const YAML::Node& n, const std::string& path, std::vector<std::string>& out) {
   out.clear();
@@ -226,104 +211,42 @@ Status ReadStrings(const YAML::Node& n, const std::string& path, std::vector<std
   return Status::Ok();
 }
 
-// `key_normalisation: {canonical_json, exclude_fields, exclude_patterns}` (api/key_normalisation.h).
-Status ReadKeyNormalisation(const YAML::Node& n, const std::string& path, RoutingPatch& out) {
-  if (!n.IsMap()) {
-    return TypeError(path, "a map with canonical_json, exclude_fields and/or exclude_patterns", n);
+// The routing fields under `prefix` ("", "cache_aware.", "key_normalisation.") of a `routing`
+// or `pools.NAME` section at `path`, read through the schema into `out`.
+Status ReadRoutingLevel(const YAML::Node& n, const std::string& path, const std::string& prefix,
+                        RoutingPatch& out) {
+  std::vector<std::string_view> known;
+  for (const ConfigField& f : ConfigSchema()) {
+    if (!f.path.starts_with("routing.")) continue;
+    const std::string_view rel = std::string_view(f.path).substr(8);
+    if (!rel.starts_with(prefix)) continue;
+    const std::string_view key = rel.substr(prefix.size(), rel.find('.', prefix.size()) - prefix.size());
+    if (std::find(known.begin(), known.end(), key) == known.end()) known.push_back(key);
   }
   return ForEachField(
-      n, path, {"canonical_json", "exclude_fields", "exclude_patterns"},
-      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
-        if (key == "canonical_json") {
-          bool b = false;
-          if (Status s = ReadBool(v, p, b); !s.ok()) return s;
-          out.canonical_json = b;
+      n, path, known, [&out, &prefix](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        const std::string rel = prefix + key;
+        if (rel == "key_normalisation" && !v.IsMap()) {
+          return TypeError(p, "a map with canonical_json, exclude_fields and/or exclude_patterns", v);
+        }
+        if (rel == "cache_aware" || rel == "key_normalisation") return ReadRoutingLevel(v, p, rel + ".", out);
+        if (rel == "key_normalisation.exclude_fields" || rel == "key_normalisation.exclude_patterns") {
+          std::vector<std::string> list;
+          if (Status s = ReadStrings(v, p, list); !s.ok()) return s;
+          (key == "exclude_fields" ? out.exclude_fields : out.exclude_patterns) = std::move(list);
           return Status::Ok();
         }
-        std::vector<std::string> list;
-        if (Status s = ReadStrings(v, p, list); !s.ok()) return s;
-        (key == "exclude_fields" ? out.exclude_fields : out.exclude_patterns) = std::move(list);
-        return Status::Ok();
-      });
-}
-
-// `cache_aware: {block_bytes, max_blocks, capacity_blocks, max_index_bytes, load_weight}`.
-Status ReadCacheAware(const YAML::Node& n, const std::string& path, RoutingPatch& out) {
-  return ForEachField(
-      n, path, {"block_bytes", "max_blocks", "capacity_blocks", "max_index_bytes", "load_weight"},
-      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
-        if (key == "load_weight") {
-          double w = 0;
-          if (Status s = ReadNumber(v, p, "a number", w); !s.ok()) return s;
-          out.load_weight = w;
-          return Status::Ok();
-        }
-        if (key == "capacity_blocks" || key == "max_index_bytes") {
-          uint64_t value = 0;
-          if (Status s = ReadUnsigned(v, p, value); !s.ok()) return s;
-          (key == "capacity_blocks" ? out.capacity_blocks : out.max_index_bytes) = value;
-          return Status::Ok();
-        }
-        uint32_t value = 0;
-        if (Status s = ReadUnsigned(v, p, value); !s.ok()) return s;
-        (key == "block_bytes" ? out.block_bytes : out.max_blocks) = value;
+        const ConfigField* field = FindRoutingField(rel);
+        if (!v.IsScalar()) return TypeError(p, Expectation(field->kind), v);
+        RoutingOptions scratch;
+        if (Status s = field->set_routing(scratch, v.Scalar(), p); !s.ok()) return s;
+        out.values.emplace_back(field, v.Scalar());
         return Status::Ok();
       });
 }
 
 Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& out) {
-  return ForEachField(
-      n, path,
-      {"routing_strategy", "prefix_length", "concurrency_threshold", "spill_mode", "balance_factor",
-       "max_in_flight", "load_measure", "tokenizer", "key_normalisation", "cache_aware"},
-      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
-        if (key == "key_normalisation") return ReadKeyNormalisation(v, p, out);
-        if (key == "cache_aware") return ReadCacheAware(v, p, out);
-        if (key == "routing_strategy") {
-          std::string name;
-          if (Status s = ReadString(v, p, name); !s.ok()) return s;
-          Result<Strategy> r = ParseStrategy(name);
-          if (!r.ok()) return WithPath(r.status(), p);
-          out.strategy = *r;
-          return Status::Ok();
-        }
-        if (key == "spill_mode") {
-          std::string name;
-          if (Status s = ReadString(v, p, name); !s.ok()) return s;
-          Result<SpillMode> r = ParseSpillMode(name);
-          if (!r.ok()) return WithPath(r.status(), p);
-          out.spill = *r;
-          return Status::Ok();
-        }
-        if (key == "load_measure") {
-          std::string name;
-          if (Status s = ReadString(v, p, name); !s.ok()) return s;
-          Result<LoadMeasure> r = ParseLoadMeasure(name);
-          if (!r.ok()) return WithPath(r.status(), p);
-          out.load_measure = *r;
-          return Status::Ok();
-        }
-        if (key == "tokenizer") {
-          std::string name;
-          if (Status s = ReadString(v, p, name); !s.ok()) return s;
-          Result<TokenizerSource> r = ParseTokenizerSource(name);
-          if (!r.ok()) return WithPath(r.status(), p);
-          out.tokenizer = *r;
-          return Status::Ok();
-        }
-        if (key == "balance_factor") {
-          double factor = 0;
-          if (Status s = ReadNumber(v, p, "a number", factor); !s.ok()) return s;
-          out.balance_factor = factor;
-          return Status::Ok();
-        }
-        uint32_t value = 0;
-        if (Status s = ReadUnsigned(v, p, value); !s.ok()) return s;
-        (key == "prefix_length"           ? out.prefix_length
-         : key == "concurrency_threshold" ? out.concurrency_threshold
-                                          : out.max_in_flight) = value;
-        return Status::Ok();
-      });
+  return ReadRoutingLevel(n, path, "", out);
 }
 
 Status ReadModels(const YAML::Node& n, const std::string& path, std::vector<std::string>& out) {
@@ -439,24 +362,14 @@ Status ReadPools(const YAML::Node& n, const std::string& path,
   return Status::Ok();
 }
 
-// An `admin` section turns the admin listener on, even when empty (loopback defaults).
-Status ReadAdmin(const YAML::Node& n, const std::string& path, AdminConfig& out) {
-  out.enabled = true;
-  return ForEachField(n, path, {"listen", "token_file", "token_env"},
-                      [&out](const std::string& key, const YAML::Node& v, const std::string& p) {
-                        if (key == "listen") return ReadString(v, p, out.listen);
-                        if (key == "token_file") return ReadString(v, p, out.token_file);
-                        return ReadString(v, p, out.token_env);
-                      });
-}
-
 // `clients: {keys_file, keys: [{tenant, key_env | key_file}]}`; present = keys required.
-Status ReadClients(const YAML::Node& n, const std::string& path, ClientsConfig& out) {
+Status ReadClients(const YAML::Node& n, const std::string& path, GatewayConfig& config) {
+  ClientsConfig& out = config.clients;
   out.enabled = true;
   return ForEachField(
       n, path, {"keys_file", "keys"},
-      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
-        if (key == "keys_file") return ReadString(v, p, out.keys_file);
+      [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "keys_file") return ReadField(*FindConfigField(p), v, p, config);
         out.keys.clear();
         if (v.IsNull()) return Status::Ok();
         if (!v.IsSequence()) return TypeError(p, "a list of {tenant, key_env | key_file}", v);
@@ -504,25 +417,18 @@ Status ReadLimitField(const std::string& key, const YAML::Node& v, const std::st
   return Status::Ok();
 }
 
+// A `rate_limits` section's tenants; its own limits are read straight into the configuration.
 struct RateLimitsPatch {
-  TenantLimitsPatch defaults;
-  std::optional<uint32_t> max_tenants;
   bool tenants_set = false;
   std::vector<std::pair<std::string, TenantLimitsPatch>> tenants;
 };
 
-Status ReadRateLimits(const YAML::Node& n, const std::string& path, RateLimitsPatch& out) {
+Status ReadRateLimits(const YAML::Node& n, const std::string& path, GatewayConfig& config, RateLimitsPatch& out) {
   return ForEachField(
       n, path,
       {"requests_per_minute", "request_burst", "tokens_per_minute", "token_burst", "max_tenants", "tenants"},
-      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
-        if (key == "max_tenants") {
-          uint32_t value = 0;
-          if (Status s = ReadUnsigned(v, p, value); !s.ok()) return s;
-          out.max_tenants = value;
-          return Status::Ok();
-        }
-        if (key != "tenants") return ReadLimitField(key, v, p, out.defaults);
+      [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key != "tenants") return ReadField(*FindConfigField(p), v, p, config);
         out.tenants_set = true;
         out.tenants.clear();
         if (v.IsNull()) return Status::Ok();
@@ -569,140 +475,23 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
        "timeouts", "retries", "health", "log", "admin", "unknown_path_status", "clients",
        "rate_limits", "discovery", "engine_metrics", "tls", "upstream_tls", "metrics"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
-        if (key == "clients") return ReadClients(v, p, config.clients);
-        if (key == "rate_limits") return ReadRateLimits(v, p, rate_limits);
-        if (key == "listen") return ReadString(v, p, config.listen);
-        if (key == "io_threads") return ReadUnsigned(v, p, config.io_threads);
-        if (key == "decision_headers") return ReadBool(v, p, config.decision_headers);
-        if (key == "unknown_path_status") return ReadUnsigned(v, p, config.unknown_path_status);
+        if (key == "clients") return ReadClients(v, p, config);
+        if (key == "rate_limits") return ReadRateLimits(v, p, config, rate_limits);
         if (key == "routing") return ReadRouting(v, p, routing);
         if (key == "pools") {
           pools_set = true;
           return ReadPools(v, p, pools);
         }
         if (key == "instances") return ReadInstances(v, p, config.instances);
-        if (key == "limits") {
-          return ForEachField(
-              v, p, {"max_request_body_bytes", "max_header_bytes", "max_connections", "max_connections_per_client"},
-              [&config](const std::string& k, const YAML::Node& x, const std::string& xp) {
-                if (k == "max_request_body_bytes") return ReadUnsigned(x, xp, config.max_request_body_bytes);
-                if (k == "max_header_bytes") return ReadUnsigned(x, xp, config.max_header_bytes);
-                if (k == "max_connections_per_client") return ReadUnsigned(x, xp, config.max_connections_per_client);
-                if (x.IsScalar() && x.Scalar() == "auto") {
-                  config.max_connections = kAutoMaxConnections;
-                  return Status::Ok();
-                }
-                return ReadUnsigned(x, xp, config.max_connections);
-              });
+        if (const ConfigField* field = FindConfigField(key); field != nullptr && field->scalar()) {
+          return ReadField(*field, v, p, config);  // listen, io_threads, ...
         }
-        if (key == "timeouts") {
-          TimeoutsConfig& t = config.timeouts;
-          return ForEachField(
-              v, p,
-              {"connect", "first_byte", "idle", "total", "client_read", "client_write",
-               "client_idle", "drain", "per_try_first_byte", "kv_events_silence", "tokenize"},
-              [&t](const std::string& k, const YAML::Node& x, const std::string& xp) {
-                double* field = k == "connect"        ? &t.connect
-                                : k == "first_byte"   ? &t.first_byte
-                                : k == "idle"         ? &t.idle
-                                : k == "total"        ? &t.total
-                                : k == "client_read"  ? &t.client_read
-                                : k == "client_write" ? &t.client_write
-                                : k == "client_idle"  ? &t.client_idle
-                                : k == "kv_events_silence" ? &t.kv_events_silence
-                                : k == "tokenize"     ? &t.tokenize
-                                : k == "per_try_first_byte" ? &t.per_try_first_byte
-                                                      : &t.drain;
-                return ReadSeconds(x, xp, *field);
-              });
-        }
-        if (key == "retries") {
-          return ForEachField(
-              v, p, {"max_retries"},
-              [&config](const std::string&, const YAML::Node& x, const std::string& xp) {
-                return ReadUnsigned(x, xp, config.max_retries);
-              });
-        }
-        if (key == "admin") return ReadAdmin(v, p, config.admin);
-        if (key == "metrics") {
-          MetricsConfig& m = config.metrics;
-          return ForEachField(v, p, {"listener", "require_key"},
-                              [&m](const std::string& k, const YAML::Node& x, const std::string& xp) -> Status {
-                                if (k == "require_key") return ReadBool(x, xp, m.require_key);
-                                std::string name;
-                                if (Status s = ReadString(x, xp, name); !s.ok()) return s;
-                                Result<MetricsListener> l = ParseMetricsListener(name);
-                                if (!l.ok()) return Status::InvalidArgument(xp + ": " + l.status().message());
-                                m.listener = *l;
-                                return Status::Ok();
-                              });
-        }
-        if (key == "discovery") {
-          DiscoveryConfig& d = config.discovery;
-          return ForEachField(
-              v, p, {"models", "models_interval", "resolve_interval", "hosts_file"},
-              [&d](const std::string& k, const YAML::Node& x, const std::string& xp) -> Status {
-                if (k == "models") {
-                  bool b = false;
-                  if (Status s = ReadBool(x, xp, b); !s.ok()) return s;
-                  d.models = b;
-                  return Status::Ok();
-                }
-                if (k == "models_interval") return ReadSeconds(x, xp, d.models_interval);
-                if (k == "resolve_interval") return ReadSeconds(x, xp, d.resolve_interval);
-                return ReadString(x, xp, d.hosts_file);
-              });
-        }
-        if (key == "engine_metrics") {
-          EngineMetricsConfig& m = config.engine_metrics;
-          m.enabled = true;
-          return ForEachField(v, p, {"interval", "path"},
-                              [&m](const std::string& k, const YAML::Node& x, const std::string& xp) {
-                                return k == "interval" ? ReadSeconds(x, xp, m.interval) : ReadString(x, xp, m.path);
-                              });
-        }
-        if (key == "tls") {
-          config.tls.enabled = true;  // even when empty: then the missing files are named
-          return ForEachField(v, p, {"cert_file", "key_file"},
-                              [&config](const std::string& k, const YAML::Node& x, const std::string& xp) {
-                                return ReadString(x, xp, k == "cert_file" ? config.tls.cert_file
-                                                                          : config.tls.key_file);
-                              });
-        }
-        if (key == "upstream_tls") {
-          UpstreamTlsConfig& u = config.upstream_tls;
-          return ForEachField(v, p, {"ca_file", "verify"},
-                              [&u](const std::string& k, const YAML::Node& x, const std::string& xp) {
-                                return k == "ca_file" ? ReadString(x, xp, u.ca_file) : ReadBool(x, xp, u.verify);
-                              });
-        }
-        if (key == "log") {
-          LogConfig& l = config.log;
-          return ForEachField(
-              v, p, {"format", "access_log"},
-              [&l](const std::string& k, const YAML::Node& x, const std::string& xp) -> Status {
-                if (k == "access_log") return ReadBool(x, xp, l.access_log);
-                std::string name;
-                if (Status s = ReadString(x, xp, name); !s.ok()) return s;
-                Result<LogFormat> r = ParseLogFormat(name);
-                if (!r.ok()) return WithPath(r.status(), xp);
-                l.format = *r;
-                return Status::Ok();
-              });
-        }
-        HealthConfig& h = config.health;  // key == "health"
-        return ForEachField(
-            v, p,
-            {"path", "interval", "timeout", "unhealthy_threshold", "healthy_threshold",
-             "passive_failures"},
-            [&h](const std::string& k, const YAML::Node& x, const std::string& xp) -> Status {
-              if (k == "path") return ReadString(x, xp, h.path);
-              if (k == "interval") return ReadSeconds(x, xp, h.interval);
-              if (k == "timeout") return ReadSeconds(x, xp, h.timeout);
-              if (k == "unhealthy_threshold") return ReadUnsigned(x, xp, h.unhealthy_threshold);
-              if (k == "healthy_threshold") return ReadUnsigned(x, xp, h.healthy_threshold);
-              return ReadUnsigned(x, xp, h.passive_failures);
-            });
+        // The sections that turn a feature on by being present (even when empty: then the
+        // missing fields are named by the validation).
+        if (key == "admin") config.admin.enabled = true;
+        if (key == "engine_metrics") config.engine_metrics.enabled = true;
+        if (key == "tls") config.tls.enabled = true;
+        return ReadSection(v, p, config);  // limits, timeouts, retries, health, log, ...
       });
   if (!s.ok()) return s;
 
@@ -718,8 +507,6 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
   // Overrides inherit from the defaults as patched here (like pools from `routing`); a `tenants`
   // section replaces the base's overrides.
   RateLimitsConfig& rl = config.rate_limits;
-  rate_limits.defaults.ApplyTo(rl.defaults);
-  if (rate_limits.max_tenants) rl.max_tenants = *rate_limits.max_tenants;
   if (rate_limits.tenants_set) {
     rl.tenants.clear();
     for (const auto& [name, patch] : rate_limits.tenants) {

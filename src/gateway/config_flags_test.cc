@@ -166,23 +166,18 @@ TEST(BuildConfig, LogFlagsSetTheLogSection) {
   GatewayConfig d = Build({"--instance", "http://a:1"});
   EXPECT_EQ(d.log.format, LogFormat::kText);
   EXPECT_FALSE(d.log.access_log) << "the access log is off by default";
-  EXPECT_FALSE(ParseFlags({"--instance", "http://a:1", "--no-access-log"}).access_log.value_or(true));
+  const ConfigFlags off = ParseFlags({"--instance", "http://a:1", "--no-access-log"});
+  ASSERT_EQ(off.values.size(), 1u);
+  EXPECT_EQ(off.values[0].first->path, "log.access_log");
+  EXPECT_EQ(off.values[0].second, "false");
   EXPECT_TRUE(Contains(ParseErrorOf({"--log-format", "xml"}), "text, json"));
 }
 
-// Flags not given leave every optional empty, so they override nothing.
+// Flags not given record nothing, so they override nothing.
 TEST(ParseFlags, AbsentFlagsStayUnset) {
   ConfigFlags f = ParseFlags({"--instance", "http://a:1"});
   EXPECT_TRUE(f.config_file.empty());
-  EXPECT_FALSE(f.listen || f.io_threads || f.decision_headers || f.strategy || f.prefix_length ||
-               f.concurrency_threshold || f.spill_mode || f.load_measure || f.balance_factor ||
-               f.unknown_path_status || f.tokenizer ||
-               f.max_request_body_bytes ||
-               f.max_header_bytes || f.connect_timeout || f.first_byte_timeout || f.idle_timeout ||
-               f.total_timeout || f.client_read_timeout || f.client_write_timeout ||
-               f.client_idle_timeout || f.drain_timeout || f.max_retries || f.health_path ||
-               f.health_interval || f.health_timeout || f.unhealthy_threshold ||
-               f.healthy_threshold || f.passive_failures);
+  EXPECT_TRUE(f.values.empty());
   EXPECT_EQ(f.instances, std::vector<std::string>{"http://a:1"});
 }
 
@@ -366,8 +361,8 @@ TEST(ParseFlags, MalformedValuesNameTheFlag) {
 
 // --decision-headers takes an explicit true or false.
 TEST(ParseFlags, DecisionHeadersTakesTrueOrFalse) {
-  EXPECT_EQ(ParseFlags({"--decision-headers", "true"}).decision_headers, true);
-  EXPECT_EQ(ParseFlags({"--decision-headers", "false"}).decision_headers, false);
+  EXPECT_TRUE(Build({"--instance", "http://a:1", "--decision-headers", "true"}).decision_headers);
+  EXPECT_FALSE(Build({"--instance", "http://a:1", "--decision-headers", "false"}).decision_headers);
   EXPECT_FALSE(ParseErrorOf({"--decision-headers"}).empty());
 }
 
@@ -431,7 +426,8 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--max-connections", {"limits.max_connections", "auto"}},
       {"--max-connections-per-client", {"limits.max_connections_per_client", "0"}},
       {"--log-format", {"log.format", "text"}},
-      {"--access-log", {"log.access_log", "off"}},
+      {"--access-log", {"log.access_log", "false"}},
+      {"--set", {"by its YAML path", "none"}},
   };
   CLI::App app{"serve"};
   ConfigFlags flags;

@@ -234,7 +234,7 @@ TEST(ParseConfigYaml, UnknownInstanceKeyIsNamedWithIndex) {
 TEST(ParseConfigYaml, UnknownPoolKeyIsNamedWithPool) {
   ExpectParseError("pools:\n  llama: {prefix_lenght: 4096}\n",
                    {"pools.llama.prefix_lenght: unknown field; expected one of routing_strategy, "
-                    "prefix_length, concurrency_threshold, spill_mode, balance_factor"});
+                    "prefix_length, concurrency_threshold, spill_mode, load_measure, balance_factor"});
 }
 
 // Managed-service spellings are not aliases: only snake_case fields exist.

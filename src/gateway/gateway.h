@@ -178,7 +178,9 @@ class Gateway final : public http::Handler {
   // GET /metrics's answer (the client listener's, or the admin listener's: metrics.listener).
   http::StringResponse MetricsResponse() const;
   const RateLimiter& rate_limiter() const { return *limiter_; }
-  const GatewayConfig& config() const { return config_; }
+  const GatewayConfig& config() const { return config_; }  // as started
+  // The configuration in force: the start's, with what reloads and membership changes applied.
+  GatewayConfig running_config() const;
   StatusClock::time_point started_at() const { return started_at_; }
   const RequestSeries& request_series() const { return request_series_; }
   // Tokens and first-byte times per model label, and their series (the status page's).

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "gateway/config_schema.h"
 #include "gateway/gateway.h"
 #include "http/tls.h"
 
@@ -458,6 +459,11 @@ Result<InstanceView> Gateway::SetDrained(std::string_view name, bool drained) {
   return ViewOf(*rs->fleet, *i);
 }
 
+GatewayConfig Gateway::running_config() const {
+  std::lock_guard lock(ops_mu_);
+  return running_;
+}
+
 ReloadReport Gateway::Reload(GatewayConfig next, std::string_view trigger) {
   std::lock_guard lock(ops_mu_);
   ReloadReport report;
@@ -517,59 +523,28 @@ Result<ReloadReport> LoadAndReload(Gateway& gateway, const ConfigLoader& loader,
 
 std::vector<std::string> RestartRequired(const GatewayConfig& a, const GatewayConfig& b) {
   std::vector<std::string> out;
-  auto check = [&out](bool differs, std::string field) {
-    if (differs) out.push_back(std::move(field));
-  };
-  check(a.listen != b.listen, "listen");
-  check(a.tls.enabled != b.tls.enabled, "tls");
-  check(a.io_threads != b.io_threads, "io_threads");
-  check(a.decision_headers != b.decision_headers, "decision_headers");
-  check(a.unknown_path_status != b.unknown_path_status, "unknown_path_status");
-  check(a.max_request_body_bytes != b.max_request_body_bytes, "limits.max_request_body_bytes");
-  check(a.max_header_bytes != b.max_header_bytes, "limits.max_header_bytes");
-  check(a.max_connections != b.max_connections, "limits.max_connections");
-  check(a.max_connections_per_client != b.max_connections_per_client, "limits.max_connections_per_client");
-  check(a.metrics.listener != b.metrics.listener, "metrics.listener");
-  check(a.metrics.require_key != b.metrics.require_key, "metrics.require_key");
-  const TimeoutsConfig& ta = a.timeouts;
-  const TimeoutsConfig& tb = b.timeouts;
-  check(ta.connect != tb.connect, "timeouts.connect");
-  check(ta.first_byte != tb.first_byte, "timeouts.first_byte");
-  check(ta.idle != tb.idle, "timeouts.idle");
-  check(ta.total != tb.total, "timeouts.total");
-  check(ta.client_read != tb.client_read, "timeouts.client_read");
-  check(ta.client_write != tb.client_write, "timeouts.client_write");
-  check(ta.client_idle != tb.client_idle, "timeouts.client_idle");
-  check(ta.drain != tb.drain, "timeouts.drain");
-  check(ta.per_try_first_byte != tb.per_try_first_byte, "timeouts.per_try_first_byte");
-  check(ta.kv_events_silence != tb.kv_events_silence, "timeouts.kv_events_silence");
-  check(ta.tokenize != tb.tokenize, "timeouts.tokenize");
-  check(a.max_retries != b.max_retries, "retries.max_retries");
-  check(a.log.format != b.log.format, "log.format");
-  check(a.log.access_log != b.log.access_log, "log.access_log");
-  const HealthConfig& ha = a.health;
-  const HealthConfig& hb = b.health;
-  check(ha.path != hb.path, "health.path");
-  check(ha.interval != hb.interval, "health.interval");
-  check(ha.timeout != hb.timeout, "health.timeout");
-  check(ha.unhealthy_threshold != hb.unhealthy_threshold, "health.unhealthy_threshold");
-  check(ha.healthy_threshold != hb.healthy_threshold, "health.healthy_threshold");
-  check(ha.passive_failures != hb.passive_failures, "health.passive_failures");
-  const DiscoveryConfig& da = a.discovery;
-  const DiscoveryConfig& db = b.discovery;
-  check(da.models != db.models, "discovery.models");
-  check(da.models_interval != db.models_interval, "discovery.models_interval");
-  check(da.resolve_interval != db.resolve_interval, "discovery.resolve_interval");
-  check(da.hosts_file != db.hosts_file, "discovery.hosts_file");
-  check(a.engine_metrics.enabled != b.engine_metrics.enabled, "engine_metrics");
-  check(a.engine_metrics.interval != b.engine_metrics.interval, "engine_metrics.interval");
-  check(a.engine_metrics.path != b.engine_metrics.path, "engine_metrics.path");
-  const AdminConfig& aa = a.admin;
-  const AdminConfig& ab = b.admin;
-  check(aa.enabled != ab.enabled || (aa.enabled && aa.listen != ab.listen), "admin.listen");
-  check(aa.enabled && ab.enabled &&
-            (aa.token_file != ab.token_file || aa.token_env != ab.token_env || !aa.token.SameAs(ab.token)),
-        "admin.token");
+  for (const ConfigField& f : ConfigSchema()) {
+    // Sections turned on by being present: turning one on or off needs a restart (clients
+    // excepted: keys are reloaded). The admin token is compared, never shown; its file and
+    // variable are named as the token.
+    if (f.path == "tls.cert_file" && a.tls.enabled != b.tls.enabled) out.push_back("tls");
+    if (f.path == "engine_metrics.interval" && a.engine_metrics.enabled != b.engine_metrics.enabled) {
+      out.push_back("engine_metrics");
+    }
+    if (f.path.starts_with("admin.")) {
+      const AdminConfig& aa = a.admin;
+      const AdminConfig& ab = b.admin;
+      if (f.path == "admin.listen" && (aa.enabled != ab.enabled || (aa.enabled && aa.listen != ab.listen))) {
+        out.push_back("admin.listen");
+      }
+      if (f.path == "admin.token_file" && aa.enabled && ab.enabled &&
+          (aa.token_file != ab.token_file || aa.token_env != ab.token_env || !aa.token.SameAs(ab.token))) {
+        out.push_back("admin.token");
+      }
+      continue;
+    }
+    if (f.scalar() && !f.reloadable && f.get(a) != f.get(b)) out.push_back(f.path);
+  }
   return out;
 }
 
