@@ -498,6 +498,10 @@ json::object StatusJson(const Gateway& g, StatusClock::time_point now) {
   }
 
   const GatewayConfig& c = g.config();
+  // What the running configuration (reloads included) does not do as its names suggest: kv-aware
+  // with no KV event stream, ... (ConfigWarnings, also logged at start and on each reload).
+  json::array warnings;
+  for (std::string& w : ConfigWarnings(g.running_config())) warnings.emplace_back(std::move(w));
   return json::object{
       {"gateway",
        json::object{{"uptime_seconds", static_cast<int64_t>(Seconds(now - g.started_at()))},
@@ -511,7 +515,8 @@ json::object StatusJson(const Gateway& g, StatusClock::time_point now) {
                     {"max_retries", c.max_retries},
                     {"health_interval_seconds", c.health.interval},
                     {"tokens", TokensJson(lifetime_all.tokens)},
-                    {"recent", RecentJson(recent_all, window_seconds, true)}}},
+                    {"recent", RecentJson(recent_all, window_seconds, true)},
+                    {"warnings", std::move(warnings)}}},
       {"instances", std::move(instances)},
       {"pools", std::move(pools)},
       {"models", std::move(models)},

@@ -309,6 +309,29 @@ TEST(StatusJsonTest, NumbersFollowTraffic) {
 
 // Upstream failures count against the instance that failed; drain and ejection show as states;
 // in-flight requests show while they last.
+// kv-aware with no instance publishing KV events routes as cache-aware: /status says so (the
+// warning logged at start), from the running configuration, so a reload that fixes it clears it.
+TEST(StatusJsonTest, WarnsOfKvAwareWithoutKvEvents) {
+  testing::QuietLogs();
+  Fakes fakes = StartFakes({"a"});
+  GatewayConfig config = ConfigFor(fakes);
+  config.routing.strategy = Strategy::kKvAware;
+  auto g = StartGateway(config);
+  ASSERT_NE(g, nullptr);
+  auto admin = StartAdmin(*g);
+  json::object s = StatusOf(admin->port());
+  const json::array& warnings = s.at("gateway").at("warnings").as_array();
+  ASSERT_EQ(warnings.size(), 1u) << json::serialize(warnings);
+  EXPECT_NE(Str(warnings[0]).find("routing.routing_strategy: kv-aware"), std::string::npos) << warnings[0];
+  EXPECT_NE(Str(warnings[0]).find("no instance has kv_events"), std::string::npos) << warnings[0];
+
+  GatewayConfig fixed = config;
+  fixed.routing.strategy = Strategy::kCacheAware;
+  ASSERT_TRUE(ValidateConfig(fixed).ok());
+  g->Reload(fixed, "test");
+  EXPECT_TRUE(StatusOf(admin->port()).at("gateway").at("warnings").as_array().empty());
+}
+
 TEST(StatusJsonTest, ErrorsStatesAndInFlight) {
   testing::QuietLogs();
   Fakes fakes = StartFakes({"a", "b"});
