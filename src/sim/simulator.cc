@@ -953,9 +953,16 @@ Result<ScaleEvent> ParseScaleEvent(std::string_view text) {
 }
 
 std::vector<std::string_view> StrategyNames() {
-  std::vector<std::string_view> names{"random",      "least-outstanding-requests", "round-robin",
-                                      "prefix-aware", "prefix-aware-next-preferred", "prefix-aware-least-loaded",
-                                      "cache-aware",  "kv-aware",                    "dynamo-kv"};
+  // The gateway's strategies (core's one list), each prefix-aware spill mode spelled out after
+  // prefix-aware, then the re-implemented peers.
+  std::vector<std::string_view> names;
+  for (Strategy s : kStrategies) {
+    names.push_back(StrategyName(s));
+    if (s == Strategy::kPrefixAware) {
+      names.push_back("prefix-aware-next-preferred");
+      names.push_back("prefix-aware-least-loaded");
+    }
+  }
   for (std::string_view peer : PeerStrategyNames()) names.push_back(peer);
   return names;
 }
