@@ -1,5 +1,7 @@
 #include "api/error.h"
 
+#include "api/utf8.h"
+
 namespace prefix_router::api {
 namespace {
 
@@ -34,8 +36,19 @@ ApiError ErrorFromStatus(const Status& status) {
 
 void AppendJsonEscaped(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
-  for (char ch : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
     const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x80) {  // JSON text is UTF-8: a byte that starts no valid sequence becomes U+FFFD
+      const size_t n = Utf8Length(s, i);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";  // U+FFFD
+      } else {
+        out.append(s.substr(i, n));
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;

@@ -27,6 +27,12 @@ k2=$(echo "$body" | "$bin" route --instances 3 --api native --group t2 - | grep 
 k3=$(echo "$body" | "$bin" route --instances 3 --api native --group t1 - | grep -o '"key":"[0-9a-f]*"')
 check "group isolation" test "$k1" != "$k2" -a "$k1" = "$k3"
 
+# --show-text of a native body whose keyed prefix ends inside a character (1024 bytes: 1023
+# ASCII bytes, then a 3-byte character): the line is valid JSON, the text cut before the character.
+native=$(python3 -c 'import sys; sys.stdout.buffer.write(b"x" * 1023 + "\u3042".encode() * 10)')
+shown=$(printf '%s' "$native" | "$bin" route --instances 3 --api native --strategy prefix-aware --prefix-length 1024 --show-text -)
+check "show-text is valid JSON" bash -c "printf '%s' '$shown' | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"keyed_text\"] == \"x\" * 1023, d[\"keyed_text\"][-5:]'"
+
 # Malformed JSON: exit 1 and the gateway's 400 error body.
 out=$(echo '{"model":' | "$bin" route --instances 3 -); rc=$?
 check "malformed json exit code" test $rc = 1

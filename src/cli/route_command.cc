@@ -18,6 +18,7 @@
 #include "api/native_request.h"
 #include "api/openai_request.h"
 #include "api/request.h"
+#include "api/utf8.h"
 #include "cli/commands.h"
 #include "core/block_chain.h"
 #include "core/fleet.h"
@@ -180,7 +181,10 @@ int RunRoute(const RouteArgs& a) {
   add("instance", f.spec(decision->instance).name, true);
   add("decision", DecisionKindName(decision->kind), true);
   add("rank", std::to_string(decision->rank), false);
-  if (a.show_text) add("keyed_text", keyed_text, true);
+  // The keyed text, cut at a character boundary for display (a native prefix is a byte count
+  // and may end inside a character; the key itself keeps every byte). Invalid bytes print as
+  // U+FFFD (AppendJsonEscaped), so the line is always valid JSON.
+  if (a.show_text) add("keyed_text", api::TrimPartialUtf8(keyed_text), true);
   out += "}\n";
   std::cout << out;
   return 0;

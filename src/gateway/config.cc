@@ -23,6 +23,7 @@
 #include "api/key_normalisation.h"
 #include "api/openai_request.h"
 #include "api/redact.h"
+#include "api/utf8.h"
 #include "core/fleet.h"
 #include "gateway/config_schema.h"
 #include "http/tls.h"
@@ -649,41 +650,7 @@ bool IsHeaderSafe(std::string_view s) {
 // checks it) and listed in /v1/models JSON, so invalid bytes could never match and would break
 // that JSON. yaml-cpp passes a file's invalid UTF-8 bytes through unchecked. Strict UTF-8: no
 // overlong forms, surrogates or code points above U+10FFFF.
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      n = 1;
-      cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      n = 2;
-      cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (s.size() - i <= n) return false;
-    for (size_t k = 1; k <= n; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
+bool IsValidUtf8(std::string_view s) { return api::IsValidUtf8(s); }
 
 Status ValidateListen(GatewayConfig& config) {
   const std::optional<HostPort> hp = SplitHostPort(config.listen);
