@@ -69,6 +69,16 @@ check "invalid config refused" bash -c "test $rc = 2 && echo '$err' | grep -q 'r
 printf 'instances:\n  - url: http://127.0.0.1:1\ntimeouts:\n  conect: 1\n' > "$tmp"
 err=$("$bin" serve --check-config --config "$tmp" 2>&1); rc=$?
 check "unknown field refused" bash -c "test $rc = 2 && echo '$err' | grep -q 'timeouts.conect'"
+# The managed service's RoutingConfig block: its rules and a setting under both names exit 2
+# naming the field; the block alone is valid.
+printf 'instances:\n  - url: http://127.0.0.1:1\nRoutingConfig:\n  RoutingStrategy: PREFIX_AWARE\n  PrefixAwareRoutingConfig: {PrefixLength: 2048}\n' > "$tmp"
+err=$("$bin" serve --check-config --config "$tmp" 2>&1); rc=$?
+check "RoutingConfig missing field refused" bash -c "test $rc = 2 && echo '$err' | grep -q 'RoutingConfig.PrefixAwareRoutingConfig.ConcurrencyThreshold: required'"
+printf 'instances:\n  - url: http://127.0.0.1:1\nRoutingConfig: {RoutingStrategy: RANDOM}\nrouting: {routing_strategy: random}\n' > "$tmp"
+err=$("$bin" serve --check-config --config "$tmp" 2>&1); rc=$?
+check "RoutingConfig mixed with our names refused" bash -c "test $rc = 2 && echo '$err' | grep -q 'RoutingConfig.RoutingStrategy and routing.routing_strategy'"
+printf 'instances:\n  - url: http://127.0.0.1:1\nRoutingConfig:\n  RoutingStrategy: PREFIX_AWARE\n  PrefixAwareRoutingConfig: {PrefixLength: 2048, ConcurrencyThreshold: 8}\n' > "$tmp"
+check "RoutingConfig alone accepted" bash -c "'$bin' serve --check-config --config '$tmp' --compat sagemaker | grep -q 'default strategy prefix-aware'"
 rm -f "$tmp"
 err=$("$bin" serve --check-config 2>&1); rc=$?
 check "no instance refused" bash -c "test $rc = 2 && echo '$err' | grep -q 'instance'"

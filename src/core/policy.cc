@@ -1234,6 +1234,24 @@ Result<TokenizerSource> ParseTokenizerSource(std::string_view name) {
   return Status::InvalidArgument("tokenizer: '" + std::string(name) + "' is not one of local, engine");
 }
 
+std::string_view CompatibilityName(Compatibility c) {
+  return c == Compatibility::kSageMaker ? "sagemaker" : "none";
+}
+
+Result<Compatibility> ParseCompatibility(std::string_view name) {
+  if (name == "none") return Compatibility::kNone;
+  if (name == "sagemaker") return Compatibility::kSageMaker;
+  return Status::InvalidArgument("compatibility: '" + std::string(name) + "' is not one of none, sagemaker");
+}
+
+void ApplyCompatibility(Compatibility c, RoutingOptions& o) {
+  o.compatibility = c;
+  if (c != Compatibility::kSageMaker) return;
+  o.spill = SpillMode::kLeastLoaded;
+  o.balance_factor = 0;
+  o.load_measure = LoadMeasure::kRequests;
+}
+
 std::string_view DecisionKindName(DecisionKind k) {
   switch (k) {
     case DecisionKind::kAffinity: return "affinity";
@@ -1289,6 +1307,18 @@ Status RoutingOptions::Validate() const {
   }
   if (!(ca.load_weight >= 0 && ca.load_weight <= 100)) {
     return Status::InvalidArgument("cache_aware.load_weight: must be between 0 and 100");
+  }
+  if (compatibility == Compatibility::kSageMaker) {
+    // The preset's behaviour is these values; another one beside it is a contradiction.
+    const char* field = spill != SpillMode::kLeastLoaded    ? "spill_mode"
+                        : balance_factor != 0               ? "balance_factor"
+                        : load_measure != LoadMeasure::kRequests ? "load_measure"
+                                                            : nullptr;
+    if (field != nullptr) {
+      return Status::InvalidArgument(std::string(field) +
+                                     ": compatibility sagemaker fixes spill_mode least-loaded, balance_factor 0 "
+                                     "and load_measure requests; remove this field or the preset");
+    }
   }
   return Status::Ok();
 }

@@ -193,6 +193,14 @@ enum class LoadMeasure { kRequests, kPromptTokens, kEngine };
 // POST /tokenize endpoint of an instance of the pool (vLLM's), one round trip per request.
 // Policies ignore it (gateway/prompt_tokens.h documents the trade-off).
 enum class TokenizerSource { kLocal, kEngine };
+// A behaviour preset. kSageMaker: the managed service's documented prefix-aware behaviour, for
+// teams moving from it. When the prefix-selected instance has reached the concurrency
+// threshold, that request alone goes to the instance with the fewest in-flight requests; there
+// is no load bound and the key does not move (its next request goes to its preferred instance
+// again). It fixes spill least-loaded, balance factor 0 and load measure requests (Validate
+// refuses other values beside it); a pool given the preset without a strategy routes RANDOM,
+// the managed service's default (the configuration reader applies that).
+enum class Compatibility { kNone, kSageMaker };
 
 std::string_view StrategyName(Strategy s);
 // Every strategy the gateway runs, in the order help texts and errors list them: the one list
@@ -224,6 +232,8 @@ std::string_view LoadMeasureName(LoadMeasure m);  // "requests" | "prompt-tokens
 Result<LoadMeasure> ParseLoadMeasure(std::string_view name);
 std::string_view TokenizerSourceName(TokenizerSource t);  // "local" | "engine"
 Result<TokenizerSource> ParseTokenizerSource(std::string_view name);
+std::string_view CompatibilityName(Compatibility c);  // "none" | "sagemaker"
+Result<Compatibility> ParseCompatibility(std::string_view name);
 
 // Limits the managed service documents for PrefixLength and ConcurrencyThreshold.
 inline constexpr uint32_t kMinPrefixLength = 1024;
@@ -297,12 +307,17 @@ struct RoutingOptions {
   KeyNormalisation key_normalisation;
   // Where kv-aware and dynamo-kv pools get the prompt's tokens (see TokenizerSource).
   TokenizerSource tokenizer = TokenizerSource::kLocal;
+  // A behaviour preset (see Compatibility); policies read the options it fixed.
+  Compatibility compatibility = Compatibility::kNone;
 
   // Checks ranges; the message names the field and its allowed range.
   Status Validate() const;
   // Equal options build equivalent policies (a reload keeps a pool's Policy when they match).
   bool operator==(const RoutingOptions&) const = default;
 };
+
+// Sets the preset and the options it fixes (for kSageMaker: spill, balance factor, load measure).
+void ApplyCompatibility(Compatibility c, RoutingOptions& o);
 
 // The settings of a pool that names no strategy: every default, strategy kDefaultStrategy.
 inline RoutingOptions DefaultPoolRouting() {

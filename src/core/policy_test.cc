@@ -1419,5 +1419,46 @@ TEST(PolicyTest, RoundRobinTakesTurnsPerServedName) {
   EXPECT_EQ(counts, (std::vector<int>{250, 250, 250, 250}));
 }
 
+// The sagemaker preset is the managed service's documented behaviour: a request whose
+// prefix-selected instance has reached the threshold goes to the instance with the fewest
+// in-flight requests, and the key does not move: its next request, once the preferred instance
+// is below the threshold, returns there. Every option the preset fixes is set by it.
+TEST(PolicyTest, SageMakerPresetSpillsOneRequestToTheFewestInFlight) {
+  RoutingOptions o;
+  o.strategy = Strategy::kPrefixAware;
+  o.concurrency_threshold = 4;
+  ApplyCompatibility(Compatibility::kSageMaker, o);
+  EXPECT_EQ(o.spill, SpillMode::kLeastLoaded);
+  EXPECT_EQ(o.balance_factor, 0);
+  EXPECT_EQ(o.load_measure, LoadMeasure::kRequests);
+  ASSERT_TRUE(o.Validate().ok());
+  auto p = MakePolicy(o);
+  auto f = NamedFleet(5);
+  Rng rng(7);
+  for (int k = 0; k < 20; ++k) {
+    const PrefixKey key = KeyAt(9000 + k);
+    const std::vector<uint32_t> order = PreferenceOrder(*f, key);
+    // A burst: the preferred instance at the threshold; the fewest in flight is at rank 3,
+    // not the next preferred (rank 1, below the threshold too).
+    SetLoadsByRank(*f, order, {4, 2, 3, 1, 2});
+    Decision d = MustPick(*p, Request(key), *f, rng);
+    p->OnDispatched(Request(key), d, *f);
+    EXPECT_EQ(d.instance, order[3]) << k;
+    EXPECT_EQ(d.kind, DecisionKind::kOverflow);
+    // The preferred instance below the threshold again: the key's next request returns to it.
+    SetLoadsByRank(*f, order, {3, 2, 3, 2, 2});
+    d = MustPick(*p, Request(key), *f, rng);
+    EXPECT_EQ(d.instance, order[0]) << k;
+    EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  }
+  // What the preset fixes cannot be set beside it.
+  RoutingOptions bad = o;
+  bad.balance_factor = 1.5;
+  EXPECT_NE(bad.Validate().message().find("balance_factor: compatibility sagemaker fixes"), std::string::npos);
+  bad = o;
+  bad.spill = SpillMode::kNextPreferred;
+  EXPECT_NE(bad.Validate().message().find("spill_mode"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace prefix_router

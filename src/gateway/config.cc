@@ -14,6 +14,7 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <random>
 #include <system_error>
 #include <utility>
@@ -164,12 +165,102 @@ struct RoutingPatch {
   std::optional<std::vector<std::string>> exclude_fields;
   std::optional<std::vector<std::string>> exclude_patterns;
 
+  // Whether the section sets the field at `rel`.
+  bool Sets(std::string_view rel) const {
+    return std::any_of(values.begin(), values.end(), [rel](const auto& v) { return v.first->rel == rel; });
+  }
+
+  // A preset (compatibility) first, so that a field the section also sets contradicts it in
+  // Validate whatever their order in the file; with a preset and no strategy, the preset's
+  // default strategy (sagemaker: random, as the managed service's).
   void ApplyTo(RoutingOptions& o) const {
-    for (const auto& [field, text] : values) (void)field->set_routing(o, text, field->path);
+    for (const auto& [field, text] : values) {
+      if (field->rel == "compatibility") (void)field->set_routing(o, text, field->path);
+    }
+    if (Sets("compatibility") && !Sets("routing_strategy") && o.compatibility == Compatibility::kSageMaker) {
+      o.strategy = Strategy::kRandom;
+    }
+    for (const auto& [field, text] : values) {
+      if (field->rel != "compatibility") (void)field->set_routing(o, text, field->path);
+    }
     if (exclude_fields) o.key_normalisation.exclude_fields = *exclude_fields;
     if (exclude_patterns) o.key_normalisation.exclude_patterns = *exclude_patterns;
   }
 };
+
+// The managed service's block, `RoutingConfig: {RoutingStrategy, PrefixAwareRoutingConfig:
+// {PrefixLength, ConcurrencyThreshold}}` (SageMaker's ProductionVariantRoutingConfig), read into
+// `out` as the routing fields it names. Its rules: RoutingStrategy required; the inner block only
+// with PREFIX_AWARE, and then both its fields, with the service's ranges; errors name the
+// service's field. A setting given here and under our name in the same scope (`scope`: the
+// section holding ours) is refused.
+Status ReadManagedRouting(const YAML::Node& n, const std::string& path, const RoutingPatch& ours,
+                          const std::string& scope, RoutingPatch& out) {
+  std::optional<std::string> strategy;
+  std::optional<uint64_t> prefix_length, threshold;
+  bool inner = false;
+  const std::string inner_path = Child(path, "PrefixAwareRoutingConfig");
+  Status s = ForEachField(
+      n, path, {"RoutingStrategy", "PrefixAwareRoutingConfig"},
+      [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "RoutingStrategy") {
+          std::string name;
+          if (Status st = ReadString(v, p, name); !st.ok()) return st;
+          if (name == "RANDOM") strategy = "random";
+          else if (name == "LEAST_OUTSTANDING_REQUESTS") strategy = "least-outstanding-requests";
+          else if (name == "PREFIX_AWARE") strategy = "prefix-aware";
+          else return Status::InvalidArgument(p + ": '" + name + "' is not one of RANDOM, LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE");
+          return Status::Ok();
+        }
+        inner = true;
+        return ForEachField(v, p, {"PrefixLength", "ConcurrencyThreshold"},
+                            [&](const std::string& k, const YAML::Node& x, const std::string& xp) -> Status {
+                              uint64_t value = 0;
+                              if (Status st = ReadUnsigned(x, xp, value); !st.ok()) return st;
+                              const bool length = k == "PrefixLength";
+                              const uint64_t lo = length ? kMinPrefixLength : kMinConcurrencyThreshold;
+                              const uint64_t hi = length ? kMaxPrefixLength : kMaxConcurrencyThreshold;
+                              if (value < lo || value > hi) {
+                                return Status::InvalidArgument(xp + ": " + std::to_string(value) +
+                                                               " is outside the allowed range " + std::to_string(lo) +
+                                                               ".." + std::to_string(hi));
+                              }
+                              (length ? prefix_length : threshold) = value;
+                              return Status::Ok();
+                            });
+      });
+  if (!s.ok()) return s;
+  if (!strategy) return Status::InvalidArgument(Child(path, "RoutingStrategy") + ": required");
+  const bool prefix_aware = *strategy == "prefix-aware";
+  if (inner && !prefix_aware) {
+    return Status::InvalidArgument(inner_path + ": only with RoutingStrategy PREFIX_AWARE");
+  }
+  if (prefix_aware && !prefix_length) {
+    return Status::InvalidArgument(Child(inner_path, "PrefixLength") + ": required with RoutingStrategy PREFIX_AWARE");
+  }
+  if (prefix_aware && !threshold) {
+    return Status::InvalidArgument(Child(inner_path, "ConcurrencyThreshold") +
+                                   ": required with RoutingStrategy PREFIX_AWARE");
+  }
+  struct Setting {
+    const char* theirs;
+    const char* rel;
+    std::optional<std::string> value;
+  };
+  for (const Setting& set : {Setting{"RoutingStrategy", "routing_strategy", strategy},
+                             Setting{"PrefixAwareRoutingConfig.PrefixLength", "prefix_length",
+                                     prefix_length ? std::optional(std::to_string(*prefix_length)) : std::nullopt},
+                             Setting{"PrefixAwareRoutingConfig.ConcurrencyThreshold", "concurrency_threshold",
+                                     threshold ? std::optional(std::to_string(*threshold)) : std::nullopt}}) {
+    if (!set.value) continue;
+    if (ours.Sets(set.rel)) {
+      return Status::InvalidArgument(Child(path, set.theirs) + " and " + Child(scope, set.rel) +
+                                     " set the same thing: give one of them");
+    }
+    out.values.emplace_back(FindRoutingField(set.rel), *set.value);
+  }
+  return Status::Ok();
+}
 
 // What a scalar of `kind` is called in a type error.
 std::string_view Expectation(FieldKind kind) {
@@ -215,7 +306,7 @@ Status ReadStrings(const YAML::Node& n, const std::string& path, std::vector<std
 // The routing fields under `prefix` ("", "cache_aware.", "key_normalisation.") of a `routing`
 // or `pools.NAME` section at `path`, read through the schema into `out`.
 Status ReadRoutingLevel(const YAML::Node& n, const std::string& path, const std::string& prefix,
-                        RoutingPatch& out) {
+                        RoutingPatch& out, std::optional<YAML::Node>* managed = nullptr) {
   std::vector<std::string_view> known;
   for (const ConfigField& f : ConfigSchema()) {
     if (!f.path.starts_with("routing.")) continue;
@@ -224,9 +315,14 @@ Status ReadRoutingLevel(const YAML::Node& n, const std::string& path, const std:
     const std::string_view key = rel.substr(prefix.size(), rel.find('.', prefix.size()) - prefix.size());
     if (std::find(known.begin(), known.end(), key) == known.end()) known.push_back(key);
   }
+  if (managed != nullptr) known.push_back("RoutingConfig");
   return ForEachField(
-      n, path, known, [&out, &prefix](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+      n, path, known, [&out, &prefix, managed](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         const std::string rel = prefix + key;
+        if (rel == "RoutingConfig") {  // read once the section's own fields are known
+          managed->emplace(v);
+          return Status::Ok();
+        }
         if (rel == "key_normalisation" && !v.IsMap()) {
           return TypeError(p, "a map with canonical_json, exclude_fields and/or exclude_patterns", v);
         }
@@ -246,8 +342,12 @@ Status ReadRoutingLevel(const YAML::Node& n, const std::string& path, const std:
       });
 }
 
-Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& out) {
-  return ReadRoutingLevel(n, path, "", out);
+// `routing`, or a pool (`pool`: which may also hold the managed service's RoutingConfig block).
+Status ReadRouting(const YAML::Node& n, const std::string& path, RoutingPatch& out, bool pool = false) {
+  std::optional<YAML::Node> managed;
+  if (Status s = ReadRoutingLevel(n, path, "", out, pool ? &managed : nullptr); !s.ok()) return s;
+  if (!managed) return Status::Ok();
+  return ReadManagedRouting(*managed, Child(path, "RoutingConfig"), out, path, out);
 }
 
 Status ReadModels(const YAML::Node& n, const std::string& path, std::vector<std::string>& out) {
@@ -357,7 +457,7 @@ Status ReadPools(const YAML::Node& n, const std::string& path,
       return TypeError(pool_path, "a map of routing settings", it->second);
     }
     RoutingPatch patch;
-    if (Status s = ReadRouting(it->second, pool_path, patch); !s.ok()) return s;
+    if (Status s = ReadRouting(it->second, pool_path, patch, /*pool=*/true); !s.ok()) return s;
     out.emplace_back(name, patch);
   }
   return Status::Ok();
@@ -470,12 +570,17 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
   bool pools_set = false;
   std::vector<std::pair<std::string, RoutingPatch>> pools;
   RateLimitsPatch rate_limits;
+  std::optional<YAML::Node> managed;  // the managed service's RoutingConfig block
   Status s = ForEachField(
       root, "",
       {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
        "timeouts", "retries", "health", "log", "admin", "unknown_path_status", "clients",
-       "rate_limits", "discovery", "engine_metrics", "tls", "upstream_tls", "metrics"},
+       "rate_limits", "discovery", "engine_metrics", "tls", "upstream_tls", "metrics", "RoutingConfig"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+        if (key == "RoutingConfig") {  // read once `routing` is known
+          managed.emplace(v);
+          return Status::Ok();
+        }
         if (key == "clients") return ReadClients(v, p, config);
         if (key == "rate_limits") return ReadRateLimits(v, p, config, rate_limits);
         if (key == "routing") return ReadRouting(v, p, routing);
@@ -495,6 +600,9 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
         return ReadSection(v, p, config);  // limits, timeouts, retries, health, log, ...
       });
   if (!s.ok()) return s;
+  if (managed) {
+    if (Status m = ReadManagedRouting(*managed, "RoutingConfig", routing, "routing", routing); !m.ok()) return m;
+  }
 
   routing.ApplyTo(config.routing);
   if (pools_set) {  // a `pools` section replaces the base's pools

@@ -77,49 +77,63 @@ void Record(ConfigFlags& flags, const ConfigField& f, const std::string& value, 
 // final `routing`, so each pool field the file leaves unset takes the flag's value, exactly as
 // if the flag were written in the file's `routing` section. Which fields a pool sets is only in
 // the YAML, so it is read again (it parsed a moment ago; this is startup, not a hot path).
-Status InheritRoutingFlags(const ConfigFlags& flags, GatewayConfig& config) {
-  const bool any = !flags.exclude_fields.empty() || !flags.exclude_patterns.empty() ||
-                   std::any_of(flags.values.begin(), flags.values.end(),
-                               [](const auto& v) { return v.first->routing(); });
-  if (config.pools.empty() || !any) return Status::Ok();
-  std::ifstream in(flags.config_file, std::ios::binary);
+using Values = std::vector<std::pair<const ConfigField*, std::string>>;
+
+// Whether the routing section `section` (a map: `routing` or a pool) sets `rel`
+// ("cache_aware.block_bytes"), under our name or in its RoutingConfig block (for a pool's, the
+// managed service's names).
+bool SectionSets(const YAML::Node& section, std::string_view rel) {
+  // (A missing key of a const node is an invalid node: test it before asking its type.)
+  if (!section || !section.IsMap()) return false;
+  if (const YAML::Node managed = section["RoutingConfig"]; managed && managed.IsMap()) {
+    if (rel == "routing_strategy" && managed["RoutingStrategy"]) return true;
+    const YAML::Node inner = managed["PrefixAwareRoutingConfig"];
+    if (rel == "prefix_length" && inner && inner.IsMap() && inner["PrefixLength"]) return true;
+    if (rel == "concurrency_threshold" && inner && inner.IsMap() && inner["ConcurrencyThreshold"]) return true;
+  }
+  YAML::Node n = YAML::Clone(section);
+  for (size_t start = 0;;) {
+    const size_t dot = rel.find('.', start);
+    const std::string key(rel.substr(start, dot - start));
+    if (!n.IsMap() || !n[key]) return false;
+    n = n[key];
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+Result<YAML::Node> ReadAgain(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
-  if (!in) {
-    return Status::InvalidArgument(flags.config_file +
-                                   ": cannot read the configuration file again");
-  }
+  if (!in) return Status::InvalidArgument(file + ": cannot read the configuration file again");
   try {
-    const YAML::Node root = YAML::Load(text.str());
-    const YAML::Node pools = root["pools"];
-    for (auto& [name, options] : config.pools) {
-      const YAML::Node pool = pools.IsMap() ? pools[name] : YAML::Node();
-      // Whether the pool's section sets `rel` ("cache_aware.block_bytes").
-      const auto unset = [&pool](std::string_view rel) {
-        YAML::Node n = YAML::Clone(pool);
-        for (size_t start = 0;;) {
-          const size_t dot = rel.find('.', start);
-          const std::string key(rel.substr(start, dot - start));
-          if (!n.IsMap() || !n[key]) return true;
-          n = n[key];
-          if (dot == std::string_view::npos) return false;
-          start = dot + 1;
-        }
-      };
-      for (const auto& [field, value] : flags.values) {
-        if (!field->routing() || !unset(field->rel)) continue;
-        (void)field->set_routing(options, value, field->path);  // read once already
-      }
-      KeyNormalisation& k = options.key_normalisation;
-      if (!flags.exclude_fields.empty() && unset("key_normalisation.exclude_fields")) {
-        k.exclude_fields = flags.exclude_fields;
-      }
-      if (!flags.exclude_patterns.empty() && unset("key_normalisation.exclude_patterns")) {
-        k.exclude_patterns = flags.exclude_patterns;
-      }
-    }
+    return YAML::Load(text.str());
   } catch (const std::exception& e) {
-    return Status::InvalidArgument(flags.config_file + ": " + e.what());
+    return Status::InvalidArgument(file + ": " + e.what());
+  }
+}
+
+Status InheritRoutingFlags(const ConfigFlags& flags, const Values& values, GatewayConfig& config) {
+  const bool any = !flags.exclude_fields.empty() || !flags.exclude_patterns.empty() ||
+                   std::any_of(values.begin(), values.end(), [](const auto& v) { return v.first->routing(); });
+  if (config.pools.empty() || !any) return Status::Ok();
+  Result<YAML::Node> root = ReadAgain(flags.config_file);
+  if (!root.ok()) return root.status();
+  const YAML::Node pools = (*root)["pools"];
+  for (auto& [name, options] : config.pools) {
+    const YAML::Node pool = pools && pools.IsMap() ? pools[name] : YAML::Node();
+    for (const auto& [field, value] : values) {
+      if (!field->routing() || SectionSets(pool, field->rel)) continue;
+      (void)field->set_routing(options, value, field->path);  // read once already
+    }
+    KeyNormalisation& k = options.key_normalisation;
+    if (!flags.exclude_fields.empty() && !SectionSets(pool, "key_normalisation.exclude_fields")) {
+      k.exclude_fields = flags.exclude_fields;
+    }
+    if (!flags.exclude_patterns.empty() && !SectionSets(pool, "key_normalisation.exclude_patterns")) {
+      k.exclude_patterns = flags.exclude_patterns;
+    }
   }
   return Status::Ok();
 }
@@ -256,14 +270,6 @@ Result<InstanceConfig> ParseInstanceFlag(std::string_view spec) {
 }
 
 Result<GatewayConfig> BuildConfig(const ConfigFlags& flags) {
-  GatewayConfig config;
-  if (!flags.config_file.empty()) {
-    Result<GatewayConfig> loaded = LoadConfigFile(flags.config_file);
-    if (!loaded.ok()) return loaded.status();
-    config = std::move(loaded).value();
-    if (Status s = InheritRoutingFlags(flags, config); !s.ok()) return s;
-  }
-
   for (size_t i = 0; i < flags.values.size(); ++i) {
     const ConfigField* f = flags.values[i].first;
     for (size_t j = 0; j < i; ++j) {
@@ -272,7 +278,39 @@ Result<GatewayConfig> BuildConfig(const ConfigFlags& flags) {
                                        (f->flag.empty() ? std::string("--set") : f->flag + " or --set") + ")");
       }
     }
-    if (Status s = f->set(config, flags.values[i].second, f->path); !s.ok()) return s;
+  }
+  // A preset first, so that a field also given contradicts it in validation whatever the order
+  // of the flags; with a preset and no strategy (flag or file), the preset's default strategy,
+  // as if given by a flag (pools that set none inherit it too).
+  Values values = flags.values;
+  std::stable_partition(values.begin(), values.end(),
+                        [](const auto& v) { return v.first->path == "routing.compatibility"; });
+  const auto given = [&values](std::string_view path) {
+    return std::any_of(values.begin(), values.end(), [path](const auto& v) { return v.first->path == path; });
+  };
+  if (given("routing.compatibility") && !given("routing.routing_strategy")) {
+    bool file_sets = false;
+    if (!flags.config_file.empty()) {
+      Result<YAML::Node> root = ReadAgain(flags.config_file);
+      if (!root.ok()) return root.status();
+      file_sets = SectionSets((*root)["routing"], "routing_strategy") || (*root)["RoutingConfig"];
+    }
+    RoutingOptions preset;
+    (void)values.front().first->set_routing(preset, values.front().second, "");
+    if (!file_sets && preset.compatibility == Compatibility::kSageMaker) {
+      values.insert(values.begin() + 1, {FindConfigField("routing.routing_strategy"), "random"});
+    }
+  }
+
+  GatewayConfig config;
+  if (!flags.config_file.empty()) {
+    Result<GatewayConfig> loaded = LoadConfigFile(flags.config_file);
+    if (!loaded.ok()) return loaded.status();
+    config = std::move(loaded).value();
+    if (Status s = InheritRoutingFlags(flags, values, config); !s.ok()) return s;
+  }
+  for (const auto& [f, text] : values) {
+    if (Status s = f->set(config, text, f->path); !s.ok()) return s;
   }
   if (!flags.exclude_fields.empty()) config.routing.key_normalisation.exclude_fields = flags.exclude_fields;
   if (!flags.exclude_patterns.empty()) config.routing.key_normalisation.exclude_patterns = flags.exclude_patterns;

@@ -426,6 +426,7 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--max-connections", {"limits.max_connections", "auto"}},
       {"--max-connections-per-client", {"limits.max_connections_per_client", "0"}},
       {"--log-format", {"log.format", "text"}},
+      {"--compat", {"routing.compatibility", "none"}},
       {"--access-log", {"log.access_log", "false"}},
       {"--set", {"by its YAML path", "none"}},
   };

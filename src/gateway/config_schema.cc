@@ -158,6 +158,8 @@ template <>
 struct Codec<LogFormat> : NameCodec<LogFormat, ParseLogFormat, LogFormatName> {};
 template <>
 struct Codec<MetricsListener> : NameCodec<MetricsListener, ParseMetricsListener, MetricsListenerName> {};
+template <>
+struct Codec<Compatibility> : NameCodec<Compatibility, ParseCompatibility, CompatibilityName> {};
 
 // What a table row says besides its accessor.
 struct Meta {
@@ -282,6 +284,28 @@ std::vector<ConfigField> BuildSchema() {
       "max_in_flight", K::kInteger, [](auto& o) -> auto& { return o.max_in_flight; },
       {"0..1000000, 0 = no ceiling", "--max-in-flight",
        "requests in flight in the pool beyond which new ones get 429 with Retry-After", "500", "1000001"}));
+  {
+    ConfigField f = Routing<Compatibility>(
+        "compatibility", K::kName, [](auto& o) -> auto& { return o.compatibility; },
+        {"none | sagemaker", "--compat",
+         "a behaviour preset. sagemaker: the managed service's documented prefix-aware behaviour: when the "
+         "prefix-selected instance has reached the concurrency threshold, that request alone goes to the instance "
+         "with the fewest in-flight requests (no load bound, the key does not move); it fixes spill_mode "
+         "least-loaded, balance_factor 0 and load_measure requests, and routing_strategy is random unless given "
+         "(README: moving from SageMaker)",
+         "sagemaker", ""});
+    // Setting the preset sets what it fixes.
+    f.set_routing = [](RoutingOptions& o, std::string_view text, const std::string& p) {
+      Compatibility c = Compatibility::kNone;
+      if (Status st = Codec<Compatibility>::Read(text, p, K::kName, c); !st.ok()) return st;
+      ApplyCompatibility(c, o);
+      return Status::Ok();
+    };
+    f.set = [set = f.set_routing](GatewayConfig& c, std::string_view text, const std::string& p) {
+      return set(c.routing, text, p);
+    };
+    s.push_back(std::move(f));
+  }
   s.push_back(Routing<uint32_t>(
       "cache_aware.block_bytes", K::kInteger, [](auto& o) -> auto& { return o.cache_aware.block_bytes; },
       {"16..65536", "", "cache-aware's (and kv-aware's, dynamo-kv's) block index: bytes of routing text per block",
@@ -317,8 +341,19 @@ std::vector<ConfigField> BuildSchema() {
                         "OpenAI message and prompt text, native string values",
                         "--exclude-pattern (repeatable)"));
   s.push_back(Structure("pools", K::kMap, kApplied,
-                        "per served name (model or adapter): any field of `routing`; a field a pool does not set "
-                        "is routing's"));
+                        "per served name (model or adapter): any field of `routing`, or a RoutingConfig block; a "
+                        "field a pool does not set is routing's"));
+  s.push_back(Structure("RoutingConfig", K::kMap, kApplied,
+                        "the managed service's block (SageMaker ProductionVariantRoutingConfig), for the default "
+                        "pool; also accepted inside pools.NAME. Each setting may be given under one name only "
+                        "(RoutingStrategy or routing.routing_strategy, ...)"));
+  s.push_back(Structure("RoutingConfig.RoutingStrategy", K::kName, kApplied,
+                        "required: RANDOM | LEAST_OUTSTANDING_REQUESTS | PREFIX_AWARE (random, "
+                        "least-outstanding-requests, prefix-aware)"));
+  s.push_back(Structure("RoutingConfig.PrefixAwareRoutingConfig.PrefixLength", K::kInteger, kApplied,
+                        "1024..65536, required with PREFIX_AWARE (and the block only then): routing.prefix_length"));
+  s.push_back(Structure("RoutingConfig.PrefixAwareRoutingConfig.ConcurrencyThreshold", K::kInteger, kApplied,
+                        "1..1024, required with PREFIX_AWARE: routing.concurrency_threshold"));
 
   // ------------------------------------------------------------------------------- instances
   s.push_back(Structure("instances", K::kList, kApplied,

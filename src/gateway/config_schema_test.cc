@@ -181,8 +181,8 @@ std::set<std::string> ExamplePaths(const std::string& file) {
   std::ifstream in(file);
   std::set<std::string> paths;
   std::vector<std::pair<size_t, std::string>> stack;  // (indent, path)
-  const std::regex line_re(R"(^(\s*)#?(\s*)(- )?([a-z_]+):(.*)$)");
-  const std::regex flow_key(R"([{,]\s*([a-z_]+):)");
+  const std::regex line_re(R"(^(\s*)#?(\s*)(- )?([A-Za-z_]+):(.*)$)");
+  const std::regex flow_key(R"([{,]\s*([A-Za-z_]+):)");
   const std::regex flow_item(R"(^\s*#?\s*- (\{.*\}).*$)");
   std::string line;
   while (std::getline(in, line)) {
