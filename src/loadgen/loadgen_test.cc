@@ -495,9 +495,10 @@ TEST(RunLoad, InferenceComponentHeaderAndModel) {
 }
 
 // Through a real gateway over two emulators serving one inference component each (discovered
-// from their /v1/models): the component header (native API) or the component as `model`
-// (chat) picks the pool, so every request lands on the engine serving its component, and the
-// per-instance counts equal the per-component counts; the default pool spans both engines.
+// from their /v1/models): the component header (native API, whatever the body's model) or the
+// component as `model` (chat) picks the pool, so every request lands on the engine serving its
+// component, and the per-instance counts equal the per-component counts; without a component
+// the default pool spans both engines.
 TEST(RunLoad, InferenceComponentsPickTheGatewayPool) {
   auto e1 = StartEngine(0.05, "llama", true, {"ic-a"});
   auto e2 = StartEngine(0.05, "llama", true, {"ic-b"});
@@ -519,7 +520,9 @@ TEST(RunLoad, InferenceComponentsPickTheGatewayPool) {
     LoadOptions o = Closed((*gw)->port(), 2, 24);
     o.time_scale = 0.05;
     o.api = api;
-    o.default_model = "";
+    // Native: the body names the base model, which both engines serve: only the header can
+    // pick the pool (and the engine serves the header's component).
+    o.default_model = api == ApiChoice::kNative ? "llama" : "";
     o.inference_components = {"ic-a", "ic-b"};
     o.instance_names = {"e1", "e2"};
     LoadRun run = MustRun(o, w);
