@@ -20,6 +20,22 @@ Status ValidateRoutingGroupHeader(std::string_view group) {
   return Status::Ok();
 }
 
+Status ValidateInferenceComponentName(std::string_view name) {
+  auto invalid = [&](std::string_view why) {
+    return Status::InvalidArgument("inference component '" + std::string(name) + "': " + std::string(why));
+  };
+  if (name.empty()) return Status::InvalidArgument("inference component: the name must not be empty");
+  if (name.size() > kMaxInferenceComponentNameLength) {
+    return invalid("longer than " + std::to_string(kMaxInferenceComponentNameLength) + " characters");
+  }
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
+  for (char c : name) {
+    if (!alnum(c) && c != '-') return invalid("only letters, digits and '-' are allowed");
+  }
+  if (!alnum(name.front()) || !alnum(name.back())) return invalid("must start and end with a letter or digit");
+  return Status::Ok();
+}
+
 Result<ParsedRequest> ParseNative(std::string_view body, uint32_t prefix_length,
                                   std::optional<std::string_view> group_header,
                                   std::optional<std::string_view> component_header,

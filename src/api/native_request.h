@@ -23,6 +23,13 @@ inline constexpr std::string_view kInferenceComponentHeader = "X-Amzn-SageMaker-
 // OK when `group` is 1..64 printable ASCII characters; the error names the header.
 Status ValidateRoutingGroupHeader(std::string_view group);
 
+// OK when `name` is a valid inference component name as the managed service defines it
+// (CreateInferenceComponent: at most 63 characters of [a-zA-Z0-9-], starting and ending with a
+// letter or digit). The gateway routes any header value; the engine emulator and `bench` hold
+// their names to this so that what they emulate could exist on the service.
+inline constexpr size_t kMaxInferenceComponentNameLength = 63;
+Status ValidateInferenceComponentName(std::string_view name);
+
 // `group_header` and `component_header` are nullopt when the header is absent. `normaliser`
 // null = raw bytes. `keyed`, when not null, receives the bytes that were keyed.
 Result<ParsedRequest> ParseNative(std::string_view body, uint32_t prefix_length,

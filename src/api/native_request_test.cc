@@ -155,6 +155,24 @@ TEST(NativeRequestTest, ComponentHeaderIsServedName) {
   EXPECT_EQ(with->key, without->key);
 }
 
+// Inference component names follow the managed service's rule: 1..63 of [a-zA-Z0-9-], a letter
+// or digit at both ends; the error names the component.
+TEST(NativeRequestTest, InferenceComponentNames) {
+  const std::string longest(63, 'x');
+  for (std::string_view ok : {std::string_view("a"), std::string_view("7"), std::string_view("ic-llama"),
+                              std::string_view("IC-Llama-3-8b"), std::string_view("a--b"), std::string_view(longest)}) {
+    EXPECT_TRUE(ValidateInferenceComponentName(ok).ok()) << ok;
+  }
+  const std::string too_long = longest + "y";
+  for (std::string_view bad : {std::string_view(""), std::string_view("-a"), std::string_view("a-"),
+                               std::string_view("a_b"), std::string_view("a b"), std::string_view("a.b"),
+                               std::string_view("caf\xc3\xa9"), std::string_view("llama/7b"), std::string_view(too_long)}) {
+    const Status s = ValidateInferenceComponentName(bad);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("inference component"), std::string::npos) << s.message();
+  }
+}
+
 // Different routing groups give different keys for the same body; the same group the same key.
 TEST(NativeRequestTest, RoutingGroupSeparatesKeys) {
   const std::string body = Body(500);

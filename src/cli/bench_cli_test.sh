@@ -13,9 +13,11 @@ check() {  # check NAME COMMAND...: passes when the command succeeds
 tmp=$(mktemp -d)
 engine_pid=
 plain_pid=
+component_pids=()
 cleanup() {
   if [ -n "$engine_pid" ]; then kill -TERM "$engine_pid" 2>/dev/null; wait "$engine_pid" 2>/dev/null; fi
   if [ -n "$plain_pid" ]; then kill -TERM "$plain_pid" 2>/dev/null; wait "$plain_pid" 2>/dev/null; fi
+  for p in "${component_pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -27,6 +29,7 @@ small=(--param documents=4 --param prefix_tokens=400 --param preamble_tokens=40
 # --help documents the options and exits 0.
 check "help" bash -c "'$bin' bench --help | grep -q -- '--concurrency' && '$bin' bench --help | grep -q -- '--json'"
 check "listed in the main help" bash -c "'$bin' --help | grep -q bench"
+check "help: api and components" bash -c "'$bin' bench --help | grep -q -- '--api' && '$bin' bench --help | grep -q -- '--inference-component' && '$bin' engine --help | grep -q -- '--inference-component'"
 
 # Usage errors exit 2, before sending anything (the URL points nowhere on purpose).
 usage() {  # usage NAME ARGS...: bench ARGS exits 2 with a message on stderr
@@ -52,6 +55,9 @@ usage "missing trace file" --trace "$tmp/none.jsonl"
 usage "stream fraction above 1" --stream-fraction 1.5
 usage "negative abort fraction" --abort-fraction=-0.1
 usage "no-stream and stream fraction" --no-stream --stream-fraction 0.5
+usage "unknown api" --api openai
+usage "bad component name" --inference-component ic_a
+usage "component given twice" --inference-component ic-a --inference-component ic-a
 
 # Nothing listening: the run completes, every request fails to connect: exit 1.
 "$bin" bench --url http://127.0.0.1:9 --model m --requests 3 --quiet >"$tmp/out" 2>&1; rc=$?
@@ -204,6 +210,63 @@ rows = [x for x in rows if x['timestamp'] < 10000]
 too_long = sum(1 for x in rows if x['input_length'] + 17 + x['output_length'] > 4096)
 assert r['requests'] == len(rows) == 38 and r['errors'] == too_long, (r['requests'], r['errors'], too_long)
 "
+
+# Inference components end to end: `serve` in front of two engines serving one component each
+# (the gateway discovers them from /v1/models). Over the native API (the component header picks
+# the pool) and the chat API (the component is the model), every request of a component lands
+# on its engine: the gateway's per-instance, per-model counts match bench's per-component ones.
+declare -A component_port
+for c in a b; do
+  "$bin" engine --listen 127.0.0.1:0 --profile tiny-test --time-scale 0.01 --enable-prompt-tokens-details \
+    --inference-component "ic-$c" >"$tmp/engine-$c.log" 2>&1 &
+  component_pids+=($!)
+  component_port[$c]=$(port_of "$tmp/engine-$c.log")
+  check "component engine $c started" test -n "${component_port[$c]}"
+done
+"$bin" serve --listen 127.0.0.1:0 --instance "e-a=http://127.0.0.1:${component_port[a]:-9}" \
+  --instance "e-b=http://127.0.0.1:${component_port[b]:-9}" --strategy round-robin >"$tmp/serve.log" 2>&1 &
+component_pids+=($!)
+gw=
+for _ in $(seq 1 100); do
+  gw=$(grep -o 'prefix-router listening on 127.0.0.1:[0-9]*' "$tmp/serve.log" 2>/dev/null | grep -o '[0-9]*$')
+  [ -n "$gw" ] && break
+  sleep 0.05
+done
+check "component gateway started" test -n "$gw"
+for api in native chat; do
+  before=$(curl -s "http://127.0.0.1:${gw:-9}/metrics")
+  "$bin" bench --url "http://127.0.0.1:${gw:-9}" "${small[@]}" --api $api --inference-component ic-a \
+    --inference-component ic-b --concurrency 2 --requests 30 --time-scale 0.01 --json "$tmp/ic-$api.json" \
+    >"$tmp/out" 2>"$tmp/err"; rc=$?
+  check "components, $api: exit 0" test $rc = 0
+  check "components, $api: summary" grep -Eq '^  components +ic-a [0-9]+ \(0 errors\), ic-b [0-9]+ \(0 errors\)$' "$tmp/out"
+  check "components, $api: no model list asked" bash -c "! grep -q 'GET /v1/models' '$tmp/err'"
+  curl -s "http://127.0.0.1:${gw:-9}/metrics" >"$tmp/ic-$api.prom"
+  echo "$before" >"$tmp/ic-$api-before.prom"
+  check "components, $api: each on its engine" python3 - "$tmp" "$api" <<'PY'
+import json, re, sys
+d, api = sys.argv[1], sys.argv[2]
+r = json.load(open(f'{d}/ic-{api}.json'))[0]
+assert r['errors'] == 0 and r['requests'] == 30, (r['errors'], r['requests'])
+assert r['settings']['inference_components'] == 2, r['settings']
+assert r['settings'].get('native_api') == (1 if api == 'native' else None), r['settings']
+x = r['extra']
+assert x['component_requests.ic-a'] + x['component_requests.ic-b'] == 30, x
+assert x['component_requests.ic-a'] > 0 and x['component_requests.ic-b'] > 0, x
+assert x['component_errors.ic-a'] == 0 and x['component_errors.ic-b'] == 0, x
+def routed(path):
+    out = {}
+    for m in re.finditer(r'^prefix_router_requests_total\{([^}]*)\} (\S+)$', open(path).read(), re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        key = (labels['instance'], labels['model'])
+        out[key] = out.get(key, 0) + float(m.group(2))
+    return out
+after, before = routed(f'{d}/ic-{api}.prom'), routed(f'{d}/ic-{api}-before.prom')
+delta = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
+want = {('e-a', 'ic-a'): x['component_requests.ic-a'], ('e-b', 'ic-b'): x['component_requests.ic-b']}
+assert delta == want, (delta, want)
+PY
+done
 
 echo "$passes passed, $fails failed"
 test $fails = 0

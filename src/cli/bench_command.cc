@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "api/native_request.h"
 #include "cli/commands.h"
 #include "loadgen/loadgen.h"
 #include "report/results.h"
@@ -44,6 +45,8 @@ struct BenchArgs {
   double stream_fraction = -1;  // < 0: not given
   double abort_fraction = 0;
   std::string model;
+  std::string api = "chat";
+  std::vector<std::string> inference_components;
   double timeout_s = 300;
   double time_scale = 1;
   uint32_t threads = 1;
@@ -114,9 +117,10 @@ std::string Summary(const BenchArgs& a, const loadgen::LoadOptions& o, const loa
                       : fmt::format("open loop, {} req/s", o.rate_rps));
   const std::string streaming = o.stream_fraction >= 0 ? fmt::format("{:g}% streaming", 100 * o.stream_fraction)
                                 : (o.stream ? "streaming" : "not streaming");
-  out += fmt::format("bench: {} against {} ({}, {}, {}), {} sent in {:.1f} s wall\n", r.workload, o.url, loop,
-                     streaming, o.default_model, run.records.size() + run.aborted + run.aborted_warmup,
-                     run.wall_s);
+  const std::string api = o.api == loadgen::ApiChoice::kNative ? ", native API" : "";
+  const std::string model = o.default_model.empty() ? "model = component" : o.default_model;
+  out += fmt::format("bench: {} against {} ({}, {}{}, {}), {} sent in {:.1f} s wall\n", r.workload, o.url, loop,
+                     streaming, api, model, run.records.size() + run.aborted + run.aborted_warmup, run.wall_s);
   const std::string time_note =
       o.time_scale == 1 ? "" : fmt::format(" (model time: measured / {})", o.time_scale);
   const auto warmup = std::count_if(run.records.begin(), run.records.end(),
@@ -163,6 +167,15 @@ std::string Summary(const BenchArgs& a, const loadgen::LoadOptions& o, const loa
     out += "  share         " + shares + "\n";
     out += fmt::format("  overflow      {:.1f}% of requests\n", 100 * r.overflow_rate);
   }
+  if (!o.inference_components.empty()) {
+    std::string counts;
+    for (size_t i = 0; i < o.inference_components.size(); ++i) {
+      counts += fmt::format("{}{} {} ({} errors)", i ? ", " : "", o.inference_components[i],
+                            i < run.component_requests.size() ? run.component_requests[i] : 0,
+                            i < run.component_errors.size() ? run.component_errors[i] : 0);
+    }
+    out += "  components    " + counts + "\n";
+  }
   if (!run.errors_by_kind.empty()) {
     std::string kinds;
     for (const auto& [kind, n] : run.errors_by_kind) kinds += fmt::format("{}{}: {}", kinds.empty() ? "" : ", ", kind, n);
@@ -195,6 +208,14 @@ int RunBench(BenchArgs& a) {
   if (a.requests_given && a.requests == 0 && !(a.duration_s > 0)) {
     return Fail("--requests 0 needs --duration (something must stop the run)");
   }
+  if (a.api != "chat" && a.api != "native") return Fail("--api: '" + a.api + "' is not one of chat, native");
+  for (size_t i = 0; i < a.inference_components.size(); ++i) {
+    const std::string& c = a.inference_components[i];
+    if (Status s = api::ValidateInferenceComponentName(c); !s.ok()) return Fail("--inference-component: " + s.message());
+    if (std::count(a.inference_components.begin(), a.inference_components.end(), c) > 1) {
+      return Fail("--inference-component: '" + c + "' is given twice");
+    }
+  }
   const std::string workload_name = a.trace.empty() ? a.workload : "trace";
   workload::ParamMap params;
   for (const std::string& p : a.params) {
@@ -213,6 +234,8 @@ int RunBench(BenchArgs& a) {
 
   loadgen::LoadOptions o;
   o.url = a.url;
+  o.api = a.api == "native" ? loadgen::ApiChoice::kNative : loadgen::ApiChoice::kWorkload;
+  o.inference_components = a.inference_components;
   o.stream = a.stream;
   if (a.stream_fraction_given) o.stream_fraction = a.stream_fraction;
   o.abort_fraction = a.abort_fraction;
@@ -233,9 +256,12 @@ int RunBench(BenchArgs& a) {
   o.threads = a.threads;
   o.seed = a.seed;
 
-  // The model: as given, else the first the endpoint serves.
+  // The model: as given, else each request's inference component, else the first the endpoint
+  // serves.
   if (!a.model.empty()) {
     o.default_model = a.model;
+  } else if (!o.inference_components.empty()) {
+    o.default_model.clear();
   } else {
     auto models = loadgen::ListModels(a.url, std::min(a.timeout_s, 5.0));
     if (!models.ok() && models.status().code() == StatusCode::kInvalidArgument) return Fail(models.status().message());
@@ -296,6 +322,14 @@ int RunBench(BenchArgs& a) {
   r.settings["warmup"] = static_cast<double>(o.warmup_requests);
   r.extra["wall_s"] = run.wall_s;
   if (a.stream_fraction_given) r.settings["stream_fraction"] = o.stream_fraction;
+  if (o.api == loadgen::ApiChoice::kNative) r.settings["native_api"] = 1;
+  if (!o.inference_components.empty()) {
+    r.settings["inference_components"] = static_cast<double>(o.inference_components.size());
+    for (size_t i = 0; i < o.inference_components.size(); ++i) {
+      r.extra["component_requests." + o.inference_components[i]] = static_cast<double>(run.component_requests[i]);
+      r.extra["component_errors." + o.inference_components[i]] = static_cast<double>(run.component_errors[i]);
+    }
+  }
   if (a.abort_fraction_given) {
     r.settings["abort_fraction"] = o.abort_fraction;
     r.extra["aborted"] = static_cast<double>(run.aborted);
@@ -410,8 +444,21 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                 "mid-stream. Reported as aborted, not as errors, and left out of every other figure",
                 false);
   cmd->add_option("--model", a->model,
-                  "Model for requests that name none (default: the first model the endpoint lists at "
-                  "GET /v1/models)");
+                  "Model for requests that name none (default: the request's inference component "
+                  "with --inference-component, else the first model the endpoint lists at GET "
+                  "/v1/models)");
+  cmd->add_option("--api", a->api,
+                  "chat: each request over the API the workload builds it for (the OpenAI chat route; "
+                  "trace rows and noisy-native as recorded). native: every request to POST "
+                  "/invocations, the body being the same JSON the chat route gets (less "
+                  "prompt_cache_key: a routing group goes in X-Amzn-SageMaker-Prefix-Aware-Id)")
+      ->capture_default_str();
+  cmd->add_option("--inference-component", a->inference_components,
+                  "An inference component of the endpoint (repeatable): every request carries "
+                  "X-Amzn-SageMaker-Inference-Component with one of them, each session's drawn by "
+                  "--seed; the summary and results count requests per component. A request naming "
+                  "no model names its component (the component is the endpoint's model, and the "
+                  "gateway picks an OpenAI request's pool by `model`) unless --model is given");
   AddNumber(cmd, "--timeout", a->timeout_s, "Per-request time limit in wall seconds (connect to last byte)");
   AddNumber(cmd, "--time-scale", a->time_scale,
             "The engines' --time-scale (wall seconds per model second): measured times are divided "

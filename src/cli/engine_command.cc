@@ -86,6 +86,11 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--model", a->options.model, "Served base model name")->capture_default_str();
   cmd->add_option("--adapter", a->options.adapters, "A served LoRA adapter name (repeatable)");
+  cmd->add_option("--inference-component", a->options.inference_components,
+                  "A served inference component (repeatable; the managed service's names: up to 63 "
+                  "letters, digits and '-'): listed in /v1/models and served like a model, its KV "
+                  "blocks its own. A request with the X-Amzn-SageMaker-Inference-Component header is "
+                  "served as that component whatever its `model`; a component not served is 404");
   cmd->add_option("--capacity-blocks", a->options.capacity_blocks,
                   "KV cache capacity in blocks (default: the profile's)");
   cmd->add_option("--block-size", a->options.block_size, "Tokens per KV block (default: the profile's)");

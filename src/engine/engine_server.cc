@@ -8,6 +8,7 @@
 #include <deque>
 
 #include "api/error.h"
+#include "api/native_request.h"
 #include "engine/engine_request.h"
 #include "engine_model/tokenizer.h"
 
@@ -66,6 +67,18 @@ Result<std::unique_ptr<EngineServer>> EngineServer::Create(EngineOptions o) {
   if (o.max_num_batched_tokens) c.max_num_batched_tokens = o.max_num_batched_tokens;
   if (Status s = c.Validate(); !s.ok()) return s;
   if (o.model.empty()) return Status::InvalidArgument("--model: must not be empty");
+  for (size_t i = 0; i < o.inference_components.size(); ++i) {
+    const std::string& c = o.inference_components[i];
+    if (Status s = api::ValidateInferenceComponentName(c); !s.ok()) {
+      return Status::InvalidArgument("--inference-component: " + s.message());
+    }
+    const auto first = o.inference_components.begin();
+    if (c == o.model || std::find(o.adapters.begin(), o.adapters.end(), c) != o.adapters.end() ||
+        std::find(first, first + static_cast<std::ptrdiff_t>(i), c) != first + static_cast<std::ptrdiff_t>(i)) {
+      return Status::InvalidArgument("--inference-component '" + c +
+                                     "': already served (as the model, an adapter or a component given before)");
+    }
+  }
   std::unique_ptr<KvEventPublisher> publisher;
   if (!o.kv_events.endpoint.empty()) {
     auto p = KvEventPublisher::Create(o.kv_events);
@@ -138,10 +151,12 @@ Status EngineServer::Start() {
   if (Status s = server_->Start(); !s.ok()) return s;
   wake_ = std::make_unique<net::steady_timer>(server_->context(0), net::steady_timer::time_point::max());
   net::co_spawn(server_->context(0), Loop(), net::detached);
-  spdlog::info("engine emulator on {}:{}: profile {}, model {}, {} KV blocks of {} tokens, time scale {}{}",
+  std::string components;
+  for (const auto& c : options_.inference_components) components += (components.empty() ? ", inference components " : ", ") + c;
+  spdlog::info("engine emulator on {}:{}: profile {}, model {}, {} KV blocks of {} tokens, time scale {}{}{}",
                options_.host, server_->port(), profile_.name, options_.model,
                profile_.config.capacity_blocks, profile_.config.block_size, options_.time_scale,
-               options_.enable_prompt_tokens_details ? ", prompt tokens details on" : "");
+               options_.enable_prompt_tokens_details ? ", prompt tokens details on" : "", components);
   if (kv_publisher_) {
     spdlog::info("engine emulator: KV events on {} (topic \"{}\", {} encoding){}{}",
                  kv_publisher_->endpoint(), options_.kv_events.topic,
@@ -236,6 +251,23 @@ net::awaitable<void> EngineServer::Handle(http::Exchange& ex) {
   }
 }
 
+Result<std::string> EngineServer::ServedName(const http::Request& req, std::string_view model) const {
+  const auto& components = options_.inference_components;
+  if (auto it = req.find(api::kInferenceComponentHeader); it != req.end() && !it->value().empty()) {
+    const std::string_view name(it->value().data(), it->value().size());
+    if (std::find(components.begin(), components.end(), name) == components.end()) {
+      return Status::NotFound("The inference component `" + std::string(name) + "` does not exist.");
+    }
+    return std::string(name);
+  }
+  if (model.empty() || model == options_.model) return options_.model;
+  if (std::find(options_.adapters.begin(), options_.adapters.end(), model) == options_.adapters.end() &&
+      std::find(components.begin(), components.end(), model) == components.end()) {
+    return Status::NotFound("The model `" + std::string(model) + "` does not exist.");
+  }
+  return std::string(model);
+}
+
 net::awaitable<void> EngineServer::HandleModels(http::Exchange& ex) {
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   auto quote = [](const std::string& s) {
@@ -250,6 +282,8 @@ net::awaitable<void> EngineServer::HandleModels(http::Exchange& ex) {
   };
   std::string body = "{\"object\":\"list\",\"data\":[" + entry(options_.model, "");
   for (const auto& a : options_.adapters) body += "," + entry(a, options_.model);
+  // A component is a model of its own (its own container on the service), not an adapter.
+  for (const auto& c : options_.inference_components) body += "," + entry(c, "");
   body += "]}";
   co_await ex.Send(JsonResponse(200, std::move(body)));
 }
@@ -260,11 +294,8 @@ net::awaitable<void> EngineServer::HandleTokenize(http::Exchange& ex) {
     co_await ex.Send(JsonResponse(400, VllmErrorBody(400, "BadRequestError", parsed.status().message())));
     co_return;
   }
-  const std::string& model = parsed->model;
-  if (!model.empty() && model != options_.model &&
-      std::find(options_.adapters.begin(), options_.adapters.end(), model) == options_.adapters.end()) {
-    co_await ex.Send(
-        JsonResponse(404, VllmErrorBody(404, "NotFoundError", "The model `" + model + "` does not exist.")));
+  if (auto served = ServedName(ex.request(), parsed->model); !served.ok()) {
+    co_await ex.Send(JsonResponse(404, VllmErrorBody(404, "NotFoundError", served.status().message())));
     co_return;
   }
   co_await ex.Send(JsonResponse(200, TokenizeResponseBody(parsed->tokens, profile_.config.max_model_len)));
@@ -277,17 +308,14 @@ net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::strin
     co_return;
   }
   EngineHttpRequest& r = *parsed;
-  std::string adapter;
-  if (r.model.empty()) {
-    r.model = options_.model;
-  } else if (r.model != options_.model) {
-    if (std::find(options_.adapters.begin(), options_.adapters.end(), r.model) == options_.adapters.end()) {
-      co_await ex.Send(JsonResponse(
-          404, VllmErrorBody(404, "NotFoundError", "The model `" + r.model + "` does not exist.")));
-      co_return;
-    }
-    adapter = r.model;
+  auto served = ServedName(ex.request(), r.model);
+  if (!served.ok()) {
+    co_await ex.Send(JsonResponse(404, VllmErrorBody(404, "NotFoundError", served.status().message())));
+    co_return;
   }
+  r.model = std::move(*served);
+  // Adapters and components keep KV blocks of their own (the scheduler keys blocks by it).
+  const std::string adapter = r.model == options_.model ? std::string() : r.model;
 
   engine_model::EngineRequest er;
   er.id = next_id_++;

@@ -22,6 +22,13 @@
 // the prompt's token ids, as a router routing on tokens asks for them); GET /v1/models,
 // /health, /ping, /metrics.
 //
+// Inference components (the managed service's endpoints that host several models): each name
+// in EngineOptions::inference_components is served like a model (listed in /v1/models, selected
+// by `model`, its KV blocks its own as an adapter's). A request with the
+// X-Amzn-SageMaker-Inference-Component header, on any of the POST routes, is served as that
+// component whatever its `model` says (the header picks the component on the service); a
+// component this engine lacks is 404 in vLLM's error shape. Without the header nothing changes.
+//
 // Everything runs on one I/O thread: the HTTP handlers and the engine loop share it, so the
 // scheduler needs no lock. That thread is the engine's whole CPU budget, as in vLLM's
 // single-process front end.
@@ -57,6 +64,8 @@ struct EngineOptions {
   double time_scale = 1.0;                 // wall seconds per modelled second, > 0
   std::string model = "llama";             // the served base model name
   std::vector<std::string> adapters;       // LoRA adapters served beside it
+  // Inference components served beside it (names as api::ValidateInferenceComponentName).
+  std::vector<std::string> inference_components;
   // Overrides of the profile (0 = keep the profile's value).
   uint32_t capacity_blocks = 0;
   uint32_t block_size = 0;
@@ -101,6 +110,10 @@ class EngineServer final : public http::Handler {
   net::awaitable<void> HandleModels(http::Exchange& ex);
   // POST /tokenize (engine_request.h TokenizeRequest): no scheduling, answered at once.
   net::awaitable<void> HandleTokenize(http::Exchange& ex);
+  // The name `req` is served as: its inference component header when present and not empty,
+  // else `model` ("" = the base model). NotFound, with the message a 404 carries, when this
+  // engine does not serve it.
+  Result<std::string> ServedName(const http::Request& req, std::string_view model) const;
   void Wake();
   double WallModelNow() const;
 

@@ -781,6 +781,111 @@ TEST(EngineServerTest, AdapterWorksAndKeepsItsOwnCacheBlocks) {
   EXPECT_GT(cached("llama"), 100u);       // and the base model's are still there
 }
 
+// ------------------------------------------------------------------------ inference components
+
+constexpr std::string_view kComponentHeader = "X-Amzn-SageMaker-Inference-Component";
+
+EngineOptions WithComponents(std::vector<std::string> components) {
+  EngineOptions o = Options("tiny-test", 0.01);
+  o.inference_components = std::move(components);
+  return o;
+}
+
+// GET /v1/models lists each served inference component as a model of its own (no parent), after
+// the base model: the gateway's discovery makes pools of these names.
+TEST(EngineServerTest, ModelsListsInferenceComponents) {
+  auto engine = StartEngine(WithComponents({"ic-a", "ic-b"}));
+  ASSERT_NE(engine, nullptr);
+  const ClientResponse r = Get(engine->port(), "/v1/models");
+  ASSERT_EQ(r.status(), 200) << r.body();
+  const json::value v = Parse(r.body());
+  const json::value* data = At(v, {"data"});
+  ASSERT_TRUE(data && data->is_array()) << r.body();
+  std::vector<std::string> ids;
+  for (const json::value& m : data->as_array()) {
+    ids.push_back(Str(m, {"id"}));
+    const json::value* parent = At(m, {"parent"});
+    ASSERT_NE(parent, nullptr);
+    EXPECT_TRUE(parent->is_null()) << r.body();
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"llama", "ic-a", "ic-b"}));
+}
+
+// The component header selects the component on /invocations and on the OpenAI routes, whatever
+// the body's model says; a component is also a model name; its KV blocks are its own.
+TEST(EngineServerTest, ComponentHeaderServesThatComponent) {
+  auto engine = StartEngine(WithComponents({"ic-a", "ic-b"}));
+  ASSERT_NE(engine, nullptr);
+  const uint16_t port = engine->port();
+  const auto messages = Question("Which component?", 100);
+  const std::string body = ChatBody(messages, {.max_tokens = 2});
+  auto served = [&](std::string_view path, const std::string& b, std::string component) {
+    pt::Headers h;
+    if (!component.empty()) h.emplace_back(std::string(kComponentHeader), std::move(component));
+    const ClientResponse r = Post(port, path, b, h);
+    EXPECT_EQ(r.status(), 200) << r.body();
+    return std::pair{Str(Parse(r.body()), {"model"}), TimingOf(r.Header(kTiming)).cached};
+  };
+  // Cold on the component, although the base model has the prompt already.
+  EXPECT_EQ(served(kInvocations, body, ""), std::pair(std::string("llama"), uint32_t{0}));
+  EXPECT_EQ(served(kInvocations, body, "ic-a"), std::pair(std::string("ic-a"), uint32_t{0}));
+  // Warm on the same component, by any route; the header wins over the body's model.
+  EXPECT_EQ(served(kChat, ChatBody(messages, {.max_tokens = 2, .model = "llama"}), "ic-a").first, "ic-a");
+  EXPECT_GT(served(kInvocations, body, "ic-a").second, 100u);
+  // The other component is cold, also when named by `model` alone (no header).
+  EXPECT_EQ(served(kChat, ChatBody(messages, {.max_tokens = 2, .model = "ic-b"}), ""),
+            std::pair(std::string("ic-b"), uint32_t{0}));
+  // A streamed request on /invocations streams as on the OpenAI route.
+  const ClientResponse s = Post(port, kInvocations, ChatBody(messages, {.max_tokens = 3, .stream = true}),
+                                {{std::string(kComponentHeader), "ic-b"}});
+  ASSERT_EQ(s.status(), 200) << s.body();
+  EXPECT_EQ(s.Header("content-type"), "text/event-stream");
+  const auto data = SseData(s.body());
+  ASSERT_FALSE(data.empty());
+  EXPECT_EQ(data.back(), "[DONE]");
+  EXPECT_EQ(Str(Parse(data.front()), {"model"}), "ic-b");
+}
+
+// A component the engine does not serve is 404 in vLLM's error shape naming it, on every POST
+// route, /tokenize included, and nothing is scheduled; an empty header is no header.
+TEST(EngineServerTest, UnknownComponentIs404) {
+  auto engine = StartEngine(WithComponents({"ic-a"}));
+  ASSERT_NE(engine, nullptr);
+  const uint16_t port = engine->port();
+  const pt::Headers other{{std::string(kComponentHeader), "ic-other"}};
+  const std::string body = ChatBody(Question("hi"));
+  for (std::string_view path : {kInvocations, kChat, std::string_view("/tokenize")}) {
+    const ClientResponse r = Post(port, path, body, other);
+    ExpectVllmError(r, 404, "NotFoundError");
+    EXPECT_NE(Str(Parse(r.body()), {"error", "message"}).find("ic-other"), std::string::npos) << r.body();
+  }
+  ExpectVllmError(Post(port, kCompletions, R"({"prompt":"x"})", other), 404, "NotFoundError");
+  ExpectVllmError(Post(port, kInvocations, ChatBody(Question("hi"), {.stream = true}), other), 404, "NotFoundError");
+  EXPECT_EQ(Metric(port, R"(vllm:prefix_cache_queries_total{model_name="llama"})"), 0);
+  // Without a component engine, the header is still checked: it names nothing served.
+  auto plain = StartEngine(Options("tiny-test", 0.01));
+  ASSERT_NE(plain, nullptr);
+  ExpectVllmError(Post(plain->port(), kInvocations, body, {{std::string(kComponentHeader), "ic-a"}}), 404,
+                  "NotFoundError");
+  const ClientResponse empty = Post(port, kInvocations, body, {{std::string(kComponentHeader), ""}});
+  ASSERT_EQ(empty.status(), 200) << empty.body();
+  EXPECT_EQ(Str(Parse(empty.body()), {"model"}), "llama");
+  ASSERT_EQ(Post(port, "/tokenize", body, {{std::string(kComponentHeader), "ic-a"}}).status(), 200);
+}
+
+// Component names are the service's (letters, digits, '-') and must not repeat a served name.
+TEST(EngineServerTest, BadComponentNamesAreRefused) {
+  for (std::vector<std::string> bad : {std::vector<std::string>{"ic_a"}, {"-ic"}, {""}, {"ic-a", "ic-a"}, {"llama"}}) {
+    auto created = EngineServer::Create(WithComponents(bad));
+    ASSERT_FALSE(created.ok()) << bad.front();
+    EXPECT_NE(created.status().message().find("--inference-component"), std::string::npos)
+        << created.status().message();
+  }
+  EngineOptions o = WithComponents({"sql-lora"});
+  o.adapters = {"sql-lora"};
+  EXPECT_FALSE(EngineServer::Create(o).ok());
+}
+
 // ------------------------------------------------------------------------------------- errors
 
 // Malformed JSON and invalid fields are 400 BadRequestError in vLLM's shape, and leave nothing

@@ -8,6 +8,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <condition_variable>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "api/native_request.h"
 #include "api/redact.h"
 #include "core/rng.h"
 #include "http/server.h"
@@ -46,7 +48,6 @@ constexpr auto kGrace = std::chrono::seconds(5);
 constexpr std::string_view kInstanceHeader = "x-prefix-router-instance";
 constexpr std::string_view kDecisionHeader = "x-prefix-router-decision";
 constexpr std::string_view kTimingHeader = "x-engine-timing";
-constexpr std::string_view kNativeGroupHeader = "X-Amzn-SageMaker-Prefix-Aware-Id";
 // Abandoned requests (AbortPoint): the longest wait for a response head, model seconds, and the
 // most body reads before closing mid-stream.
 constexpr double kAbortWaitMaxModelS = 0.1;
@@ -200,20 +201,22 @@ class Runner {
 
   net::awaitable<void> User(Thread& t);
   net::awaitable<void> Arrivals();
-  net::awaitable<void> OpenSession(Thread& t, std::unique_ptr<workload::Session> session);
+  net::awaitable<void> OpenSession(Thread& t, std::unique_ptr<workload::Session> session, int32_t component);
   // Runs a session's turns; false when sending has stopped. `own` is the user's connection
-  // (closed loop) or null to use the thread's pool (open loop).
-  net::awaitable<bool> RunSession(Thread& t, workload::Session& session, std::unique_ptr<Connection>* own);
+  // (closed loop) or null to use the thread's pool (open loop). `component`: ComponentFor.
+  net::awaitable<bool> RunSession(Thread& t, workload::Session& session, std::unique_ptr<Connection>* own,
+                                  int32_t component);
   net::awaitable<Outcome> Send(std::unique_ptr<Connection>& conn, const workload::Request& request,
-                               Clock::time_point start, const RequestPlan& plan);
+                               Clock::time_point start, const RequestPlan& plan, int32_t component);
   // Sleeps until `until`; false (early) when sending stops.
   net::awaitable<bool> SleepUntil(Clock::time_point until);
 
-  std::optional<Claim> ClaimNext();
+  std::optional<Claim> ClaimNext(int32_t component);
   bool SendingOpen();
   void Complete(uint64_t index, Outcome outcome);
   int32_t InstanceIndex(std::string_view name);
-  workload::SessionStart TakeSession();
+  // The workload's next session, with its inference component (ComponentFor).
+  workload::SessionStart TakeSession(int32_t* component);
   std::optional<workload::Request> NextTurn(workload::Session& s, std::string_view reply);
   double ThinkSeconds(workload::Session& s);
   void DropSession(std::unique_ptr<workload::Session> s);
@@ -229,12 +232,15 @@ class Runner {
 
   std::mutex workload_mu_;  // guards workload_ and every session's calls
   std::optional<workload::SessionStart> first_session_;  // open loop, taken by PrepareOpenLoop
+  int32_t first_session_component_ = -1;
+  uint64_t sessions_taken_ = 0;
   double mean_turns_ = 1;
 
   std::mutex records_mu_;  // guards the members up to first_error_
   std::vector<report::RequestRecord> records_;
   std::vector<bool> completed_;
   std::vector<bool> aborted_;
+  std::vector<int32_t> components_;  // each record's component index (-1: none)
   std::map<std::string, uint64_t> errors_by_kind_;
   std::string first_error_;
   uint64_t aborted_counted_ = 0, aborted_warmup_ = 0;
@@ -257,6 +263,7 @@ Status Runner::PrepareOpenLoop() {
   std::lock_guard<std::mutex> lock(workload_mu_);
   mean_turns_ = std::max(workload_.mean_turns(), 1e-9);
   first_session_ = workload_.NextSession();
+  first_session_component_ = ComponentFor(options_, sessions_taken_++);
   if (first_session_->session && !first_session_->arrival_s && !(options_.rate_rps > 0)) {
     return Status::InvalidArgument(
         "rate_rps: an open loop over a generated workload needs a rate above 0");
@@ -264,8 +271,9 @@ Status Runner::PrepareOpenLoop() {
   return Status::Ok();
 }
 
-workload::SessionStart Runner::TakeSession() {
+workload::SessionStart Runner::TakeSession(int32_t* component) {
   std::lock_guard<std::mutex> lock(workload_mu_);
+  *component = ComponentFor(options_, sessions_taken_++);
   return workload_.NextSession();
 }
 
@@ -303,7 +311,7 @@ bool Runner::SendingOpen() {
   return true;
 }
 
-std::optional<Runner::Claim> Runner::ClaimNext() {
+std::optional<Runner::Claim> Runner::ClaimNext(int32_t component) {
   std::lock_guard<std::mutex> lock(records_mu_);
   if (!SendingOpen()) return std::nullopt;
   const auto now = Clock::now();
@@ -313,6 +321,7 @@ std::optional<Runner::Claim> Runner::ClaimNext() {
   records_.push_back(r);
   completed_.push_back(false);
   aborted_.push_back(false);
+  components_.push_back(component);
   sent_.store(records_.size());
   // The last allowed request stops the run at once, so that sleeping users need not wake to
   // find out.
@@ -380,19 +389,21 @@ net::awaitable<bool> Runner::SleepUntil(Clock::time_point until) {
 net::awaitable<void> Runner::User(Thread& t) {
   std::unique_ptr<Connection> conn;  // this user's keep-alive connection
   while (!stopping_.load()) {
-    workload::SessionStart start = TakeSession();
+    int32_t component = -1;
+    workload::SessionStart start = TakeSession(&component);
     if (!start.session) {  // a finite workload ran out
       stopping_.store(true);
       break;
     }
-    const bool more = co_await RunSession(t, *start.session, &conn);
+    const bool more = co_await RunSession(t, *start.session, &conn, component);
     DropSession(std::move(start.session));
     if (!more) break;
   }
 }
 
-net::awaitable<void> Runner::OpenSession(Thread& t, std::unique_ptr<workload::Session> session) {
-  co_await RunSession(t, *session, nullptr);
+net::awaitable<void> Runner::OpenSession(Thread& t, std::unique_ptr<workload::Session> session,
+                                         int32_t component) {
+  co_await RunSession(t, *session, nullptr, component);
   DropSession(std::move(session));
 }
 
@@ -404,11 +415,13 @@ net::awaitable<void> Runner::Arrivals() {
   size_t spread = 0;
   for (;;) {
     workload::SessionStart s;
+    int32_t component = -1;
     if (first_session_) {
       s = std::move(*first_session_);
       first_session_.reset();
+      component = first_session_component_;
     } else {
-      s = TakeSession();
+      s = TakeSession(&component);
     }
     if (!s.session) {
       stopping_.store(true);
@@ -431,22 +444,24 @@ net::awaitable<void> Runner::Arrivals() {
       break;
     }
     Thread& t = *threads_[spread++ % threads_.size()];
-    SpawnWorker(t, OpenSession(t, std::move(s.session)));
+    SpawnWorker(t, OpenSession(t, std::move(s.session), component));
   }
 }
 
-net::awaitable<bool> Runner::RunSession(Thread& t, workload::Session& session, std::unique_ptr<Connection>* own) {
+net::awaitable<bool> Runner::RunSession(Thread& t, workload::Session& session, std::unique_ptr<Connection>* own,
+                                        int32_t component) {
   std::string reply;
   bool first = true;
   for (;;) {
     std::optional<workload::Request> request = NextTurn(session, reply);
     if (!request) co_return true;
+    if (options_.api == ApiChoice::kNative) request->api = api::ApiKind::kNative;
     if (!first) {
       const double think = ThinkSeconds(session);
       if (think > 0 && !co_await SleepUntil(Clock::now() + Wall(think * options_.time_scale))) co_return false;
     }
     first = false;
-    const std::optional<Claim> claim = ClaimNext();
+    const std::optional<Claim> claim = ClaimNext(component);
     if (!claim) co_return false;
     std::unique_ptr<Connection> pooled;
     if (!own && !t.idle.empty()) {
@@ -455,7 +470,7 @@ net::awaitable<bool> Runner::RunSession(Thread& t, workload::Session& session, s
     }
     std::unique_ptr<Connection>& conn = own ? *own : pooled;
     const RequestPlan plan = PlanRequest(options_, claim->index);
-    Outcome o = co_await Send(conn, *request, claim->start, plan);
+    Outcome o = co_await Send(conn, *request, claim->start, plan, component);
     if (!own && conn && t.idle.size() < kMaxIdlePerThread) t.idle.push_back(std::move(conn));
     // A failed or abandoned turn's partial reply is not history: the next turn is built from "".
     reply = o.error_kind.empty() && o.aborted_at.empty() ? std::move(o.reply) : std::string();
@@ -464,7 +479,7 @@ net::awaitable<bool> Runner::RunSession(Thread& t, workload::Session& session, s
 }
 
 net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const workload::Request& wr,
-                                     Clock::time_point start, const RequestPlan& plan) {
+                                     Clock::time_point start, const RequestPlan& plan, int32_t component) {
   Outcome out;
   report::RequestRecord& rec = out.record;
   const double scale = options_.time_scale;
@@ -484,8 +499,15 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
   req.set(bhttp::field::host, target_.host_header);
   req.set(bhttp::field::user_agent, "prefix-router-bench");
   req.set(bhttp::field::content_type, "application/json");
-  if (wr.api == api::ApiKind::kNative && !wr.routing_group.empty()) req.set(kNativeGroupHeader, wr.routing_group);
-  req.body() = workload::RenderBody(wr, plan.stream, options_.default_model);
+  if (wr.api == api::ApiKind::kNative && !wr.routing_group.empty()) req.set(api::kRoutingGroupHeader, wr.routing_group);
+  // An inference component endpoint's model is the component: the default model unless set.
+  std::string_view model = options_.default_model;
+  if (component >= 0) {
+    const std::string& name = options_.inference_components[static_cast<size_t>(component)];
+    req.set(api::kInferenceComponentHeader, name);
+    if (model.empty()) model = name;
+  }
+  req.body() = workload::RenderBody(wr, plan.stream, model);
   req.keep_alive(true);
   req.prepare_payload();
   // Abandoned requests: the client closes the connection (destroying it) and walks away.
@@ -785,6 +807,15 @@ LoadRun Runner::Run() {
       failed_.fetch_add(1);
       done_.fetch_add(1);
     }
+    if (!options_.inference_components.empty()) {
+      run.component_requests.assign(options_.inference_components.size(), 0);
+      run.component_errors.assign(options_.inference_components.size(), 0);
+      for (size_t i = 0; i < records_.size(); ++i) {
+        if (aborted_[i] || !records_[i].counted || components_[i] < 0) continue;
+        ++run.component_requests[static_cast<size_t>(components_[i])];
+        if (records_[i].error) ++run.component_errors[static_cast<size_t>(components_[i])];
+      }
+    }
     if (aborted_counted_ + aborted_warmup_ == 0) {
       run.records = std::move(records_);
     } else {
@@ -878,6 +909,13 @@ RequestPlan PlanRequest(const LoadOptions& options, uint64_t index) {
   return plan;
 }
 
+int32_t ComponentFor(const LoadOptions& options, uint64_t session) {
+  if (options.inference_components.empty()) return -1;
+  // A multiplier other than PlanRequest's, so that components and plans are independent.
+  Rng rng(options.seed ^ (0x9E3779B97F4A7C15ULL * (session + 1)));
+  return static_cast<int32_t>(rng.Uniform(static_cast<uint32_t>(options.inference_components.size())));
+}
+
 Result<LoadRun> RunLoad(const LoadOptions& options, workload::Workload& workload) {
   auto target = ParseUrl(options.url);
   if (!target.ok()) return target.status();
@@ -893,6 +931,14 @@ Result<LoadRun> RunLoad(const LoadOptions& options, workload::Workload& workload
   if (options.mode == Mode::kClosed && options.concurrency == 0) return invalid("concurrency: must be at least 1");
   if (!(options.stream_fraction <= 1)) return invalid("stream_fraction: must be in [0, 1] (or < 0: unset)");
   if (!(options.abort_fraction >= 0 && options.abort_fraction <= 1)) return invalid("abort_fraction: must be in [0, 1]");
+  for (size_t i = 0; i < options.inference_components.size(); ++i) {
+    const std::string& c = options.inference_components[i];
+    if (Status s = api::ValidateInferenceComponentName(c); !s.ok()) return invalid("inference_components: " + s.message());
+    const auto before = options.inference_components.begin() + static_cast<std::ptrdiff_t>(i);
+    if (std::find(options.inference_components.begin(), before, c) != before) {
+      return invalid("inference_components: '" + c + "' is given twice");
+    }
+  }
   if (Status s = Resolve(*target); !s.ok()) return s;
   Runner runner(options, workload, std::move(*target));
   if (options.mode == Mode::kOpen) {

@@ -25,6 +25,15 @@
 // limits are model time too: it sends for duration_s * time_scale wall seconds, at
 // rate_rps / time_scale wall requests per second, and users think think_s * time_scale.
 //
+// APIs (LoadOptions::api): by default each request goes to the API the workload built it for
+// (OpenAI chat for the generated workloads; trace rows and noisy-native as recorded); kNative
+// sends every request to the native POST /invocations instead, with workload::RenderBody's
+// native body (the same JSON as the chat body, less a trailing prompt_cache_key, so that the
+// engines cache the same prompts) and the routing group in X-Amzn-SageMaker-Prefix-Aware-Id.
+// Inference components (LoadOptions::inference_components): each session is assigned one of
+// them, by seed and session index (ComponentFor), and its requests carry
+// X-Amzn-SageMaker-Inference-Component on either API.
+//
 // Mixed traffic (soak tests): `stream_fraction` sends that share of requests with stream:true
 // and the rest without; `abort_fraction` makes the client abandon that share of requests by
 // closing the connection at a random point (AbortPoint). Which requests stream and which are
@@ -77,9 +86,21 @@ struct RequestPlan {
   double abort_at = 0;  // in [0, 1): how far into its stage the request is abandoned
 };
 
+// Which API the requests are sent over (see the header comment).
+enum class ApiChoice {
+  kWorkload,  // each request's own (workload::Request::api)
+  kNative,    // every request to POST /invocations
+};
+
 struct LoadOptions {
   std::string url = "http://127.0.0.1:8080";  // base URL, http only; path comes from the API
-  std::string default_model = "default";      // for requests without a model
+  // For requests without a model. Empty with inference_components: the request's component.
+  std::string default_model = "default";
+  ApiChoice api = ApiChoice::kWorkload;
+  // Inference components (names as api::ValidateInferenceComponentName, no repeats): when not
+  // empty, every request carries X-Amzn-SageMaker-Inference-Component with its session's
+  // component (ComponentFor).
+  std::vector<std::string> inference_components;
   bool stream = true;
   // Share of requests sent with stream:true, in [0, 1], the rest non-streaming; < 0 (the
   // default) = every request follows `stream`.
@@ -122,12 +143,24 @@ struct LoadRun {
   uint64_t aborted = 0;
   std::map<std::string, uint64_t> aborted_by_point;
   uint64_t aborted_warmup = 0;
+  // Per inference component, in LoadOptions::inference_components' order (empty without): the
+  // counted requests sent with it (errors included, abandoned requests not) and how many of
+  // them failed.
+  std::vector<uint64_t> component_requests, component_errors;
 };
 
 // The plan of the request sent `index`-th (from 0): a pure function of options.seed, stream,
 // stream_fraction, abort_fraction and the index. Each request draws the same random numbers
 // whatever the fractions, so changing one fraction leaves the other choices as they were.
 RequestPlan PlanRequest(const LoadOptions& options, uint64_t index);
+
+// The inference component (an index into options.inference_components; -1 when there are
+// none) of the session taken `session`-th from the workload (from 0): a pure function of
+// options.seed and the index, uniform over the components. Per session, not per request: the
+// turns of a conversation stay with one model, as a client's would (single-turn workloads:
+// one per request). Sessions are numbered in the order the workload hands them out, so the
+// assignment does not depend on timing.
+int32_t ComponentFor(const LoadOptions& options, uint64_t session);
 
 // InvalidArgument for bad options (bad URL, no stop condition, ...). Request failures are
 // recorded, never returned as an error.

@@ -107,9 +107,12 @@ workload::Request Chat(uint64_t salt, uint32_t max_tokens = 16) {
 
 // `prompt_tokens_details`: the engine reports cached tokens (vLLM's
 // --enable-prompt-tokens-details); the tests that read cached counts need it.
+// `components`: the engine's inference components (EngineOptions::inference_components).
 std::unique_ptr<engine::EngineServer> StartEngine(double time_scale, std::string model = "llama",
-                                                  bool prompt_tokens_details = true) {
+                                                  bool prompt_tokens_details = true,
+                                                  std::vector<std::string> components = {}) {
   engine::EngineOptions o;
+  o.inference_components = std::move(components);
   o.host = "127.0.0.1";
   o.port = 0;
   o.profile = "tiny-test";
@@ -356,6 +359,197 @@ TEST(RunLoad, CompletionsAndNativeApis) {
   EXPECT_EQ(got[1].target, "/invocations");
   EXPECT_EQ(got[1].Header("x-amzn-sagemaker-prefix-aware-id"), "tenant-1");
   EXPECT_EQ(got[1].Header("content-type"), "application/json");
+}
+
+// --api native: a chat workload's requests all go to /invocations with the chat body's bytes
+// less the trailing prompt_cache_key, whose value travels in the routing-ID header instead;
+// the default sends the same requests to the chat route with prompt_cache_key and no header.
+TEST(RunLoad, NativeApiSendsTheChatBodyAndTheGroupHeader) {
+  auto make = [](uint64_t s, uint32_t) {
+    workload::Request r = Chat(s);
+    r.routing_group = s % 2 ? "tenant-1" : "";
+    return r;
+  };
+  for (const ApiChoice api : {ApiChoice::kNative, ApiChoice::kWorkload}) {
+    auto fake = StartFake(SseBehavior(SseReply({"a"})));
+    ASSERT_TRUE(fake);
+    ScriptedWorkload w(1, make);
+    LoadOptions o = Closed(fake->port(), 1, 4);
+    o.api = api;
+    LoadRun run = MustRun(o, w);
+    ASSERT_EQ(Errors(run), 0u) << run.first_error;
+    const auto got = fake->received();
+    ASSERT_EQ(got.size(), 4u);
+    for (uint64_t s = 0; s < got.size(); ++s) {
+      const workload::Request sent = make(s, 0);
+      const std::string chat = workload::RenderBody(sent, true, "llama");
+      const std::string group = sent.routing_group;
+      if (api == ApiChoice::kWorkload) {
+        EXPECT_EQ(got[s].target, "/v1/chat/completions");
+        EXPECT_EQ(got[s].body, chat);
+        EXPECT_EQ(got[s].Header("x-amzn-sagemaker-prefix-aware-id"), "");
+        continue;
+      }
+      EXPECT_EQ(got[s].target, "/invocations");
+      EXPECT_EQ(got[s].Header("x-amzn-sagemaker-prefix-aware-id"), group) << s;
+      EXPECT_EQ(got[s].Header("x-amzn-sagemaker-inference-component"), "");
+      // The chat body's bytes: all of them, less `,"prompt_cache_key":"..."` before the brace.
+      const std::string key = group.empty() ? "" : ",\"prompt_cache_key\":\"" + group + "\"";
+      ASSERT_EQ(chat.substr(chat.size() - 1 - key.size()), key + "}");
+      EXPECT_EQ(got[s].body, chat.substr(0, chat.size() - 1 - key.size()) + "}") << s;
+      EXPECT_EQ(got[s].body.find("prompt_cache_key"), std::string::npos);
+    }
+  }
+}
+
+// --api native against the emulator, streamed and not: the chat-shaped body on /invocations
+// streams when asked, TTFT is measured at the first content chunk (or is the whole response),
+// usage and the engine's timing are read, and a repeated prompt is served from the cache.
+TEST(RunLoad, NativeApiAgainstEmulatorStreamedOrNot) {
+  auto engine = StartEngine(0.05);
+  ASSERT_TRUE(engine);
+  for (const bool stream : {true, false}) {
+    ScriptedWorkload w(1, [](uint64_t, uint32_t) { return Chat(3, 8); });
+    LoadOptions o = Closed(engine->port(), 1, 2);
+    o.time_scale = 0.05;
+    o.api = ApiChoice::kNative;
+    o.stream = stream;
+    LoadRun run = MustRun(o, w);
+    ASSERT_EQ(run.records.size(), 2u);
+    ASSERT_EQ(Errors(run), 0u) << run.first_error;
+    for (const RequestRecord& r : run.records) {
+      EXPECT_GT(r.ttft_s, 0) << stream;
+      EXPECT_EQ(r.output_tokens, 8u) << stream;
+      EXPECT_GT(r.prompt_tokens, 100u) << stream;
+      EXPECT_GT(r.engine_ttft_s, 0) << stream;
+      if (stream) {
+        EXPECT_LT(r.ttft_s, r.e2e_s);
+        EXPECT_GT(r.itl_mean_s, 0);
+      } else {
+        EXPECT_DOUBLE_EQ(r.ttft_s, r.e2e_s);
+      }
+    }
+    EXPECT_GT(run.records[1].cached_tokens, run.records[1].prompt_tokens / 2) << stream;
+  }
+}
+
+// Sessions get components from the seed (the same for every turn of a session), uniformly; no
+// components, none.
+TEST(ComponentFor, DeterministicPerSessionAndSpread) {
+  LoadOptions o;
+  EXPECT_EQ(ComponentFor(o, 0), -1);
+  o.inference_components = {"ic-a", "ic-b", "ic-c"};
+  o.seed = 5;
+  LoadOptions other = o;
+  other.seed = 6;
+  int counts[3] = {0, 0, 0}, differ = 0;
+  constexpr int kN = 30'000;
+  for (uint64_t s = 0; s < kN; ++s) {
+    const int32_t c = ComponentFor(o, s);
+    ASSERT_GE(c, 0);
+    ASSERT_LT(c, 3);
+    ASSERT_EQ(c, ComponentFor(o, s));
+    ++counts[c];
+    differ += ComponentFor(other, s) != c;
+  }
+  for (int c : counts) EXPECT_NEAR(static_cast<double>(c) / kN, 1.0 / 3, 0.02);
+  EXPECT_GT(differ, kN / 2);
+}
+
+// Every request carries its session's component in the inference component header, on either
+// API; with no default model the body's model is the component, with one it stays; the run
+// counts requests per component.
+TEST(RunLoad, InferenceComponentHeaderAndModel) {
+  for (const ApiChoice api : {ApiChoice::kNative, ApiChoice::kWorkload}) {
+    for (const std::string default_model : {"", "llama"}) {
+      auto fake = StartFake(SseBehavior(SseReply({"a"})));
+      ASSERT_TRUE(fake);
+      ScriptedWorkload w(2, [](uint64_t s, uint32_t turn) { return Chat(s * 10 + turn); });
+      LoadOptions o = Closed(fake->port(), 1, 40);
+      o.api = api;
+      o.default_model = default_model;
+      o.inference_components = {"ic-a", "ic-b"};
+      o.seed = 3;
+      LoadRun run = MustRun(o, w);
+      ASSERT_EQ(Errors(run), 0u) << run.first_error;
+      const auto got = fake->received();
+      ASSERT_EQ(got.size(), 40u);
+      std::vector<uint64_t> per(2, 0);
+      for (size_t i = 0; i < got.size(); ++i) {
+        // One user: request i is turn i % 2 of session i / 2.
+        const int32_t c = ComponentFor(o, i / 2);
+        ASSERT_GE(c, 0);
+        const std::string& name = o.inference_components[static_cast<size_t>(c)];
+        EXPECT_EQ(got[i].Header("x-amzn-sagemaker-inference-component"), name) << i;
+        const std::string model = default_model.empty() ? name : default_model;
+        EXPECT_NE(got[i].body.find("{\"model\":\"" + model + "\","), std::string::npos) << got[i].body.substr(0, 40);
+        EXPECT_EQ(got[i].target, api == ApiChoice::kNative ? "/invocations" : "/v1/chat/completions");
+        ++per[static_cast<size_t>(c)];
+      }
+      EXPECT_EQ(run.component_requests, per);
+      EXPECT_GT(per[0], 0u);
+      EXPECT_GT(per[1], 0u);
+      EXPECT_EQ(run.component_errors, (std::vector<uint64_t>{0, 0}));
+    }
+  }
+}
+
+// Through a real gateway over two emulators serving one inference component each (discovered
+// from their /v1/models): the component header (native API, whatever the body's model) or the
+// component as `model` (chat) picks the pool, so every request lands on the engine serving its
+// component, and the per-instance counts equal the per-component counts; without a component
+// the default pool spans both engines.
+TEST(RunLoad, InferenceComponentsPickTheGatewayPool) {
+  auto e1 = StartEngine(0.05, "llama", true, {"ic-a"});
+  auto e2 = StartEngine(0.05, "llama", true, {"ic-b"});
+  ASSERT_TRUE(e1 && e2);
+  gateway::GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.io_threads = 1;
+  c.health.interval = 0;
+  c.timeouts.drain = 1;
+  c.routing.strategy = Strategy::kRoundRobin;
+  c.instances.push_back(gateway::InstanceConfig{"e1", Url(e1->port())});
+  c.instances.push_back(gateway::InstanceConfig{"e2", Url(e2->port())});
+  ASSERT_TRUE(gateway::ValidateConfig(c).ok());
+  auto gw = gateway::Gateway::Create(std::move(c));
+  ASSERT_TRUE(gw.ok()) << gw.status().ToString();
+  ASSERT_TRUE((*gw)->Start().ok());
+  for (const ApiChoice api : {ApiChoice::kNative, ApiChoice::kWorkload}) {
+    ScriptedWorkload w(1, [](uint64_t s, uint32_t) { return Chat(s, 4); });
+    LoadOptions o = Closed((*gw)->port(), 2, 24);
+    o.time_scale = 0.05;
+    o.api = api;
+    // Native: the body names the base model, which both engines serve: only the header can
+    // pick the pool (and the engine serves the header's component).
+    o.default_model = api == ApiChoice::kNative ? "llama" : "";
+    o.inference_components = {"ic-a", "ic-b"};
+    o.instance_names = {"e1", "e2"};
+    LoadRun run = MustRun(o, w);
+    ASSERT_EQ(Errors(run), 0u) << run.first_error;
+    uint64_t per_instance[2] = {0, 0};
+    for (const RequestRecord& r : run.records) {
+      ASSERT_TRUE(r.instance == 0 || r.instance == 1) << r.instance;
+      ++per_instance[r.instance];
+    }
+    EXPECT_EQ(per_instance[0], run.component_requests[0]) << "ic-a is served by e1 only";
+    EXPECT_EQ(per_instance[1], run.component_requests[1]) << "ic-b is served by e2 only";
+    EXPECT_GT(per_instance[0], 0u);
+    EXPECT_GT(per_instance[1], 0u);
+  }
+  // Without components, round-robin over both engines (the default pool and the base model).
+  ScriptedWorkload w(1, [](uint64_t s, uint32_t) { return Chat(s, 4); });
+  LoadOptions o = Closed((*gw)->port(), 1, 4);
+  o.time_scale = 0.05;
+  o.api = ApiChoice::kNative;
+  o.instance_names = {"e1", "e2"};
+  LoadRun run = MustRun(o, w);
+  ASSERT_EQ(Errors(run), 0u) << run.first_error;
+  uint64_t per_instance[2] = {0, 0};
+  for (const RequestRecord& r : run.records) ++per_instance[r.instance == 1];
+  EXPECT_EQ(per_instance[0], 2u);
+  EXPECT_EQ(per_instance[1], 2u);
+  (*gw)->Stop();
 }
 
 // ListModels reads the emulator's /v1/models.
@@ -947,6 +1141,20 @@ TEST(RunLoad, AbortsThroughGatewayLeaveNothingInFlight) {
     return rs->fleet->state(0).in_flight.load() == 0 && rs->fleet->state(1).in_flight.load() == 0;
   })) << rs->fleet->state(0).in_flight.load() << " and " << rs->fleet->state(1).in_flight.load() << " in flight";
   (*gw)->Stop();
+}
+
+// Inference component names are checked: the service's rule, no repeats.
+TEST(RunLoad, InvalidInferenceComponents) {
+  ScriptedWorkload w(1, [](uint64_t s, uint32_t) { return Chat(s); });
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"ic_a"}, std::vector<std::string>{"ic-a", "ic-a"}, std::vector<std::string>{""}}) {
+    LoadOptions o = Closed(9, 1, 1);
+    o.inference_components = bad;
+    auto r = RunLoad(o, w);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("inference_components"), std::string::npos) << r.status().message();
+  }
 }
 
 // Fractions outside [0, 1] are InvalidArgument.
