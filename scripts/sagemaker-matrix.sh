@@ -5,7 +5,7 @@
 # sagemaker, one table row each, 0 errors required (exit 1 otherwise). About 25 minutes on
 # 2 cores; out of CI. Builds the release binary first (scripts/setup.sh must have run once).
 # Extra arguments go to scripts/sagemaker_matrix.py: --seconds S (wall seconds of traffic per
-# run, default 75), --out DIR (default sagemaker-matrix-results), --only N (the first N runs).
+# run, default 60), --out DIR (default sagemaker-matrix-results), --only N (the first N runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh release

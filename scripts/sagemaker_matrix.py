@@ -17,7 +17,7 @@ X-Amzn-SageMaker-Inference-Component header); bench spreads requests over both c
 Prints one table row per run, the prefix-aware rows with their change against the matching
 random row, beside the figures the source article gives for the workload (it gives them per
 workload, not per configuration). Every run must finish with 0 errors: the exit status is 1
-otherwise. Usage: scripts/sagemaker-matrix.sh [--seconds S] [--out DIR] [--only N]
+otherwise. Usage: scripts/sagemaker-matrix.sh [--seconds S] [--out DIR] [--only N] [--runs 9,14]
 """
 import argparse
 import json
@@ -36,6 +36,7 @@ WORKLOADS = {
 }
 ARTICLE_MINUTES = {"long-context": 60, "sharegpt-like": 30}
 INSTANCES = 7
+WARMUP_S = 120  # model seconds of traffic first, to warm the caches (--duration counts them too)
 COMPONENTS = {"ic-a": range(0, 4), "ic-b": range(4, 7)}
 
 
@@ -79,7 +80,8 @@ def saturation_rate(binary, workload, out):
     """70% of random routing's saturation throughput, from the simulator (requests/s, model time)."""
     path = os.path.join(out, f"rate-{workload}.json")
     subprocess.run([binary, "simulate", "--workload", workload, "--strategy", "random", "--load", "70",
-                    "--duration", "120", "--no-bounds", "--quiet", "--json", path], check=True)
+                    "--duration", "120", "--no-bounds", "--quiet", "--json", path], check=True,
+                   stdout=subprocess.DEVNULL)
     with open(path) as f:
         return json.load(f)[0]["settings"]["rate_rps"]
 
@@ -104,11 +106,11 @@ def run_one(binary, out, endpoint, api, workload, strategy, rate, seconds, index
             cmd += ["--instance", f"instance-{i}=http://127.0.0.1:{port}"]
         p, _ = start(cmd, rf"listening on 127\.0\.0\.1:{gw_port}", os.path.join(out, f"{name}-gateway.log"))
         procs.append(p)
-        warmup = int(rate * 120)  # two minutes of model time warm the caches, left out of every figure
+        warmup = int(rate * WARMUP_S)  # requests that warm the caches, left out of every figure
         result = os.path.join(out, f"{name}.json")
         cmd = [binary, "bench", "--url", f"http://127.0.0.1:{gw_port}", "--workload", workload, "--api", api,
                "--rate", f"{rate:.3f}", "--warmup", str(warmup), "--requests", "0",
-               "--duration", f"{seconds / scale:.1f}", "--time-scale", str(scale), "--strategy", strategy,
+               "--duration", f"{WARMUP_S + seconds / scale:.1f}", "--time-scale", str(scale), "--strategy", strategy,
                "--instances", str(INSTANCES), "--quiet", "--json", result]
         if endpoint == "inference-component":
             for c in COMPONENTS:
@@ -130,16 +132,21 @@ def pct(new, old):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default=os.environ.get("PREFIX_ROUTER_BIN", "build/release/src/prefix-router"))
-    ap.add_argument("--seconds", type=float, default=75, help="wall seconds of traffic per run (default 75)")
+    ap.add_argument("--seconds", type=float, default=60, help="wall seconds of measured traffic per run (default 60)")
     ap.add_argument("--out", default="sagemaker-matrix-results")
     ap.add_argument("--only", type=int, default=0, help="run only the first N configurations (a smoke run)")
+    ap.add_argument("--runs", default="", help="run only these configurations, 1-based, comma-separated (e.g. 9,14)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     rates = {w: saturation_rate(a.binary, w, a.out) for w in WORKLOADS}
     configs = [(e, api, w, s) for e in ("single-model", "inference-component") for api in ("native", "chat")
                for w in WORKLOADS for s in ("random", "prefix-aware")]
+    numbered = list(enumerate(configs, 1))
     if a.only:
-        configs = configs[:a.only]
+        numbered = numbered[:a.only]
+    if a.runs:
+        wanted = {int(x) for x in a.runs.split(",")}
+        numbered = [(i, c) for i, c in numbered if i in wanted]
     for w, r in rates.items():
         model_min = a.seconds / WORKLOADS[w]["scale"] / 60
         print(f"{w}: {r:.2f} requests/s (70% of random's simulated saturation), {model_min:.1f} min of model time "
@@ -150,7 +157,7 @@ def main():
               f"{'TTFT P50':<16} {'P90':<16} {'hit rate':>8}  {'throughput':<17} {'share min-max':<13}")
     print(header, flush=True)
     failed = 0
-    for i, (endpoint, api, workload, strategy) in enumerate(configs, 1):
+    for i, (endpoint, api, workload, strategy) in numbered:
         r = run_one(a.binary, a.out, endpoint, api, workload, strategy, rates[workload], a.seconds, i)
         results.append({"endpoint": endpoint, "api": api, "run": r})
         base = next((x["run"] for x in results if x["endpoint"] == endpoint and x["api"] == api
@@ -167,10 +174,10 @@ def main():
         if vs:
             line += "  " + WORKLOADS[workload]["article"]
         print(line, flush=True)
-        failed += r["errors"] > 0
+        failed += r["errors"] > 0 or r["requests"] == 0
     with open(os.path.join(a.out, "matrix.json"), "w") as f:
         json.dump(results, f, indent=1)
-    print(f"{len(configs)} runs, {failed} with errors; results in {a.out}/ (matrix.json, per-run JSON and logs)")
+    print(f"{len(numbered)} runs, {failed} with errors or no requests; results in {a.out}/ (matrix.json, per-run JSON and logs)")
     return 1 if failed else 0
 
 
