@@ -1,6 +1,6 @@
 #include "api/error.h"
 
-#include "api/utf8.h"
+#include "base/json_text.h"
 
 namespace prefix_router::api {
 namespace {
@@ -34,50 +34,17 @@ ApiError ErrorFromStatus(const Status& status) {
   return MakeError(http, status.message());
 }
 
-void AppendJsonEscaped(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char ch = s[i];
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x80) {  // JSON text is UTF-8: a byte that starts no valid sequence becomes U+FFFD
-      const size_t n = Utf8Length(s, i);
-      if (n == 0) {
-        out += "\xEF\xBF\xBD";  // U+FFFD
-      } else {
-        out.append(s.substr(i, n));
-        i += n - 1;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 0xF];
-        } else {
-          out += ch;
-        }
-    }
-  }
-}
-
 std::string ErrorBody(const ApiError& e) {
   std::string out = R"({"error":{"message":")";
-  AppendJsonEscaped(out, e.message);
+  base::AppendJsonEscaped(out, e.message);
   out += R"(","type":")";
-  AppendJsonEscaped(out, e.type);
+  base::AppendJsonEscaped(out, e.type);
   out += R"(","param":null,"code":)";
   if (e.code.empty()) {
     out += "null";
   } else {
     out += '"';
-    AppendJsonEscaped(out, e.code);
+    base::AppendJsonEscaped(out, e.code);
     out += '"';
   }
   out += "}}";

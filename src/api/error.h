@@ -29,8 +29,5 @@ ApiError MakeError(int http_status, std::string message, std::string code = "");
 // The JSON body for an error.
 std::string ErrorBody(const ApiError& error);
 
-// Appends `s` to `out` as the contents of a JSON string (without the quotes). JSON text is
-// UTF-8: each byte of `s` that starts no well-formed sequence becomes U+FFFD, the replacement character.
-void AppendJsonEscaped(std::string& out, std::string_view s);
 
 }  // namespace prefix_router::api

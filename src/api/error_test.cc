@@ -122,15 +122,5 @@ TEST(ErrorTest, ErrorBodyCode) {
   EXPECT_TRUE(without.code_is_null);
 }
 
-// AppendJsonEscaped appends to what is there and escapes only what JSON requires.
-TEST(ErrorTest, AppendJsonEscaped) {
-  std::string out = "prefix:";
-  AppendJsonEscaped(out, std::string_view("a\"b\\c\nd\x01\x1f/\xc3\xa9", 12));
-  EXPECT_EQ(out, "prefix:a\\\"b\\\\c\\nd\\u0001\\u001f/\xc3\xa9");
-  std::string empty;
-  AppendJsonEscaped(empty, "");
-  EXPECT_EQ(empty, "");
-}
-
 }  // namespace
 }  // namespace prefix_router::api

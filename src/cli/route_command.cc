@@ -14,11 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "base/json_text.h"
+#include "base/utf8.h"
 #include "api/error.h"
 #include "api/native_request.h"
 #include "api/openai_request.h"
 #include "api/request.h"
-#include "api/utf8.h"
 #include "cli/commands.h"
 #include "core/block_chain.h"
 #include "core/fleet.h"
@@ -156,7 +157,7 @@ int RunRoute(const RouteArgs& a) {
     out += "\":";
     if (quote) out += '"';
     if (quote) {
-      api::AppendJsonEscaped(out, v);
+      base::AppendJsonEscaped(out, v);
     } else {
       out += v;
     }
@@ -173,7 +174,7 @@ int RunRoute(const RouteArgs& a) {
   for (size_t k = 0; k < order.size(); ++k) {
     if (k) pref += ',';
     pref += '"';
-    api::AppendJsonEscaped(pref, f.spec(order[k]).name);
+    base::AppendJsonEscaped(pref, f.spec(order[k]).name);
     pref += '"';
   }
   pref += ']';
@@ -184,7 +185,7 @@ int RunRoute(const RouteArgs& a) {
   // The keyed text, cut at a character boundary for display (a native prefix is a byte count
   // and may end inside a character; the key itself keeps every byte). Invalid bytes print as
   // U+FFFD (AppendJsonEscaped), so the line is always valid JSON.
-  if (a.show_text) add("keyed_text", api::TrimPartialUtf8(keyed_text), true);
+  if (a.show_text) add("keyed_text", base::TrimPartialUtf8(keyed_text), true);
   out += "}\n";
   std::cout << out;
   return 0;

@@ -5,6 +5,7 @@
 #include <queue>
 #include <tuple>
 
+#include "base/utf8.h"
 #include "core/rng.h"
 
 namespace prefix_router {
@@ -44,55 +45,12 @@ size_t SharedChars(std::string_view a, std::string_view b) {
   return i;
 }
 
-// Length of the valid UTF-8 sequence at s[i], or 0 if none starts there.
-size_t ValidSequence(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  size_t len = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;  // no overlong forms
-    if (c == 0xED) hi = 0x9F;  // no surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  if (b(i + 1) < lo || b(i + 1) > hi) return 0;
-  for (size_t k = 2; k < len; ++k) {
-    if (!IsContinuation(b(i + k))) return 0;
-  }
-  return len;
-}
-
 }  // namespace
 
 std::string_view SanitiseUtf8(std::string_view text, std::string* buffer) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const size_t len = ValidSequence(text, i);
-    if (len == 0) break;
-    i += len;
-  }
-  if (i == text.size()) return text;
-  buffer->assign(text.substr(0, i));
-  while (i < text.size()) {
-    const size_t len = ValidSequence(text, i);
-    if (len == 0) {
-      buffer->append("\xEF\xBF\xBD");
-      ++i;
-    } else {
-      buffer->append(text.substr(i, len));
-      i += len;
-    }
-  }
+  if (base::IsValidUtf8(text)) return text;
+  buffer->clear();
+  base::AppendValidUtf8(*buffer, text);
   return *buffer;
 }
 

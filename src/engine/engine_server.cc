@@ -7,12 +7,26 @@
 #include <ctime>
 #include <deque>
 
+#include "base/json_text.h"
 #include "api/error.h"
 #include "api/native_request.h"
-#include "engine/engine_request.h"
+#include "engine_model/engine_request.h"
 #include "engine_model/tokenizer.h"
 
 namespace prefix_router::engine {
+
+using engine_model::CompletionBody;
+using engine_model::EngineHttpRequest;
+using engine_model::ParseEngineRequest;
+using engine_model::ParseTokenizeRequest;
+using engine_model::PromptTokens;
+using engine_model::RequestShape;
+using engine_model::StreamChunk;
+using engine_model::StreamEnd;
+using engine_model::TokenizeResponseBody;
+using engine_model::Usage;
+using engine_model::VllmErrorBody;
+
 namespace {
 
 namespace bhttp = http::bhttp;
@@ -116,7 +130,7 @@ EngineServer::EngineServer(EngineOptions options, engine_model::Profile profile,
                                     5.0, 7.5, 10.0, 20.0, 40.0, 80.0})),
       queue_time_(registry_.AddHistogram("vllm:request_queue_time_seconds",
                                          "Modelled time from arrival to admission", {"model_name"},
-                                         gateway::Histogram::LatencyBuckets())) {
+                                         metrics::Histogram::LatencyBuckets())) {
   registry_.AddCollector([this] {
     const std::string& m = options_.model;
     running_.WithLabels({m}).Set(static_cast<double>(scheduler_.num_running()));
@@ -272,7 +286,7 @@ net::awaitable<void> EngineServer::HandleModels(http::Exchange& ex) {
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   auto quote = [](const std::string& s) {
     std::string out = "\"";
-    api::AppendJsonEscaped(out, s);
+    base::AppendJsonEscaped(out, s);
     return out + "\"";
   };
   auto entry = [&](const std::string& id, const std::string& parent) {

@@ -45,17 +45,12 @@
 #include "engine/kv_event_publisher.h"
 #include "engine_model/profiles.h"
 #include "engine_model/scheduler.h"
-#include "gateway/metrics.h"
+#include "metrics/metrics.h"
 #include "http/server.h"
 
 namespace prefix_router::engine {
 
 namespace net = http::net;
-using gateway::Counter;
-using gateway::Family;
-using gateway::Gauge;
-using gateway::Histogram;
-using gateway::Registry;
 
 struct EngineOptions {
   std::string host = "127.0.0.1";
@@ -129,26 +124,26 @@ class EngineServer final : public http::Handler {
   bool stopping_ = false;
   std::chrono::steady_clock::time_point started_;
 
-  Registry registry_;
-  Family<Gauge>& running_;
-  Family<Gauge>& waiting_;
-  Family<Gauge>& kv_usage_;
-  Family<Counter>& cache_queries_;
-  Family<Counter>& cache_hits_;
-  Family<Counter>& prompt_tokens_;
-  Family<Counter>& generation_tokens_;
-  Family<Counter>& preemptions_;
-  Family<Counter>& successes_;
-  Family<Histogram>& ttft_;
-  Family<Histogram>& queue_time_;
+  metrics::Registry registry_;
+  metrics::Family<metrics::Gauge>& running_;
+  metrics::Family<metrics::Gauge>& waiting_;
+  metrics::Family<metrics::Gauge>& kv_usage_;
+  metrics::Family<metrics::Counter>& cache_queries_;
+  metrics::Family<metrics::Counter>& cache_hits_;
+  metrics::Family<metrics::Counter>& prompt_tokens_;
+  metrics::Family<metrics::Counter>& generation_tokens_;
+  metrics::Family<metrics::Counter>& preemptions_;
+  metrics::Family<metrics::Counter>& successes_;
+  metrics::Family<metrics::Histogram>& ttft_;
+  metrics::Family<metrics::Histogram>& queue_time_;
   // Children of the families above for the served model, looked up on first use (so that a
   // series appears when it first has a value, as before) and kept: the per-request path then
   // takes no family lock. Touched only on the I/O thread.
-  Histogram* ttft_child_ = nullptr;
-  Histogram* queue_time_child_ = nullptr;
-  Counter* prompt_tokens_child_ = nullptr;
-  Counter* generation_tokens_child_ = nullptr;
-  Counter* successes_length_child_ = nullptr;
+  metrics::Histogram* ttft_child_ = nullptr;
+  metrics::Histogram* queue_time_child_ = nullptr;
+  metrics::Counter* prompt_tokens_child_ = nullptr;
+  metrics::Counter* generation_tokens_child_ = nullptr;
+  metrics::Counter* successes_length_child_ = nullptr;
 };
 
 }  // namespace prefix_router::engine

@@ -24,7 +24,7 @@
 #include "api/key_normalisation.h"
 #include "api/openai_request.h"
 #include "api/redact.h"
-#include "api/utf8.h"
+#include "base/utf8.h"
 #include "core/fleet.h"
 #include "gateway/config_schema.h"
 #include "http/tls.h"
@@ -754,12 +754,6 @@ bool IsHeaderSafe(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 0x7f; });
 }
 
-// Served names are compared with a request's `model` (always valid UTF-8: the request parser
-// checks it) and listed in /v1/models JSON, so invalid bytes could never match and would break
-// that JSON. yaml-cpp passes a file's invalid UTF-8 bytes through unchecked. Strict UTF-8: no
-// overlong forms, surrogates or code points above U+10FFFF.
-bool IsValidUtf8(std::string_view s) { return api::IsValidUtf8(s); }
-
 Status ValidateListen(GatewayConfig& config) {
   const std::optional<HostPort> hp = SplitHostPort(config.listen);
   if (!hp || !hp->port) {
@@ -1309,7 +1303,7 @@ Status ValidatePools(const GatewayConfig& config) {
     const RoutingOptions& options = pool.second;
     const std::string path = Child("pools", name);
     if (name.empty()) return Status::InvalidArgument("pools: pool names must not be empty");
-    if (!IsValidUtf8(name)) return Status::InvalidArgument("pools: pool names must be valid UTF-8");
+    if (!base::IsValidUtf8(name)) return Status::InvalidArgument("pools: pool names must be valid UTF-8");
     if (Status s = ValidateRouting(options, path); !s.ok()) return s;
     const bool served = std::any_of(
         config.instances.begin(), config.instances.end(), [&name](const InstanceConfig& in) {
@@ -1441,7 +1435,10 @@ Status CheckServedName(std::string_view name) {
   if (name.size() > kMaxServedNameBytes) {
     return Status::InvalidArgument("longer than " + std::to_string(kMaxServedNameBytes) + " bytes");
   }
-  if (!IsValidUtf8(name)) return Status::InvalidArgument("must be valid UTF-8");
+  // Served names are compared with a request's `model` (always valid UTF-8: the request parser
+  // checks it) and listed in /v1/models JSON, so invalid bytes could never match and would break
+  // that JSON. yaml-cpp passes a file's invalid UTF-8 bytes through unchecked.
+  if (!base::IsValidUtf8(name)) return Status::InvalidArgument("must be valid UTF-8");
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/json_text.h"
 #include "api/error.h"
 #include "gateway/config.h"
 
@@ -159,7 +160,7 @@ Result<ModelList> ParseModelList(std::string_view body) {
       if (field.key == "instances") continue;
       if (json.size() > 1) json += ',';
       json += '"';
-      api::AppendJsonEscaped(json, field.key);
+      base::AppendJsonEscaped(json, field.key);
       json += "\":";
       json += simdjson::minify(field.value);
     }

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "base/json_text.h"
 #include "api/error.h"
 #include "api/native_request.h"
 #include "api/openai_request.h"
@@ -21,6 +22,12 @@
 #include "http/tls.h"
 
 namespace prefix_router::gateway {
+
+using metrics::Counter;
+using metrics::Family;
+using metrics::Gauge;
+using metrics::Histogram;
+using metrics::Registry;
 namespace {
 
 namespace bhttp = http::bhttp;
@@ -72,7 +79,7 @@ std::optional<std::string_view> HeaderValue(const http::Request& req, std::strin
 
 std::string JsonString(std::string_view s) {
   std::string out = "\"";
-  api::AppendJsonEscaped(out, s);
+  base::AppendJsonEscaped(out, s);
   out += '"';
   return out;
 }
@@ -382,7 +389,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
   std::unique_ptr<Gateway> g(new Gateway(std::move(config), std::move(rate_limit_clock)));
   const GatewayConfig& c = g->config_;
   g->metrics_ = std::make_unique<Metrics>(g->registry_);
-  g->registry_.SetSeriesLimit(kDefaultMaxSeries, &g->metrics_->metric_series_overflow);
+  g->registry_.SetSeriesLimit(metrics::kDefaultMaxSeries, &g->metrics_->metric_series_overflow);
   g->tokenize_requests_ = &g->registry_.AddCounter(
       "prefix_router_tokenize_requests_total",
       "POST /tokenize asked of instances for kv-aware prompt tokens (tokenizer: engine), by "

@@ -69,7 +69,7 @@
 #include "gateway/discovery.h"
 #include "gateway/ejection_signal.h"
 #include "gateway/kv_events.h"
-#include "gateway/metrics.h"
+#include "metrics/metrics.h"
 #include "gateway/operations.h"
 #include "gateway/rate_limiter.h"
 #include "gateway/status.h"
@@ -84,9 +84,9 @@ struct InstanceRuntime {
   std::atomic<uint32_t> consecutive_failures{0};   // active checks and passive connect failures
   std::atomic<uint32_t> consecutive_successes{0};  // active checks while ejected
   // Metric children resolved once (label lookups stay off the request path).
-  Histogram* first_byte = nullptr;         // stream="false": a whole response's first byte
-  Histogram* first_byte_stream = nullptr;  // stream="true": an SSE stream's first byte (TTFT)
-  Histogram* duration = nullptr;
+  metrics::Histogram* first_byte = nullptr;         // stream="false": a whole response's first byte
+  metrics::Histogram* first_byte_stream = nullptr;  // stream="true": an SSE stream's first byte (TTFT)
+  metrics::Histogram* duration = nullptr;
   // The last /tokenize asked of it failed (tokenizer: engine; logged once per streak).
   std::atomic<bool> tokenize_failing{false};
   // Requests waiting for this instance's first response byte; fired when it is ejected.
@@ -174,7 +174,7 @@ class Gateway final : public http::Handler {
 
   // For tests and the status page.
   std::shared_ptr<const RoutingState> routing() const { return routing_.load(); }
-  Registry& metrics() { return registry_; }
+  metrics::Registry& metrics() { return registry_; }
   // GET /metrics's answer (the client listener's, or the admin listener's: metrics.listener).
   http::StringResponse MetricsResponse() const;
   const RateLimiter& rate_limiter() const { return *limiter_; }
@@ -282,7 +282,7 @@ class Gateway final : public http::Handler {
   RequestSeries request_series_;  // outlives server_, whose timer fills it
   ModelStats model_stats_;        // the request path adds to it
   RequestSeries model_series_;    // sampled with request_series_, keyed by model label
-  Registry registry_;
+  metrics::Registry registry_;
   std::unique_ptr<Metrics> metrics_;
   std::atomic<std::shared_ptr<const RoutingState>> routing_;
   std::atomic<std::shared_ptr<const ClientKeySet>> client_keys_;  // null: no key asked
@@ -335,8 +335,8 @@ class Gateway final : public http::Handler {
   std::atomic<uint64_t> tokenize_rotation_{0};
   // Names each dispatch for the policies (RouteRequest::request_id): 1, 2, ... (0 = unnamed).
   std::atomic<uint64_t> dispatch_ids_{0};
-  Family<Counter>* tokenize_requests_ = nullptr;
-  Family<Histogram>* tokenize_seconds_ = nullptr;
+  metrics::Family<metrics::Counter>* tokenize_requests_ = nullptr;
+  metrics::Family<metrics::Histogram>* tokenize_seconds_ = nullptr;
 };
 
 }  // namespace prefix_router::gateway

@@ -9,6 +9,9 @@
 #include "api/kv_event_decoder.h"
 
 namespace prefix_router::gateway {
+
+using metrics::Counter;
+using metrics::Registry;
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -38,7 +38,7 @@
 
 #include "core/policy.h"
 #include "gateway/config.h"
-#include "gateway/metrics.h"
+#include "metrics/metrics.h"
 #include "zmq/socket.h"
 
 namespace prefix_router::gateway {
@@ -71,7 +71,7 @@ struct KvSubscriberCounters {
 class KvEventSubscriber {
  public:
   // `registry` (may be null) receives per-instance counters prefix_router_kv_event_*_total.
-  KvEventSubscriber(KvSubscriberOptions options, Registry* registry);
+  KvEventSubscriber(KvSubscriberOptions options, metrics::Registry* registry);
   ~KvEventSubscriber();  // stops the thread
   KvEventSubscriber(const KvEventSubscriber&) = delete;
   KvEventSubscriber& operator=(const KvEventSubscriber&) = delete;
@@ -98,13 +98,13 @@ class KvEventSubscriber {
   bool ReplayInto(Stream& s, uint64_t from, uint64_t until);
 
   KvSubscriberOptions options_;
-  Registry* registry_;
-  Family<Counter>* batches_ = nullptr;
-  Family<Counter>* events_ = nullptr;
-  Family<Counter>* gaps_ = nullptr;
-  Family<Counter>* decode_errors_ = nullptr;
-  Family<Counter>* replays_ = nullptr;
-  Family<Counter>* lost_ = nullptr;
+  metrics::Registry* registry_;
+  metrics::Family<metrics::Counter>* batches_ = nullptr;
+  metrics::Family<metrics::Counter>* events_ = nullptr;
+  metrics::Family<metrics::Counter>* gaps_ = nullptr;
+  metrics::Family<metrics::Counter>* decode_errors_ = nullptr;
+  metrics::Family<metrics::Counter>* replays_ = nullptr;
+  metrics::Family<metrics::Counter>* lost_ = nullptr;
 
   mutable std::mutex mu_;
   std::vector<KvSource> sources_;  // guarded by mu_

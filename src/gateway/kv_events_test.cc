@@ -21,6 +21,8 @@
 #include "zmq/socket.h"
 
 namespace prefix_router::gateway {
+
+using metrics::Registry;
 namespace {
 
 using std::chrono::milliseconds;

@@ -1,6 +1,5 @@
 #include "gateway/log.h"
 
-#include <simdjson.h>
 #include <spdlog/pattern_formatter.h>
 
 #include <atomic>
@@ -8,6 +7,7 @@
 #include <ctime>
 
 #include "api/error.h"
+#include "base/json_text.h"
 
 namespace prefix_router::gateway {
 namespace {
@@ -30,11 +30,11 @@ void AppendNumber(std::string& out, const LogField& f) {
 void AppendJsonFields(std::string& out, std::span<const LogField> fields) {
   for (const LogField& f : fields) {
     out += ",\"";
-    AppendLogJsonEscaped(out, f.key);
+    base::AppendJsonEscaped(out, f.key);
     out += "\":";
     if (f.kind == LogField::Kind::kText) {
       out += '"';
-      AppendLogJsonEscaped(out, f.text);
+      base::AppendJsonEscaped(out, f.text);
       out += '"';
     } else {
       AppendNumber(out, f);
@@ -55,18 +55,6 @@ bool NeedsQuotes(std::string_view v) {
 
 }  // namespace
 
-void AppendLogJsonEscaped(std::string& out, std::string_view s) {
-  if (simdjson::validate_utf8(s.data(), s.size())) {
-    api::AppendJsonEscaped(out, s);
-    return;
-  }
-  std::string ascii(s);
-  for (char& ch : ascii) {
-    if (static_cast<unsigned char>(ch) >= 0x80) ch = '?';
-  }
-  api::AppendJsonEscaped(out, ascii);
-}
-
 std::string FormatLogTimestamp(std::chrono::system_clock::time_point t) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
   const std::time_t secs = static_cast<std::time_t>(ms / 1000);
@@ -79,11 +67,11 @@ std::string FormatLogTimestamp(std::chrono::system_clock::time_point t) {
 std::string FormatJsonLogLine(std::string_view ts, std::string_view level, std::string_view msg,
                               std::span<const LogField> fields) {
   std::string out = "{\"ts\":\"";
-  AppendLogJsonEscaped(out, ts);
+  base::AppendJsonEscaped(out, ts);
   out += "\",\"level\":\"";
-  AppendLogJsonEscaped(out, level);
+  base::AppendJsonEscaped(out, level);
   out += "\",\"msg\":\"";
-  AppendLogJsonEscaped(out, msg);
+  base::AppendJsonEscaped(out, msg);
   out += '"';
   AppendJsonFields(out, fields);
   out += '}';
@@ -100,7 +88,7 @@ std::string FormatTextLogLine(std::string_view msg, std::span<const LogField> fi
       AppendNumber(out, f);
     } else if (NeedsQuotes(f.text)) {
       out += '"';
-      AppendLogJsonEscaped(out, f.text);
+      base::AppendJsonEscaped(out, f.text);
       out += '"';
     } else {
       out += f.text;

@@ -65,9 +65,6 @@ inline void LogEvent(spdlog::level::level_enum level, std::string_view msg,
   LogEvent(level, msg, std::span<const LogField>(fields.begin(), fields.size()));
 }
 
-// Appends `s` as the contents of a JSON string (no quotes): api::AppendJsonEscaped, after
-// replacing the bytes of a string that is not valid UTF-8 with '?' (a JSON line must be UTF-8).
-void AppendLogJsonEscaped(std::string& out, std::string_view s);
 
 // The pure formatting, for the formatter and the tests. `ts` is already formatted.
 // One JSON object, without the newline: {"ts":...,"level":...,"msg":...,<fields>}.

@@ -5,7 +5,7 @@
 #include <array>
 #include <limits>
 
-#include "engine/engine_request.h"
+#include "engine_model/engine_request.h"
 
 namespace prefix_router::gateway {
 namespace od = simdjson::ondemand;
@@ -123,9 +123,9 @@ Result<std::vector<uint32_t>> EnginePromptTokens(api::ApiKind api, std::string_v
     default:
       return Status::InvalidArgument("no prompt tokens for this API");
   }
-  Result<engine::EngineHttpRequest> r = engine::ParseEngineRequest(path, body);
+  Result<engine_model::EngineHttpRequest> r = engine_model::ParseEngineRequest(path, body);
   if (!r.ok()) return r.status();
-  return engine::PromptTokens(*r);
+  return engine_model::PromptTokens(*r);
 }
 
 Result<TokenizeQuery> TokenizeQueryFor(api::ApiKind api, std::string_view body) {

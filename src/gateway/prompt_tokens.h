@@ -4,7 +4,7 @@
 //
 // The tokens come from the engine-compatible tokenizer and chat template of the engine model
 // (engine_model/tokenizer.h), through the emulator's own request parser
-// (engine/engine_request.h), so a request routed to the emulator yields exactly the tokens whose
+// (engine_model/engine_request.h), so a request routed to the emulator yields exactly the tokens whose
 // blocks that emulator publishes.
 //
 // Or, with the pool's `tokenizer: engine`, from the engine itself: the gateway POSTs vLLM's

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/engine_request.h"
+#include "engine_model/engine_request.h"
 #include "engine_model/tokenizer.h"
 
 namespace prefix_router::gateway {
@@ -47,7 +47,7 @@ std::vector<uint32_t> TokensVia(api::ApiKind api, std::string_view body) {
   EXPECT_TRUE(q.ok()) << q.status().ToString() << " for " << body;
   if (!q.ok()) return {};
   if (q->has_tokens) return q->tokens;
-  Result<engine::TokenizeRequest> r = engine::ParseTokenizeRequest(q->body);
+  Result<engine_model::TokenizeRequest> r = engine_model::ParseTokenizeRequest(q->body);
   EXPECT_TRUE(r.ok()) << r.status().ToString() << " for " << q->body;
   return r.ok() ? r->tokens : std::vector<uint32_t>{};
 }

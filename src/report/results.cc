@@ -14,6 +14,8 @@
 #include <boost/json/basic_parser_impl.hpp>
 #include <fmt/format.h>
 
+#include "base/json_text.h"
+#include "base/utf8.h"
 #include "report/text.h"
 
 namespace prefix_router::report {
@@ -123,7 +125,7 @@ void SummarizeSeries(const std::vector<const RequestRecord*>& counted, double fi
 // ---- JSON writing ----------------------------------------------------------------------------
 
 void AppendKey(std::string& out, std::string_view key) {
-  AppendJsonString(out, key);
+  base::AppendJsonString(out, key);
   out += ": ";
 }
 
@@ -131,7 +133,7 @@ void AppendNumberArray(std::string& out, const std::vector<double>& v) {
   out += '[';
   for (size_t i = 0; i < v.size(); ++i) {
     if (i > 0) out += ", ";
-    out += JsonNumber(v[i]);
+    out += base::JsonNumber(v[i]);
   }
   out += ']';
 }
@@ -143,7 +145,7 @@ void AppendNumberMap(std::string& out, const std::map<std::string, double>& m) {
     if (!first) out += ", ";
     first = false;
     AppendKey(out, k);
-    out += JsonNumber(v);
+    out += base::JsonNumber(v);
   }
   out += '}';
 }
@@ -157,17 +159,17 @@ void AppendRun(std::string& out, const RunResult& r) {
     AppendKey(out, name);
   };
   field("source");
-  AppendJsonString(out, r.source);
+  base::AppendJsonString(out, r.source);
   field("workload");
-  AppendJsonString(out, r.workload);
+  base::AppendJsonString(out, r.workload);
   field("strategy");
-  AppendJsonString(out, r.strategy);
+  base::AppendJsonString(out, r.strategy);
   field("instances");
   out += fmt::format("{}", r.instances);
   field("seed");
   out += fmt::format("{}", r.seed);
   field("ttft_kind");
-  AppendJsonString(out, r.ttft_kind);
+  base::AppendJsonString(out, r.ttft_kind);
   field("settings");
   AppendNumberMap(out, r.settings);
   field("requests");
@@ -176,7 +178,7 @@ void AppendRun(std::string& out, const RunResult& r) {
   out += fmt::format("{}", r.errors);
   for (const DoubleField& f : kDoubleFields) {
     field(f.name);
-    out += JsonNumber(r.*f.member);
+    out += base::JsonNumber(r.*f.member);
   }
   field("share");
   AppendNumberArray(out, r.share);
@@ -190,14 +192,14 @@ void AppendRun(std::string& out, const RunResult& r) {
     const SeriesPoint& p = r.series[i];
     out += i > 0 ? ",\n      {" : "\n      {";
     AppendKey(out, "t_s");
-    out += JsonNumber(p.t_s);
+    out += base::JsonNumber(p.t_s);
     out += ", ";
     AppendKey(out, "requests");
     out += fmt::format("{}", p.requests);
     for (const PointDoubleField& f : kPointDoubleFields) {
       out += ", ";
       AppendKey(out, f.name);
-      out += JsonNumber(p.*f.member);
+      out += base::JsonNumber(p.*f.member);
     }
     out += ", ";
     AppendKey(out, "share");
@@ -460,7 +462,7 @@ Status ReadRun(const json::value& v, const std::string& path, RunResult& r) {
 // RFC 4180: quote a field that holds a comma, quote or line break; double inner quotes.
 std::string CsvField(std::string_view s) {
   std::string valid;
-  AppendValidUtf8(valid, s);
+  base::AppendValidUtf8(valid, s);
   if (valid.find_first_of(",\"\r\n") == std::string::npos) return valid;
   std::string out = "\"";
   for (char c : valid) {

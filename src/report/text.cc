@@ -4,80 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "base/utf8.h"
+
 namespace prefix_router::report {
-namespace {
-
-bool Continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
-
-// Length of the well-formed UTF-8 sequence at s[i], or 0 if there is none.
-size_t SequenceLength(std::string_view s, size_t i) {
-  const auto at = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = at(0);
-  if (c < 0x80) return 1;
-  size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;  // overlong
-    if (c == 0xED) hi = 0x9F;  // surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;  // overlong
-    if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  if (at(1) < lo || at(1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (!Continuation(at(k))) return 0;
-  }
-  return n;
-}
-
-}  // namespace
-
-void AppendValidUtf8(std::string& out, std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = SequenceLength(s, i);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
-}
-
-void AppendJsonString(std::string& out, std::string_view s) {
-  std::string valid;
-  AppendValidUtf8(valid, s);
-  out += '"';
-  for (char ch : valid) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          out += fmt::format("\\u{:04x}", c);
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
 
 std::string HtmlEscape(std::string_view s) {
   std::string valid;
-  AppendValidUtf8(valid, s);
+  base::AppendValidUtf8(valid, s);
   std::string out;
   out.reserve(valid.size());
   for (char ch : valid) {
@@ -97,11 +30,6 @@ std::string HtmlEscape(std::string_view s) {
     }
   }
   return out;
-}
-
-std::string JsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
-  return fmt::format("{}", v);
 }
 
 std::string FormatSeconds(double s) {

@@ -1,5 +1,5 @@
 // Text helpers shared by the results writers and the report (internal to the report library):
-// UTF-8 repair, JSON and HTML escaping, and the number formats used on screen.
+// HTML escaping and the number formats used on screen (JSON text and UTF-8 repair: base/).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -9,20 +9,8 @@
 
 namespace prefix_router::report {
 
-// Appends `s` to `out` with every byte sequence that is not well-formed UTF-8 (RFC 3629: no
-// overlong forms, surrogates or code points above U+10FFFF) replaced by U+FFFD, so that what we
-// write is always valid JSON and HTML text.
-void AppendValidUtf8(std::string& out, std::string_view s);
-
-// `s` as a JSON string literal, quotes included.
-void AppendJsonString(std::string& out, std::string_view s);
-
 // `s` escaped for HTML text and attribute values (& < > " ').
 std::string HtmlEscape(std::string_view s);
-
-// The shortest text that reads back as exactly `v` ("0.1", "2048", "1e-07"); "null" when `v` is
-// not finite (JSON has no NaN or infinity).
-std::string JsonNumber(double v);
 
 // Human formats. Seconds: "0.412 s" (three decimals), "12.3 s" from 10 s, "0.42 ms" below 1 ms.
 std::string FormatSeconds(double s);

@@ -2,6 +2,7 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include "base/json_text.h"
 #include "api/error.h"
 
 namespace prefix_router::testing {
@@ -53,15 +54,15 @@ void FakeUpstream::SetModels(std::vector<std::string> ids) {
     const std::string id = ids[i].substr(0, lt);
     if (i) body += ',';
     body += "{\"id\":\"";
-    api::AppendJsonEscaped(body, id);
+    base::AppendJsonEscaped(body, id);
     body += "\",\"object\":\"model\",\"created\":0,\"owned_by\":\"vllm\",\"root\":\"";
-    api::AppendJsonEscaped(body, lt == std::string::npos ? id : ids[i].substr(lt + 1));
+    base::AppendJsonEscaped(body, lt == std::string::npos ? id : ids[i].substr(lt + 1));
     body += "\",\"parent\":";
     if (lt == std::string::npos) {
       body += "null";
     } else {
       body += "\"";
-      api::AppendJsonEscaped(body, ids[i].substr(lt + 1));
+      base::AppendJsonEscaped(body, ids[i].substr(lt + 1));
       body += "\"";
     }
     body += "}";
@@ -180,9 +181,9 @@ net::awaitable<void> FakeUpstream::Handle(http::Exchange& ex) {
     res.set(bhttp::field::content_type, "application/json");
     res.set("x-upstream", name_);
     std::string body = "{\"instance\":\"";
-    api::AppendJsonEscaped(body, name_);
+    base::AppendJsonEscaped(body, name_);
     body += "\",\"target\":\"";
-    api::AppendJsonEscaped(body, ex.request().target());
+    base::AppendJsonEscaped(body, ex.request().target());
     body += "\",\"body_bytes\":" + std::to_string(ex.request().body().size()) + "}";
     res.body() = std::move(body);
     if (!co_await ex.Send(std::move(res))) ++aborted_;

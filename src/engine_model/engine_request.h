@@ -23,7 +23,7 @@
 #include "core/status.h"
 #include "engine_model/tokenizer.h"
 
-namespace prefix_router::engine {
+namespace prefix_router::engine_model {
 
 enum class RequestShape { kChat, kCompletion, kTgi };
 
@@ -90,4 +90,4 @@ std::string StreamEnd(const EngineHttpRequest& r, const std::string& id, int64_t
 // {"error":{"message":...,"type":"NotFoundError","param":null,"code":404}}.
 std::string VllmErrorBody(int status, std::string_view type, std::string_view message);
 
-}  // namespace prefix_router::engine
+}  // namespace prefix_router::engine_model

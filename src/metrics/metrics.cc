@@ -1,6 +1,4 @@
-#include "gateway/metrics.h"
-
-#include <simdjson.h>
+#include "metrics/metrics.h"
 
 #include <cassert>
 #include <charconv>
@@ -10,7 +8,9 @@
 #include <type_traits>
 #include <utility>
 
-namespace prefix_router::gateway {
+#include "base/utf8.h"
+
+namespace prefix_router::metrics {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -252,12 +252,12 @@ bool IsValidLabelValue(std::string_view value) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) return false;
   }
-  return simdjson::validate_utf8(value.data(), value.size());
+  return base::IsValidUtf8(value);
 }
 
 // ---- FamilyBase ----
 
-namespace metrics_internal {
+namespace internal {
 
 FamilyBase::FamilyBase(std::string name, std::string help, std::vector<std::string> label_names,
                        std::string_view type_name)
@@ -293,7 +293,7 @@ void FamilyBase::AppendHeader(std::string& out) const {
   out += '\n';
 }
 
-}  // namespace metrics_internal
+}  // namespace internal
 
 // ---- Family<M> ----
 
@@ -423,4 +423,4 @@ std::string Registry::Render() const {
   return out;
 }
 
-}  // namespace prefix_router::gateway
+}  // namespace prefix_router::metrics

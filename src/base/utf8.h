@@ -1,13 +1,17 @@
-// Strict UTF-8 (RFC 3629): no overlong forms, surrogates or code points above U+10FFFF.
+// Strict UTF-8 (RFC 3629): no overlong forms, surrogates or code points above U+10FFFF. The
+// project's one UTF-8 validator: every check and repair of text in src/ goes through Utf8Length.
 //
-//   api::Utf8Length("é…", 0) == 2;  api::Utf8Length("\xC3", 0) == 0 (cut short)
+//   base::Utf8Length("é…", 0) == 2;  base::Utf8Length("\xC3", 0) == 0 (cut short)
+//
+// Thread-safety: pure functions.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
-namespace prefix_router::api {
+namespace prefix_router::base {
 
 // The length of the well-formed UTF-8 sequence that starts at s[i] (1 to 4), or 0 when the bytes
 // there are not one (an invalid lead byte, a bad or missing continuation byte, an overlong form,
@@ -41,13 +45,34 @@ inline size_t Utf8Length(std::string_view s, size_t i) {
   return n + 1;
 }
 
-inline bool IsValidUtf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
+// The length of the longest prefix of `s` that is well-formed UTF-8.
+inline size_t ValidUtf8Prefix(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
     const size_t n = Utf8Length(s, i);
-    if (n == 0) return false;
+    if (n == 0) break;
     i += n;
   }
-  return true;
+  return i;
+}
+
+inline bool IsValidUtf8(std::string_view s) { return ValidUtf8Prefix(s) == s.size(); }
+
+// Appends `s` to `out` with each byte that starts no well-formed sequence replaced by U+FFFD,
+// the replacement character, so that what is written is always valid UTF-8.
+inline void AppendValidUtf8(std::string& out, std::string_view s) {
+  size_t i = ValidUtf8Prefix(s);
+  out.append(s.substr(0, i));
+  while (i < s.size()) {
+    const size_t n = Utf8Length(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
 }
 
 // `s` without a sequence cut short at its end (a prefix taken at a byte count may end inside a
@@ -68,4 +93,4 @@ inline std::string_view TrimPartialUtf8(std::string_view s) {
   return s.size() - lead < want ? s.substr(0, lead) : s;
 }
 
-}  // namespace prefix_router::api
+}  // namespace prefix_router::base

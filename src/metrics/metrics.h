@@ -1,8 +1,9 @@
 // Prometheus metrics: counters, gauges and histograms grouped into labelled families, and a
 // Registry that renders them in the text exposition format, version 0.0.4, for GET /metrics.
 //
-// No Prometheus client library is packaged for our platform, so this is a deliberately small
-// hand-written one that follows the official Go client's data model: a family is a metric name,
+// A small hand-written client (written when no Prometheus client library was packaged for our
+// platform; Debian 12 now has prometheus-cpp 1.0.1, a move held until a benchmark shows its hot
+// path as fast) that follows the official Go client's data model: a family is a metric name,
 // help text and label names; each distinct tuple of label values is a child holding the numbers.
 // Children are created on first use and never removed, so label values must come from bounded
 // sets we control (configured instances, pools, status classes), never from raw client input.
@@ -44,7 +45,7 @@
 #include <string_view>
 #include <vector>
 
-namespace prefix_router::gateway {
+namespace prefix_router::metrics {
 
 // True if `name` matches [a-zA-Z_:][a-zA-Z0-9_:]*, Prometheus's rule for metric names.
 bool IsValidMetricName(std::string_view name);
@@ -141,7 +142,7 @@ class Registry;
 template <typename M>
 class Family;
 
-namespace metrics_internal {
+namespace internal {
 
 // The bound on children a registry puts on its families (see the top of this file).
 struct SeriesLimit {
@@ -180,7 +181,7 @@ class FamilyBase {
   void AppendHeader(std::string& out) const;
 
  private:
-  friend class gateway::Registry;
+  friend class metrics::Registry;
   virtual void RenderTo(std::string& out) const = 0;
 
   std::string name_;
@@ -193,12 +194,12 @@ class FamilyBase {
   const SeriesLimit* limit_ = nullptr;  // the registry's; set when the family is added
 };
 
-}  // namespace metrics_internal
+}  // namespace internal
 
 // One metric name with its label names, and a child metric of type M (Counter, Gauge or
 // Histogram) per distinct tuple of label values. Created and owned by a Registry.
 template <typename M>
-class Family final : public metrics_internal::FamilyBase {
+class Family final : public internal::FamilyBase {
  public:
   // The child for these label values, in the order of LabelNames(); created on first use.
   // The reference stays valid for the family's lifetime; updating it takes no lock.
@@ -207,7 +208,7 @@ class Family final : public metrics_internal::FamilyBase {
   M& WithLabels(std::initializer_list<std::string_view> values);
 
  private:
-  friend class Registry;
+  friend class metrics::Registry;
   Family(std::string name, std::string help, std::vector<std::string> label_names,
          std::vector<double> bucket_bounds);
   void RenderTo(std::string& out) const override;
@@ -216,7 +217,7 @@ class Family final : public metrics_internal::FamilyBase {
   const std::vector<double> bucket_bounds_;  // histograms only: every child's upper bounds
   mutable std::mutex mu_;
   // Guarded by mu_. Children are never removed, so references handed out stay valid.
-  std::map<std::vector<std::string>, std::unique_ptr<M>, metrics_internal::LabelValuesLess>
+  std::map<std::vector<std::string>, std::unique_ptr<M>, internal::LabelValuesLess>
       children_;
   const std::unique_ptr<M> invalid_child_;  // target of wrong-arity WithLabels; never rendered
 };
@@ -260,9 +261,9 @@ class Registry {
   Family<M>& Add(std::string name, std::string help, std::vector<std::string> label_names,
                  std::vector<double> bounds);
 
-  metrics_internal::SeriesLimit limit_;
+  internal::SeriesLimit limit_;
   mutable std::mutex mu_;
-  std::vector<std::unique_ptr<metrics_internal::FamilyBase>> families_;  // guarded by mu_
+  std::vector<std::unique_ptr<internal::FamilyBase>> families_;  // guarded by mu_
   std::vector<std::function<void()>> collectors_;                       // guarded by mu_
 };
 
@@ -271,4 +272,4 @@ extern template class Family<Counter>;
 extern template class Family<Gauge>;
 extern template class Family<Histogram>;
 
-}  // namespace prefix_router::gateway
+}  // namespace prefix_router::metrics

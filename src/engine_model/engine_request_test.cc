@@ -1,7 +1,7 @@
 // Unit tests of the emulator's request parsing and response writing (engine_request.h): the
 // accepted shapes and their defaults, the errors for invalid fields, and the exact JSON of
 // responses and stream events.
-#include "engine/engine_request.h"
+#include "engine_model/engine_request.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <string>
 
-namespace prefix_router::engine {
+namespace prefix_router::engine_model {
 namespace {
 
 namespace json = boost::json;
@@ -207,4 +207,4 @@ TEST(EngineRequestTest, PromptTokensDetailsAsVllm) {
 }
 
 }  // namespace
-}  // namespace prefix_router::engine
+}  // namespace prefix_router::engine_model

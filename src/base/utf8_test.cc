@@ -1,12 +1,10 @@
-#include "api/utf8.h"
+#include "base/utf8.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "api/error.h"
-
-namespace prefix_router::api {
+namespace prefix_router::base {
 namespace {
 
 TEST(Utf8Test, LengthsOfWellFormedAndBrokenSequences) {
@@ -36,12 +34,14 @@ TEST(Utf8Test, TrimPartialDropsOnlyACutLastCharacter) {
   }
 }
 
-// JSON text must be UTF-8: invalid bytes become U+FFFD, valid characters pass as they are.
-TEST(Utf8Test, JsonEscapingReplacesInvalidBytes) {
-  std::string out;
-  AppendJsonEscaped(out, "ok \xC3\xA9 bad \xFF\xC3 end\x01");
-  EXPECT_EQ(out, "ok \xC3\xA9 bad \xEF\xBF\xBD\xEF\xBF\xBD end\\u0001");  // U+FFFD twice
+// Repair keeps valid characters and replaces each byte that starts no sequence by U+FFFD.
+TEST(Utf8Test, AppendValidReplacesEachBadByte) {
+  std::string out = "x";
+  AppendValidUtf8(out, "ok \xC3\xA9 \xFF\xED\xA0\x80 \xE3\x81");
+  EXPECT_EQ(out, "xok \xC3\xA9 \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD \xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_TRUE(IsValidUtf8(out));
+  EXPECT_EQ(ValidUtf8Prefix("ab\xC3\xA9\xFFcd"), 4u);
 }
 
 }  // namespace
-}  // namespace prefix_router::api
+}  // namespace prefix_router::base

@@ -1,4 +1,4 @@
-#include "gateway/metrics.h"
+#include "metrics/metrics.h"
 
 #include <gtest/gtest.h>
 #include <regex.h>
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-namespace prefix_router::gateway {
+namespace prefix_router::metrics {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -434,4 +434,4 @@ TEST(MetricsDeathTest, InvalidNames) {
 }
 
 }  // namespace
-}  // namespace prefix_router::gateway
+}  // namespace prefix_router::metrics

@@ -1,9 +1,9 @@
-#include "engine/engine_request.h"
+#include "engine_model/engine_request.h"
 
 #include <boost/json.hpp>
 #include <xxhash.h>
 
-namespace prefix_router::engine {
+namespace prefix_router::engine_model {
 namespace json = boost::json;
 namespace {
 
@@ -39,7 +39,7 @@ Status ReadMessages(const json::value& v, EngineHttpRequest& r) {
   for (const json::value& m : v.as_array()) {
     if (!m.is_object()) return Invalid("messages: each message must be an object");
     const json::object& mo = m.as_object();
-    engine_model::ChatMessage msg;
+    ChatMessage msg;
     const json::value* role = mo.if_contains("role");
     if (!role || !role->is_string()) return Invalid("messages: each message needs a string role");
     msg.role = std::string(role->as_string());
@@ -53,10 +53,10 @@ Status ReadMessages(const json::value& v, EngineHttpRequest& r) {
         const json::value* type = po.if_contains("type");
         const json::value* text = po.if_contains("text");
         if (type && type->is_string() && type->as_string() == "text" && text && text->is_string()) {
-          msg.parts.push_back(engine_model::ChatPart::Text(std::string(text->as_string())));
+          msg.parts.push_back(ChatPart::Text(std::string(text->as_string())));
         } else {
           const std::string raw = json::serialize(part);
-          msg.parts.push_back(engine_model::ChatPart::NonText(XXH3_64bits(raw.data(), raw.size())));
+          msg.parts.push_back(ChatPart::NonText(XXH3_64bits(raw.data(), raw.size())));
         }
       }
     } else if (content && !content->is_null()) {
@@ -186,9 +186,9 @@ Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body) {
     if (Status s = ReadMessages(*msgs, r); !s.ok()) return s;
     Result<bool> generation = flag("add_generation_prompt", true);
     if (!generation.ok()) return generation.status();
-    out.tokens.push_back(engine_model::kBeginOfText);
-    for (const engine_model::ChatMessage& m : r.messages) engine_model::AppendChatMessage(m, out.tokens);
-    if (*generation) engine_model::AppendGenerationPrompt(out.tokens);
+    out.tokens.push_back(kBeginOfText);
+    for (const ChatMessage& m : r.messages) AppendChatMessage(m, out.tokens);
+    if (*generation) AppendGenerationPrompt(out.tokens);
     return out;
   }
   const json::value* p = o.if_contains("prompt");
@@ -201,9 +201,9 @@ Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body) {
   Result<bool> special = flag("add_special_tokens", true);
   if (!special.ok()) return special.status();
   if (*special) {
-    out.tokens = engine_model::RenderCompletion(r.prompt);
+    out.tokens = RenderCompletion(r.prompt);
   } else {
-    engine_model::Tokenize(r.prompt, out.tokens);
+    Tokenize(r.prompt, out.tokens);
   }
   return out;
 }
@@ -220,9 +220,9 @@ std::string TokenizeResponseBody(const std::vector<uint32_t>& tokens, uint32_t m
 }
 
 std::vector<uint32_t> PromptTokens(const EngineHttpRequest& r) {
-  if (r.shape == RequestShape::kChat) return engine_model::RenderChat(r.messages);
+  if (r.shape == RequestShape::kChat) return RenderChat(r.messages);
   if (r.prompt_is_ids) return r.prompt_ids;
-  return engine_model::RenderCompletion(r.prompt);
+  return RenderCompletion(r.prompt);
 }
 
 std::string CompletionBody(const EngineHttpRequest& r, const std::string& id, int64_t created,
@@ -271,4 +271,4 @@ std::string VllmErrorBody(int status, std::string_view type, std::string_view me
          ",\"param\":null,\"code\":" + std::to_string(status) + "}}";
 }
 
-}  // namespace prefix_router::engine
+}  // namespace prefix_router::engine_model
