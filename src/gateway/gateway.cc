@@ -1258,8 +1258,7 @@ net::awaitable<Gateway::CheckResult> Gateway::CheckOnce(const UpstreamTarget& ta
 }
 
 net::awaitable<void> Gateway::HealthLoop(std::shared_ptr<const RoutingState> rs, uint32_t index) {
-  auto executor = co_await net::this_coro::executor;
-  net::steady_timer timer(executor);
+  GatewayTimer timer(co_await net::this_coro::executor);
   auto& rt = *rs->instances[index];
   while (!server_->stopping() && routing_.load() == rs) {
     const CheckResult result = co_await CheckOnce(rt.target);
@@ -1286,14 +1285,14 @@ net::awaitable<void> Gateway::HealthLoop(std::shared_ptr<const RoutingState> rs,
 
 // The status page's request series: one sample every RequestSeries::kInterval.
 net::awaitable<void> Gateway::SampleLoop() {
-  net::steady_timer timer(co_await net::this_coro::executor);
-  auto next = Clock::now();
+  GatewayTimer timer(co_await net::this_coro::executor);
+  auto next = GatewayClock::now();
   while (!server_->stopping()) {
     next += RequestSeries::kInterval;
     timer.expires_at(next);
     auto [ec] = co_await timer.async_wait(http::kTuple);
     if (ec || server_->stopping()) break;
-    SampleRequests(Clock::now());
+    SampleRequests(StatusClock::now());
   }
 }
 

@@ -65,6 +65,7 @@
 #include "core/fleet.h"
 #include "api/key_normalisation.h"
 #include "core/policy.h"
+#include "gateway/clock.h"
 #include "gateway/config.h"
 #include "gateway/discovery.h"
 #include "gateway/ejection_signal.h"
@@ -171,6 +172,9 @@ class Gateway final : public http::Handler {
   // call has been applied. For tests and operators; the loop runs on its own otherwise.
   uint64_t RequestDiscovery();
   uint64_t discovery_rounds_done() const { return discovery_done_.load(); }
+  // Turns the engine-metrics loop has taken (each: a round when scraping is on, else nothing),
+  // for tests that step GatewayClock and need to know the loop looked.
+  uint64_t engine_metrics_turns() const { return engine_metrics_turns_.load(); }
 
   // For tests and the status page.
   std::shared_ptr<const RoutingState> routing() const { return routing_.load(); }
@@ -326,10 +330,11 @@ class Gateway final : public http::Handler {
   // The discovery loop's first poll round has ended (or the loop has): until then requests
   // that depend on served names wait for it (AwaitFirstDiscovery).
   std::atomic<bool> first_discovery_done_{false};
-  net::steady_timer* discovery_timer_ = nullptr;  // the loop's; touched on context(0) only
+  GatewayTimer* discovery_timer_ = nullptr;  // the loop's; touched on context(0) only
   // Instances whose last engine-metrics scrape failed (logged once per streak); touched by the
   // engine-metrics loop only, on context(0).
   std::set<std::string, std::less<>> engine_metrics_failing_;
+  std::atomic<uint64_t> engine_metrics_turns_{0};
   // Which instance the next /tokenize asks, in rotation, and its metrics (tokenize.cc;
   // registered by Create).
   std::atomic<uint64_t> tokenize_rotation_{0};

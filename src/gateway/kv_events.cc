@@ -11,7 +11,9 @@
 namespace prefix_router::gateway {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// Silence is measured on the loops' clock (tests step it); replay deadlines bound real socket
+// waits and stay on the steady clock.
+using Clock = GatewayClock;
 using std::chrono::milliseconds;
 
 std::span<const uint8_t> Bytes(const std::string& s) {
@@ -94,6 +96,7 @@ KvSubscriberCounters KvEventSubscriber::counters() const {
   c.replayed_batches = n_replayed_.load();
   c.streams_lost = n_lost_.load();
   c.restarts = n_restarts_.load();
+  c.turns = n_turns_.load();
   return c;
 }
 
@@ -152,6 +155,7 @@ void KvEventSubscriber::Run() {
   std::vector<std::unique_ptr<Stream>> streams;
   std::vector<zmq::Socket*> sockets;
   while (!stop_.load()) {
+    n_turns_.fetch_add(1);
     Apply(streams);
     sockets.clear();
     for (auto& s : streams) sockets.push_back(&s->socket);
@@ -247,10 +251,10 @@ bool KvEventSubscriber::ReplayInto(Stream& s, uint64_t from, uint64_t until) {
       !d.Connect(s.source.config.replay_endpoint).ok()) {
     return false;
   }
-  const Clock::time_point deadline = Clock::now() + options_.replay_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + options_.replay_timeout;
   auto left = [&] {
     return std::max(milliseconds(0),
-                    std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+                    std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
   };
   if (!d.Send({"", api::EncodeKvSeq(from)}, left()).ok()) return false;
   uint64_t next = from;
