@@ -16,6 +16,7 @@
 #include "api/response_usage.h"
 #include "api/trace_context.h"
 #include "core/block_chain.h"
+#include "gateway/background.h"
 #include "gateway/connection_limit.h"
 #include "gateway/log.h"
 #include "http/tls.h"
@@ -306,7 +307,8 @@ struct Gateway::Metrics {
                                      "model, client and with_usage (false: no usage in the body, "
                                      "or a stream without stream_options.include_usage; their "
                                      "tokens are not counted)",
-                                     {"instance", "model", "client", "with_usage"})) {}
+                                     {"instance", "model", "client", "with_usage"})),
+        background_failures(BackgroundFailuresFamily(r)) {}
 
   Family<Counter>& requests;
   Family<Counter>& overflows;
@@ -334,6 +336,7 @@ struct Gateway::Metrics {
   Family<Counter>& prompt_tokens;
   Family<Counter>& completion_tokens;
   Family<Counter>& usage_responses;
+  Family<Counter>& background_failures;
 };
 
 // What the access log and the failure log say about one routed request.
@@ -403,7 +406,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
   if (std::any_of(c.instances.begin(), c.instances.end(),
                   [](const InstanceConfig& ic) { return ic.resolve == ResolveMode::kAll; })) {
     net::io_context ctx;
-    net::co_spawn(ctx, g->ResolveRound(/*apply=*/false), net::detached);
+    g->SpawnLoop(ctx, "resolve", g->ResolveRound(/*apply=*/false));
     ctx.run();
   }
 
@@ -553,7 +556,7 @@ Status Gateway::Start() {
     auto rs = routing_.load();
     for (uint32_t i = 0; i < rs->fleet->size(); ++i) {
       auto& ctx = server_->context(i % server_->thread_count());
-      net::co_spawn(ctx, HealthLoop(rs, i), net::detached);
+      SpawnLoop(ctx, "health", HealthLoop(rs, i));
     }
   }
   for (const auto& ic : config_.instances) {
@@ -563,13 +566,17 @@ Status Gateway::Start() {
     }
   }
   SampleRequests(StatusClock::now());
-  net::co_spawn(server_->context(0), SampleLoop(), net::detached);
-  net::co_spawn(server_->context(0), DiscoveryLoop(), net::detached);
-  net::co_spawn(server_->context(0), EngineMetricsLoop(), net::detached);
+  SpawnLoop(server_->context(0), "sample", SampleLoop());
+  SpawnLoop(server_->context(0), "discovery", DiscoveryLoop());
+  SpawnLoop(server_->context(0), "engine_metrics", EngineMetricsLoop());
   spdlog::info("prefix-router listening on {}:{} with {} instances, {} I/O threads",
                config_.listen_host, server_->port(), routing_.load()->fleet->size(),
                server_->thread_count());
   return Status::Ok();
+}
+
+void Gateway::SpawnLoop(net::io_context& ctx, std::string_view task, net::awaitable<void> loop) {
+  SpawnBackground(ctx.get_executor(), task, std::move(loop), metrics_->background_failures.WithLabels({task}));
 }
 
 void Gateway::Stop() {

@@ -221,6 +221,9 @@ class Gateway final : public http::Handler {
   net::awaitable<int> Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
                               const Decision& decision, bool last_attempt, Attempt& attempt,
                               Policy& policy);
+  // Starts a background loop on `ctx` through SpawnBackground (gateway/background.h): an
+  // exception that escapes it is logged with `task` and counted.
+  void SpawnLoop(net::io_context& ctx, std::string_view task, net::awaitable<void> loop);
   net::awaitable<void> HealthLoop(std::shared_ptr<const RoutingState> rs, uint32_t index);
   net::awaitable<void> SampleLoop();
   enum class CheckResult { kPass, kFail, kLocalError };
