@@ -383,9 +383,9 @@ TEST(AdminTest, BadRequestsGetClearErrorsAndChangeNothing) {
 // instance and reach the added one; undrain brings the instance back; no count leaks.
 TEST(AdminTest, AddRemoveDrainWhileRequestsAreInFlight) {
   Fakes fakes = StartFakes({"a", "b", "c", "d"});
-  Behavior slow;
-  slow.head_delay = 1500ms;
-  for (int i = 0; i < 3; ++i) fakes[i]->SetBehavior(slow);
+  // The first nine requests stay in flight until every admin change is made (a fixed delay
+  // raced the changes on a loaded machine).
+  for (int i = 0; i < 3; ++i) fakes[i]->HoldResponses(true);
   GatewayConfig config = ConfigFor(fakes);
   config.instances.resize(3);  // d joins later
   config.routing.strategy = Strategy::kRoundRobin;  // exactly 3 requests on each instance
@@ -396,6 +396,12 @@ TEST(AdminTest, AddRemoveDrainWhileRequestsAreInFlight) {
   auto* old_policy = g->routing()->default_pool.policy.get();
 
   Burst burst(g->port(), 9);
+  struct ReleaseOnExit {  // an assertion below must not leave the burst waiting
+    Fakes& fakes;
+    ~ReleaseOnExit() {
+      for (auto& f : fakes) f->HoldResponses(false);
+    }
+  } release_on_exit{fakes};
   ASSERT_TRUE(Eventually([&] { return TotalInFlight(*g) == 9; }));
   ClientResponse r = Admin(port, bhttp::verb::post, "/admin/instances",
                            R"({"name":"d","url":")" + fakes[3]->url() + R"(","weight":2})");
@@ -409,6 +415,7 @@ TEST(AdminTest, AddRemoveDrainWhileRequestsAreInFlight) {
   EXPECT_EQ(Int(Json(r).at("in_flight")), 3);
   EXPECT_EQ(g->routing()->default_pool.policy.get(), old_policy);  // options unchanged: kept
 
+  for (int i = 0; i < 3; ++i) fakes[i]->HoldResponses(false);
   burst.Join();
   for (int i = 0; i < 9; ++i) {
     EXPECT_EQ(burst.statuses()[i], 200) << i;

@@ -17,7 +17,7 @@ namespace prefix_router::gateway {
 namespace {
 
 namespace bhttp = http::bhttp;
-using Clock = std::chrono::steady_clock;
+using Clock = GatewayClock;  // the loop's time (gateway/clock.h)
 
 std::chrono::milliseconds Ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
@@ -68,7 +68,7 @@ void Gateway::WakeDiscovery() {
 }
 
 net::awaitable<void> Gateway::DiscoveryLoop() {
-  net::steady_timer timer(co_await net::this_coro::executor);
+  GatewayTimer timer(co_await net::this_coro::executor);
   discovery_timer_ = &timer;
   const auto resolve_every = Ms(config_.discovery.resolve_interval);
   const auto poll_every = Ms(config_.discovery.models_interval);
@@ -101,9 +101,10 @@ net::awaitable<void> Gateway::AwaitFirstDiscovery() {
   if (first_discovery_done_.load()) co_return;
   // Only the first moments after start come here; a short poll of the flag is simpler than a
   // wake-up list and costs nothing once the round has ended.
+  // On the request path: real time, like the request's own deadlines.
   net::steady_timer timer(co_await net::this_coro::executor);
-  const auto until = Clock::now() + Ms(config_.health.timeout);
-  while (!first_discovery_done_.load() && !server_->stopping() && Clock::now() < until) {
+  const auto until = std::chrono::steady_clock::now() + Ms(config_.health.timeout);
+  while (!first_discovery_done_.load() && !server_->stopping() && std::chrono::steady_clock::now() < until) {
     timer.expires_after(std::chrono::milliseconds(5));
     co_await timer.async_wait(http::kTuple);
   }

@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "gateway/clock.h"
 #include "gateway/gateway.h"
 #include "gateway/status.h"
 #include "gateway/gateway_test_util.h"
@@ -100,16 +100,24 @@ TEST(EngineLoadTest, UnreadableMetricsFallBackToTheGatewaysCount) {
   EXPECT_NE(text.find("no vllm:num_requests_running"), std::string::npos) << text;
 }
 
-// Scraping is off unless asked: no /metrics request reaches an instance.
+// Scraping is off unless asked: the loop's turns pass (the clock stepped by six intervals) and
+// no /metrics request reaches an instance.
 TEST(EngineLoadTest, NoScrapesWithoutEngineLoad) {
   QuietLogs();
+  ManualGatewayClock clock;
   Fakes fakes = StartFakes({"a"});
   fakes[0]->SetMetrics(VllmMetrics(1, 1, 0.5));
   GatewayConfig config = ConfigFor(fakes);
   config.engine_metrics.interval = 0.05;
   auto gw = StartGateway(config);
   ASSERT_NE(gw, nullptr);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(Eventually([&] { return gw->engine_metrics_turns() >= 1; }));
+  const uint64_t first = gw->engine_metrics_turns();
+  for (uint64_t n = 1; n <= 6; ++n) {
+    clock.Advance(std::chrono::milliseconds(50));
+    ASSERT_TRUE(Eventually([&] { return gw->engine_metrics_turns() >= first + n; })) << n;
+  }
+  EXPECT_EQ(gw->engine_metrics_turns(), first + 6);  // one turn per interval, no more
   EXPECT_EQ(fakes[0]->metrics_requests(), 0);
   EXPECT_EQ(gw->routing()->fleet->state(0).engine_running.load(), -1);
   const boost::json::object status = StatusJson(*gw, StatusClock::now());

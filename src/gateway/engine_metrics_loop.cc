@@ -33,11 +33,12 @@ bool PoolsWantEngineLoad(const RoutingState& rs) {
 }  // namespace
 
 net::awaitable<void> Gateway::EngineMetricsLoop() {
-  net::steady_timer timer(co_await net::this_coro::executor);
+  GatewayTimer timer(co_await net::this_coro::executor);
   const auto every = std::chrono::milliseconds(static_cast<int64_t>(config_.engine_metrics.interval * 1000.0));
   while (!discovery_stop_.load() && !server_->stopping()) {
-    const auto next = std::chrono::steady_clock::now() + every;
+    const auto next = GatewayClock::now() + every;
     if (config_.engine_metrics.enabled || PoolsWantEngineLoad(*routing_.load())) co_await EngineMetricsRound();
+    engine_metrics_turns_.fetch_add(1);
     // Stop() cancels nothing here: the loop notices within one interval (at most 1 s by
     // default; Stop's drain is longer).
     timer.expires_at(next);

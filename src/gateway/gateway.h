@@ -64,7 +64,10 @@
 
 #include "core/fleet.h"
 #include "api/key_normalisation.h"
+#include "api/request.h"
+#include "api/response_usage.h"
 #include "core/policy.h"
+#include "gateway/clock.h"
 #include "gateway/config.h"
 #include "gateway/discovery.h"
 #include "gateway/ejection_signal.h"
@@ -171,6 +174,9 @@ class Gateway final : public http::Handler {
   // call has been applied. For tests and operators; the loop runs on its own otherwise.
   uint64_t RequestDiscovery();
   uint64_t discovery_rounds_done() const { return discovery_done_.load(); }
+  // Turns the engine-metrics loop has taken (each: a round when scraping is on, else nothing),
+  // for tests that step GatewayClock and need to know the loop looked.
+  uint64_t engine_metrics_turns() const { return engine_metrics_turns_.load(); }
 
   // For tests and the status page.
   std::shared_ptr<const RoutingState> routing() const { return routing_.load(); }
@@ -196,7 +202,40 @@ class Gateway final : public http::Handler {
   struct Attempt;
   struct RequestRecord;
 
-  net::awaitable<void> HandleRouted(http::Exchange& ex, int api_kind, RequestRecord& record);
+  // How one forwarding attempt ended.
+  enum class AttemptOutcome {
+    kDone,   // answered (or the client is gone)
+    kRetry,  // failed before any byte reached the client; another instance may try
+    kFail,   // failed in a way a retry must not repeat (the instance may be working on it)
+  };
+  // What the dispatch loop routes by, owned: the parser's views do not survive an await.
+  struct Dispatch {
+    std::string served_name;
+    PrefixKey key;
+    uint32_t work_tokens = 0;
+    std::vector<uint64_t> chain;           // cache-aware: the keyed text's block chain
+    std::vector<uint32_t> prompt_tokens;   // kv-aware
+    Policy* policy = nullptr;              // the pool's, or the unkeyed one
+  };
+
+  // The request path (request_path.cc): parse, admit, dispatch with retries.
+  net::awaitable<void> HandleRouted(http::Exchange& ex, api::ApiKind api_kind, RequestRecord& record);
+  net::awaitable<void> RefuseUnserved(http::Exchange& ex, api::ApiKind api_kind, const std::string& name);
+  net::awaitable<void> RefusePoolOverloaded(http::Exchange& ex, const Attempt& attempt, int64_t limit);
+  // Picks, forwards and, on a retryable failure, picks again without the instances tried, up
+  // to max_retries; answers the client's error when no attempt succeeds.
+  net::awaitable<void> DispatchWithRetries(http::Exchange& ex, const RoutingState& rs, const Dispatch& d,
+                                           Attempt& attempt, RequestRecord& record);
+  // The log record and the routing metrics of the `n`th decision (0: the first).
+  void RecordDecision(const RoutingState& rs, const Decision& decision, uint32_t n, const Attempt& attempt,
+                      RequestRecord& record);
+  // A successful generation's usage: token counters and the status page's tallies.
+  void CountUsage(const std::string& instance, InstanceRuntime& rt, const Attempt& attempt,
+                  const api::ResponseUsage& usage);
+  // A response that broke after its head went out: logged, an SSE error event for a stream,
+  // and the connection closed so that the client sees the truncation.
+  net::awaitable<void> EndBrokenStream(http::Exchange& ex, const std::string& instance, const Attempt& attempt,
+                                       bool sse);
   // Checks the client key of a request to a route that needs one; false once it answered 401.
   net::awaitable<bool> Authenticate(http::Exchange& ex, const ClientKeySet& keys, RequestRecord& record);
   // Takes the request from its tenant's buckets and sets the x-ratelimit-* headers; the 429
@@ -214,9 +253,12 @@ class Gateway final : public http::Handler {
   // Calls policy.OnFirstToken(decision) at the response's first body byte when it streams
   // (text/event-stream), else once the whole response has arrived; not when the attempt fails
   // before either.
-  net::awaitable<int> Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
-                              const Decision& decision, bool last_attempt, Attempt& attempt,
-                              Policy& policy);
+  net::awaitable<AttemptOutcome> Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
+                                         const Decision& decision, bool last_attempt, Attempt& attempt,
+                                         Policy& policy);
+  // Starts a background loop on `ctx` through SpawnBackground (gateway/background.h): an
+  // exception that escapes it is logged with `task` and counted.
+  void SpawnLoop(net::io_context& ctx, std::string_view task, net::awaitable<void> loop);
   net::awaitable<void> HealthLoop(std::shared_ptr<const RoutingState> rs, uint32_t index);
   net::awaitable<void> SampleLoop();
   enum class CheckResult { kPass, kFail, kLocalError };
@@ -271,7 +313,7 @@ class Gateway final : public http::Handler {
   // tokenizer: engine: the prompt's tokens from /tokenize on a routable instance serving
   // `served_name`; empty when the body gives no prompt or the instance fails (tokenize.cc).
   net::awaitable<std::vector<uint32_t>> EngineTokens(const RoutingState& rs, const std::string& served_name,
-                                                     int api_kind, std::string_view body);
+                                                     api::ApiKind api_kind, std::string_view body);
   // Engine metrics (engine_metrics_loop.cc): scrapes every instance's /metrics each
   // engine_metrics.interval into its InstanceState's engine_* fields.
   net::awaitable<void> EngineMetricsLoop();
@@ -326,10 +368,11 @@ class Gateway final : public http::Handler {
   // The discovery loop's first poll round has ended (or the loop has): until then requests
   // that depend on served names wait for it (AwaitFirstDiscovery).
   std::atomic<bool> first_discovery_done_{false};
-  net::steady_timer* discovery_timer_ = nullptr;  // the loop's; touched on context(0) only
+  GatewayTimer* discovery_timer_ = nullptr;  // the loop's; touched on context(0) only
   // Instances whose last engine-metrics scrape failed (logged once per streak); touched by the
   // engine-metrics loop only, on context(0).
   std::set<std::string, std::less<>> engine_metrics_failing_;
+  std::atomic<uint64_t> engine_metrics_turns_{0};
   // Which instance the next /tokenize asks, in rotation, and its metrics (tokenize.cc;
   // registered by Create).
   std::atomic<uint64_t> tokenize_rotation_{0};

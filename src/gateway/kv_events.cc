@@ -10,11 +10,11 @@
 
 namespace prefix_router::gateway {
 
-using metrics::Counter;
-using metrics::Registry;
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// Silence is measured on the loops' clock (tests step it); replay deadlines bound real socket
+// waits and stay on the steady clock.
+using Clock = GatewayClock;
 using std::chrono::milliseconds;
 
 std::span<const uint8_t> Bytes(const std::string& s) {
@@ -26,12 +26,12 @@ const std::string kReplayEnd(8, '\xff');
 }  // namespace
 
 struct KvEventSubscriber::MetricChildren {
-  Counter* batches = nullptr;
-  Counter* events = nullptr;
-  Counter* gaps = nullptr;
-  Counter* decode_errors = nullptr;
-  Counter* replays = nullptr;
-  Counter* lost = nullptr;
+  metrics::Counter* batches = nullptr;
+  metrics::Counter* events = nullptr;
+  metrics::Counter* gaps = nullptr;
+  metrics::Counter* decode_errors = nullptr;
+  metrics::Counter* replays = nullptr;
+  metrics::Counter* lost = nullptr;
 };
 
 struct KvEventSubscriber::Stream {
@@ -43,7 +43,7 @@ struct KvEventSubscriber::Stream {
   MetricChildren m;
 };
 
-KvEventSubscriber::KvEventSubscriber(KvSubscriberOptions options, Registry* registry)
+KvEventSubscriber::KvEventSubscriber(KvSubscriberOptions options, metrics::Registry* registry)
     : options_(options), registry_(registry) {
   if (registry_) {
     const std::vector<std::string> l = {"instance"};
@@ -97,6 +97,7 @@ KvSubscriberCounters KvEventSubscriber::counters() const {
   c.replayed_batches = n_replayed_.load();
   c.streams_lost = n_lost_.load();
   c.restarts = n_restarts_.load();
+  c.turns = n_turns_.load();
   return c;
 }
 
@@ -155,6 +156,7 @@ void KvEventSubscriber::Run() {
   std::vector<std::unique_ptr<Stream>> streams;
   std::vector<zmq::Socket*> sockets;
   while (!stop_.load()) {
+    n_turns_.fetch_add(1);
     Apply(streams);
     sockets.clear();
     for (auto& s : streams) sockets.push_back(&s->socket);
@@ -250,10 +252,10 @@ bool KvEventSubscriber::ReplayInto(Stream& s, uint64_t from, uint64_t until) {
       !d.Connect(s.source.config.replay_endpoint).ok()) {
     return false;
   }
-  const Clock::time_point deadline = Clock::now() + options_.replay_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + options_.replay_timeout;
   auto left = [&] {
     return std::max(milliseconds(0),
-                    std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+                    std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
   };
   if (!d.Send({"", api::EncodeKvSeq(from)}, left()).ok()) return false;
   uint64_t next = from;

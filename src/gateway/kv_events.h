@@ -14,7 +14,8 @@
 //   - seq <= the last one seen (the publisher restarted, its seq back to 0, or a duplicate):
 //     OnKvStreamLost, then delivered; the count starts again from it;
 //   - an undecodable message: counted, OnKvStreamLost, and the stream continues with the next;
-//   - silence longer than silence_timeout: OnKvStreamLost once, until a batch arrives again.
+//   - silence longer than silence_timeout (on GatewayClock, gateway/clock.h): OnKvStreamLost
+//     once, until a batch arrives again.
 //     vLLM publishes only when the cache changes, so an idle engine is silent too: the timeout
 //     is long by default, and a lost view only makes kv-aware fall back to cache-aware.
 // The first batch seen from an instance is delivered as it is (what it stored before the
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "core/policy.h"
+#include "gateway/clock.h"
 #include "gateway/config.h"
 #include "metrics/metrics.h"
 #include "zmq/socket.h"
@@ -66,6 +68,7 @@ struct KvSubscriberCounters {
   uint64_t replayed_batches = 0;
   uint64_t streams_lost = 0;   // OnKvStreamLost calls
   uint64_t restarts = 0;       // seq went back
+  uint64_t turns = 0;          // turns of the thread's loop begun (tests: it looked again)
 };
 
 class KvEventSubscriber {
@@ -112,7 +115,7 @@ class KvEventSubscriber {
   std::atomic<uint64_t> applied_{0};
 
   std::atomic<uint64_t> n_batches_{0}, n_events_{0}, n_gaps_{0}, n_decode_errors_{0},
-      n_replays_{0}, n_replayed_{0}, n_lost_{0}, n_restarts_{0};
+      n_replays_{0}, n_replayed_{0}, n_lost_{0}, n_restarts_{0}, n_turns_{0};
   std::atomic<bool> stop_{false};
   zmq::Context context_;  // the sockets live on the thread and close before it ends
   std::thread thread_;

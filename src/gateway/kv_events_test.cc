@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "api/kv_event_decoder.h"
+#include "gateway/clock.h"
 #include "testing/wait.h"
 #include "zmq/socket.h"
 
 namespace prefix_router::gateway {
 
-using metrics::Registry;
 namespace {
 
 using std::chrono::milliseconds;
@@ -165,25 +165,29 @@ struct Harness {
     sub->Start();
   }
   // Publishes seq 0, 1, ... until one is delivered; returns the last seq published, with the
-  // policy's log cleared and no message in flight.
+  // policy's log cleared and no message in flight. Once anything is delivered the subscription
+  // is in place, so the seq just published arrives too, after every earlier one (ZMQ keeps a
+  // connection's order): seeing it delivered leaves nothing in flight.
   uint64_t Join() {
-    uint64_t seq = 0;
-    bool joined = false;
-    for (; seq < 1000 && !joined; ++seq) {
+    for (uint64_t seq = 0; seq < 1000; ++seq) {
       pub.Publish(seq);
-      std::this_thread::sleep_for(milliseconds(10));
-      joined = !policy->log().empty();
+      if (!prefix_router::testing::Eventually([&] { return !policy->log().empty(); }, milliseconds(10),
+                                              milliseconds(1))) {
+        continue;
+      }
+      EXPECT_TRUE(prefix_router::testing::Eventually([&] { return policy->log().back().seq == seq; },
+                                                     std::chrono::seconds(10)));
+      policy->Clear();
+      return seq;
     }
-    std::this_thread::sleep_for(milliseconds(200));
-    EXPECT_TRUE(joined);
-    policy->Clear();
-    return seq - 1;
+    ADD_FAILURE() << "no batch delivered";
+    return 0;
   }
   bool WaitLog(size_t n) {
     return prefix_router::testing::Eventually([&] { return policy->log().size() >= n; }, std::chrono::seconds(10));
   }
 
-  Registry registry;
+  metrics::Registry registry;
   TestPublisher pub;
   std::shared_ptr<RecordingPolicy> policy = std::make_shared<RecordingPolicy>();
   std::unique_ptr<KvEventSubscriber> sub;
@@ -226,10 +230,11 @@ TEST(KvEventSubscriber, GapIsFilledByReplay) {
   h.pub.StoreForReplay(last + 2, 3);
   h.pub.StoreForReplay(last + 3, 1);  // also in the buffer: must not be delivered twice
   h.pub.Publish(last + 3, 1);
-  ASSERT_TRUE(h.WaitLog(3));
-  std::this_thread::sleep_for(milliseconds(50));
+  h.pub.Publish(last + 4, 1);  // a marker: a duplicate of last + 3 would come before it
+  ASSERT_TRUE(h.WaitLog(4));
   auto log = h.policy->log();
-  ASSERT_EQ(log.size(), 3u);
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[3].seq, last + 4);
   EXPECT_EQ(log[0].seq, last + 1);
   EXPECT_EQ(log[0].events, 2u);
   EXPECT_EQ(log[1].seq, last + 2);
@@ -281,13 +286,22 @@ TEST(KvEventSubscriber, RestartIsLost) {
   EXPECT_EQ(h.sub->counters().restarts, 1u);
 }
 
-// Silence longer than the timeout calls OnKvStreamLost once; a batch ends the silence.
+// Silence longer than the timeout (on the stepped GatewayClock) calls OnKvStreamLost once; a
+// batch ends the silence.
 TEST(KvEventSubscriber, SilenceIsLostOnce) {
+  ManualGatewayClock clock;
   Harness h(false, milliseconds(300));
   const uint64_t last = h.Join();
+  clock.Advance(milliseconds(299));
+  const uint64_t turns = h.sub->counters().turns;
+  ASSERT_TRUE(prefix_router::testing::Eventually([&] { return h.sub->counters().turns >= turns + 2; }));
+  EXPECT_EQ(h.policy->lost_count(), 0u);  // not yet silent for long enough
+  clock.Advance(milliseconds(2));
   ASSERT_TRUE(prefix_router::testing::Eventually([&] { return h.policy->lost_count() >= 1; },
                                   std::chrono::seconds(10)));
-  std::this_thread::sleep_for(milliseconds(400));
+  clock.Advance(milliseconds(4000));
+  const uint64_t later = h.sub->counters().turns;
+  ASSERT_TRUE(prefix_router::testing::Eventually([&] { return h.sub->counters().turns >= later + 2; }));
   EXPECT_EQ(h.policy->lost_count(), 1u);  // not repeated while still silent
   h.pub.Publish(last + 1);
   ASSERT_TRUE(h.WaitLog(2));
@@ -324,9 +338,12 @@ TEST(KvEventSubscriber, OtherTopicsIgnored) {
   const uint64_t last = h.Join();
   h.pub.Publish(last + 1, 1, "other");
   h.pub.Publish(last + 1, 1, "kv");
-  ASSERT_TRUE(h.WaitLog(1));
-  std::this_thread::sleep_for(milliseconds(100));
-  ASSERT_EQ(h.policy->log().size(), 1u);
+  h.pub.Publish(last + 2, 1, "kv");  // a marker: the other topic's batch would come before it
+  ASSERT_TRUE(h.WaitLog(2));
+  const auto log = h.policy->log();
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0].seq, last + 1);
+  EXPECT_EQ(log[1].seq, last + 2);
   EXPECT_EQ(h.sub->counters().restarts, 0u);
 }
 

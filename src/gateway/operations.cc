@@ -348,7 +348,7 @@ Result<std::vector<std::string>> Gateway::SwapLocked(const GatewayConfig& effect
   if (config_.health.interval > 0 && server_->thread_count() > 0 && !server_->stopping()) {
     std::shared_ptr<const RoutingState> rs = *next;
     for (uint32_t i = 0; i < rs->fleet->size(); ++i) {
-      net::co_spawn(server_->context(i % server_->thread_count()), HealthLoop(rs, i), net::detached);
+      SpawnLoop(server_->context(i % server_->thread_count()), "health", HealthLoop(rs, i));
     }
   }
   return changes;

@@ -89,8 +89,8 @@ net::awaitable<Result<std::string>> Gateway::PostToInstance(const UpstreamTarget
 }
 
 net::awaitable<std::vector<uint32_t>> Gateway::EngineTokens(const RoutingState& rs, const std::string& served_name,
-                                                            int api_kind, std::string_view body) {
-  Result<TokenizeQuery> query = TokenizeQueryFor(static_cast<api::ApiKind>(api_kind), body);
+                                                            api::ApiKind api_kind, std::string_view body) {
+  Result<TokenizeQuery> query = TokenizeQueryFor(api_kind, body);
   if (!query.ok()) co_return std::vector<uint32_t>{};  // the engine answers the body's error
   if (query->has_tokens) co_return std::move(query->tokens);
 

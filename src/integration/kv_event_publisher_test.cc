@@ -359,22 +359,26 @@ TEST(KvEventPublisher, GatewaySeesTheTokensItComputes) {
       gateway::EnginePromptTokens(api::ApiKind::kChatCompletions, body);
   ASSERT_TRUE(tokens.ok());
   ASSERT_GE(tokens->size(), 64u);
-  ASSERT_TRUE(prefix_router::testing::Eventually(
-      [&] { return policy->stored().size() > before; }, std::chrono::seconds(10)));
-  std::this_thread::sleep_for(milliseconds(100));
   // The request's blocks, in the order stored. A warm-up request's last blocks may still arrive
   // after `before` (the engine stores a block once decoding fills it): events that do not
   // continue this request's tokens where `seen` ends belong to another request and are skipped.
-  std::vector<uint32_t> seen;
-  auto stored = policy->stored();
-  for (size_t i = before; i < stored.size(); ++i) {
-    const std::vector<uint32_t>& t = stored[i];
-    if (seen.size() + t.size() <= tokens->size() &&
-        std::equal(t.begin(), t.end(), tokens->begin() + static_cast<std::ptrdiff_t>(seen.size()))) {
-      seen.insert(seen.end(), t.begin(), t.end());
+  const auto seen_of_request = [&] {
+    std::vector<uint32_t> seen;
+    auto stored = policy->stored();
+    for (size_t i = before; i < stored.size(); ++i) {
+      const std::vector<uint32_t>& t = stored[i];
+      if (seen.size() + t.size() <= tokens->size() &&
+          std::equal(t.begin(), t.end(), tokens->begin() + static_cast<std::ptrdiff_t>(seen.size()))) {
+        seen.insert(seen.end(), t.begin(), t.end());
+      }
     }
-  }
+    return seen;
+  };
   const size_t full = tokens->size() / 16 * 16;
+  // Events travel on their own socket: wait (bounded) until the prompt's blocks have arrived.
+  (void)prefix_router::testing::Eventually([&] { return seen_of_request().size() >= full - 16; },
+                                           std::chrono::seconds(10));
+  const std::vector<uint32_t> seen = seen_of_request();
   // Every full block of the prompt but the last (which may wait for the decode step) was
   // reported, from the prompt's first token on, holding exactly the tokens the gateway computes.
   EXPECT_GE(seen.size(), full - 16) << "of " << tokens->size() << " prompt tokens";

@@ -167,6 +167,12 @@ net::awaitable<void> FakeUpstream::Handle(http::Exchange& ex) {
     --in_progress_;
     co_return;
   }
+  while (held_.load() && !stopping_) {  // HoldResponses: until the test releases it
+    if (!co_await sleep(std::chrono::milliseconds(2))) {
+      gone();
+      co_return;
+    }
+  }
   if (!co_await sleep(b.head_delay)) {
     gone();
     co_return;

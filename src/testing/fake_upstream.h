@@ -54,6 +54,9 @@ class FakeUpstream final : public http::Handler {
   const std::string& name() const { return name_; }
 
   void SetBehavior(Behavior b);
+  // While held, ordinary requests wait before their response (and its head_delay) until
+  // HoldResponses(false): a test decides when they end instead of guessing a long enough delay.
+  void HoldResponses(bool hold) { held_.store(hold); }
   // GET /v1/models answers the OpenAI list of these ids (adapters with `parent`, like vLLM's
   // LoRA entries, when given as "adapter<base"). Unset, it answers 404 (an engine without
   // /v1/models, like a native /invocations container): the gateway polls it by default, and a
@@ -107,6 +110,7 @@ class FakeUpstream final : public http::Handler {
   std::atomic<int> aborted_{0};
   std::atomic<int> in_progress_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> held_{false};
 };
 
 }  // namespace prefix_router::testing

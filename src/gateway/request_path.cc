@@ -1,0 +1,649 @@
+// The gateway's request path (gateway.h's class comment): a routed request is parsed into
+// routing values, admitted (tenant rate limits, the pool's ceiling), and dispatched: the pool's
+// Policy picks an instance, Forward relays the exchange, and a retryable failure moves down the
+// preference order. HandleRouted reads as those steps; Forward as connect, send, wait for the
+// head, relay the body.
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <random>
+#include <thread>
+
+#include "api/native_request.h"
+#include "api/openai_request.h"
+#include "api/response_usage.h"
+#include "core/block_chain.h"
+#include "gateway/gateway_internal.h"
+#include "gateway/log.h"
+#include "gateway/prompt_tokens.h"
+
+namespace prefix_router::gateway {
+namespace {
+
+using namespace gateway_internal;
+using namespace boost::asio::experimental::awaitable_operators;
+
+constexpr size_t kRelayBufferBytes = 16 * 1024;
+constexpr std::string_view kInstanceHeader = "x-prefix-router-instance";
+constexpr std::string_view kDecisionHeader = "x-prefix-router-decision";
+constexpr std::string_view kRankHeader = "x-prefix-router-rank";
+
+// A per-thread generator for the random strategies, seeded once per thread.
+Rng& ThreadRng() {
+  thread_local Rng rng(std::random_device{}() ^
+                       std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  return rng;
+}
+
+// A per-thread parser: its buffers grow to the largest body seen and are reused.
+api::OpenAiRequestParser& ThreadParser() {
+  thread_local api::OpenAiRequestParser parser;
+  return parser;
+}
+
+// A per-thread copy of the keyed text, for cache-aware pools' block chains (read before the
+// request's first await, like the parser's results).
+std::string& ThreadKeyedText() {
+  thread_local std::string text;
+  return text;
+}
+
+// True when the sender's Connection header lists `name` as a connection option: that header
+// is hop-by-hop as well and is not forwarded (RFC 9110 section 7.6.1).
+template <bool isRequest>
+bool NamedByConnection(const bhttp::header<isRequest>& message, std::string_view name) {
+  auto [begin, end] = message.equal_range(bhttp::field::connection);
+  for (auto it = begin; it != end; ++it) {
+    for (auto token : bhttp::token_list(it->value())) {
+      if (beast::iequals(token, name)) return true;
+    }
+  }
+  return false;
+}
+
+// Requests without a prefix key in a prefix-aware pool: least-outstanding-requests, since
+// placement by key has nothing to place, with the pool's load measure. Stateless, so one
+// instance per measure serves every pool.
+Policy& UnkeyedPolicy(LoadMeasure measure) {
+  static const auto make = [](LoadMeasure m) {
+    RoutingOptions o;
+    o.strategy = Strategy::kLeastOutstanding;
+    o.load_measure = m;
+    return MakePolicy(o);
+  };
+  static const std::unique_ptr<Policy> by_requests = make(LoadMeasure::kRequests);
+  static const std::unique_ptr<Policy> by_tokens = make(LoadMeasure::kPromptTokens);
+  return measure == LoadMeasure::kRequests ? *by_requests : *by_tokens;
+}
+
+// Completes when instance `index` is ejected (health checks, passive failures), when `watch`;
+// otherwise only when the race it is part of cancels it.
+net::awaitable<void> WaitEjected(const RoutingState& rs, uint32_t index, bool watch) {
+  if (!watch) {
+    net::steady_timer never(co_await net::this_coro::executor, net::steady_timer::time_point::max());
+    co_await never.async_wait(http::kTuple);
+    co_return;
+  }
+  co_await rs.instances[index]->ejection.Wait(rs.fleet->state(index).available);
+}
+
+bool IsSse(const bhttp::response_header<>& head) {
+  auto it = head.find(bhttp::field::content_type);
+  return it != head.end() && beast::iequals(it->value().substr(0, 17), "text/event-stream");
+}
+
+// Step 1 of a routed request: its bytes as routing values, keyed for its pool. Does not
+// suspend; the result views into this thread's parser.
+Result<api::ParsedRequest> ParseForRouting(api::ApiKind api_kind, const http::Request& req, const RoutingState& rs) {
+  const std::string& body = req.body();
+  if (api_kind == api::ApiKind::kNative) {
+    const std::optional<std::string_view> component = HeaderValue(req, api::kInferenceComponentHeader);
+    const Pool& pool = rs.PoolFor(component.value_or(""));
+    return api::ParseNative(body, api::KeyedLength(pool.options), HeaderValue(req, api::kRoutingGroupHeader),
+                            component, pool.normaliser.get(),
+                            UsesBlockChain(pool.options.strategy) ? &ThreadKeyedText() : nullptr);
+  }
+  // The pool (and so prefix_length) depends on the model, which is in the body: parse with
+  // the largest prefix length in use, then cut to the pool's own if it is shorter.
+  // A cache-aware pool keys its whole block chain's worth of text and needs the text itself:
+  // it always parses again below, so the first parse keys only prefix_length.
+  uint32_t max_len = rs.default_pool.options.prefix_length;
+  for (const auto& [name, pool] : rs.pools) max_len = std::max(max_len, pool.options.prefix_length);
+  Result<api::ParsedRequest> parsed = ThreadParser().Parse(api_kind, body, max_len);
+  if (parsed.ok() && api::HasPrefixKey(api_kind)) {
+    const Pool& pool = rs.PoolFor(parsed->served_name);
+    const bool patterns = pool.normaliser && pool.normaliser->has_patterns();
+    const bool chained = UsesBlockChain(pool.options.strategy);
+    if (api::KeyedLength(pool.options) != max_len || patterns || chained) {
+      parsed = ThreadParser().Parse(api_kind, body, api::KeyedLength(pool.options), false,
+                                    chained ? &ThreadKeyedText() : nullptr, pool.normaliser.get());
+    }
+  }
+  return parsed;
+}
+
+// The upstream copy of the client's request: unchanged but for hop-by-hop headers (and the
+// instance's own credentials, when it has some, in place of the client's Authorization).
+bhttp::request<bhttp::span_body<const char>> UpstreamRequest(const http::Request& req, const UpstreamTarget& target) {
+  const bool own_credentials = !target.authorization.empty();
+  bhttp::request<bhttp::span_body<const char>> up{req.method(), target.base_path + std::string(req.target()), 11};
+  for (const auto& f : req) {
+    if (http::IsHopByHopHeader(f.name_string()) || NamedByConnection(req, f.name_string()) ||
+        f.name() == bhttp::field::host || f.name() == bhttp::field::content_length ||
+        f.name() == bhttp::field::expect || (own_credentials && f.name() == bhttp::field::authorization)) {
+      continue;
+    }
+    up.insert(f.name_string(), f.value());
+  }
+  up.set(bhttp::field::host, target.host_header);
+  if (own_credentials) target.authorization.SetHeaderOn(up, "Authorization");
+  up.body() = boost::span<const char>(req.body().data(), req.body().size());
+  up.keep_alive(true);
+  up.prepare_payload();
+  return up;
+}
+
+// The client's copy of the instance's response head: without hop-by-hop headers, with the
+// decision headers when configured.
+bhttp::response_header<> ClientHead(const bhttp::response<bhttp::buffer_body>& upstream, bool decision_headers,
+                                    const std::string& instance, const Decision& decision) {
+  bhttp::response_header<> head;
+  head.result(upstream.result_int());
+  head.reason(upstream.reason());
+  for (const auto& f : upstream) {
+    if (http::IsHopByHopHeader(f.name_string()) || NamedByConnection(upstream, f.name_string())) continue;
+    head.insert(f.name_string(), f.value());
+  }
+  if (decision_headers) {
+    head.set(kInstanceHeader, instance);
+    head.set(kDecisionHeader, DecisionKindName(decision.kind));
+    head.set(kRankHeader, std::to_string(decision.rank));
+  }
+  return head;
+}
+
+// The last event of an SSE stream that broke after it started: OpenAI's error shape, so that
+// SDKs raise it instead of ending the stream as if it were complete.
+std::string BrokenStreamEvent(std::string_view error) {
+  boost::json::object detail;
+  detail["message"] = error;
+  detail["type"] = "server_error";
+  detail["code"] = "upstream_stream_broken";
+  boost::json::object event;
+  event["error"] = std::move(detail);
+  return "data: " + boost::json::serialize(event) + "\n\n";
+}
+
+// The deadlines of one attempt: timeouts.total from the request's arrival, first_byte and idle
+// per wait, and timeouts.per_try_first_byte from the attempt's dispatch (connect included).
+class AttemptDeadlines {
+ public:
+  AttemptDeadlines(const TimeoutsConfig& t, Clock::time_point received, Clock::time_point started)
+      : t_(t),
+        total_(t.total > 0 ? received + Ms(t.total) : Clock::time_point::max()),
+        per_try_(t.per_try_first_byte > 0
+                     ? started + std::chrono::duration_cast<Clock::duration>(Ms(t.per_try_first_byte))
+                     : Clock::time_point::max()) {}
+
+  // `seconds`, cut at the total deadline; at least 1 ms.
+  Clock::duration Limit(double seconds) const {
+    auto d = std::chrono::duration_cast<Clock::duration>(Ms(seconds));
+    if (total_ != Clock::time_point::max()) d = std::min(d, total_ - Clock::now());
+    return std::max(d, Clock::duration(std::chrono::milliseconds(1)));
+  }
+  // The wait for the first response byte: first_byte (and total), cut at the per-try deadline;
+  // per_try_binds() then says the per-try deadline is the one that binds.
+  Clock::duration FirstByteWait() {
+    Clock::duration d = Limit(t_.first_byte);
+    per_try_binds_ = false;
+    if (per_try_ != Clock::time_point::max()) {
+      const Clock::duration left = per_try_ - Clock::now();
+      if (left <= d) {
+        d = std::max(left, Clock::duration(std::chrono::milliseconds(1)));
+        per_try_binds_ = true;
+      }
+    }
+    return d;
+  }
+  bool per_try_binds() const { return per_try_binds_; }
+
+ private:
+  const TimeoutsConfig& t_;
+  const Clock::time_point total_;
+  const Clock::time_point per_try_;
+  bool per_try_binds_ = false;
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------------------ HandleRouted
+
+net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, api::ApiKind api_kind, RequestRecord& record) {
+  co_await AwaitFirstDiscovery();
+  auto rs = routing_.load();
+  const std::string& body = ex.request().body();
+
+  // 1. Bytes -> routing values.
+  Result<api::ParsedRequest> parsed = ParseForRouting(api_kind, ex.request(), *rs);
+  if (!parsed.ok()) {
+    api::ApiError e = api::ErrorFromStatus(parsed.status());
+    metrics_->responses.WithLabels({std::to_string(e.http_status), "gateway"}).Inc();
+    co_await ex.SendError(e.http_status, e.message);
+    co_return;
+  }
+  const api::ParsedRequest& p = *parsed;
+  if (rs->fleet->Eligible(p.served_name).empty()) {
+    record.model = std::string(p.served_name);  // the access log names the model it did not find
+    co_await RefuseUnserved(ex, api_kind, record.model);
+    co_return;
+  }
+
+  // 2. What the pool's policy routes by (block chain, prompt tokens), and the policy itself.
+  const Pool& pool = rs->PoolFor(p.served_name);
+  Dispatch d;
+  d.served_name = std::string(p.served_name);
+  d.key = p.key;
+  d.work_tokens = api::EstimatePromptTokens(body.size());
+  // cache-aware: the keyed text's block chain (owned here: retries route by it after awaits).
+  if (UsesBlockChain(pool.options.strategy) && api::HasPrefixKey(api_kind)) {
+    d.chain = BuildBlockChain(ThreadKeyedText(), pool.options.cache_aware.block_bytes,
+                              pool.options.cache_aware.max_blocks, BlockChainSeed(p.served_name, p.routing_group));
+  }
+  // kv-aware: the prompt's tokens as the engines tokenize it (gateway/prompt_tokens.h); a body
+  // the engine tokenizer refuses routes without them (the engine answers its error).
+  const bool engine_tokens = WantsPromptTokens(pool.options) && pool.options.tokenizer == TokenizerSource::kEngine;
+  if (WantsPromptTokens(pool.options) && !engine_tokens) {
+    if (auto t = EnginePromptTokens(api_kind, body); t.ok()) d.prompt_tokens = std::move(*t);
+  }
+  d.policy = !api::HasPrefixKey(api_kind) && pool.options.strategy == Strategy::kPrefixAware
+                 ? &UnkeyedPolicy(pool.options.load_measure)
+                 : pool.policy.get();
+  Attempt attempt;
+  attempt.model = d.served_name;
+  attempt.model_label = std::string(rs->ModelLabel(p.served_name));
+  attempt.client = record.tenant;
+  attempt.count_usage = api::HasPrefixKey(api_kind);  // generations: their usage is counted
+  attempt.model_stats = &model_stats_.For(attempt.model_label);
+  record.model = attempt.model;
+
+  // 3. Admission: tenant rate limits, then the pool's ceiling, before any instance.
+  if (limiter_->enabled()) {
+    const std::string_view tenant = !record.tenant.empty()        ? std::string_view(record.tenant)
+                                    : !p.routing_group.empty() ? p.routing_group
+                                                               : kAnonymousTenant;
+    if (auto refusal = AdmitTenant(ex, tenant, attempt.model_label)) {
+      co_await ex.Send(std::move(*refusal));
+      co_return;
+    }
+  }
+  // The slot is taken first and given back on refusal, so concurrent requests cannot overshoot.
+  struct PoolSlot {
+    std::atomic<int64_t>& count;
+    ~PoolSlot() { count.fetch_sub(1, std::memory_order_relaxed); }
+  } slot{*pool.in_flight};
+  const int64_t admitted_before = slot.count.fetch_add(1, std::memory_order_relaxed);
+  if (pool.options.max_in_flight > 0 && admitted_before >= pool.options.max_in_flight) {
+    co_await RefusePoolOverloaded(ex, attempt, pool.options.max_in_flight);
+    co_return;
+  }
+  // tokenizer: engine: asked once admitted (nothing of the parser's is read after this await:
+  // `p` views into this thread's parser, which other requests reuse meanwhile).
+  if (engine_tokens) d.prompt_tokens = co_await EngineTokens(*rs, d.served_name, api_kind, body);
+
+  // 4. Pick, forward, and on a retryable failure move down the preference order.
+  co_await DispatchWithRetries(ex, *rs, d, attempt, record);
+}
+
+net::awaitable<void> Gateway::RefuseUnserved(http::Exchange& ex, api::ApiKind api_kind, const std::string& name) {
+  metrics_->responses.WithLabels({"404", "gateway"}).Inc();
+  if (api_kind == api::ApiKind::kNative) {
+    co_await ex.SendError(404, "no instance serves inference component '" + name + "'", "model_not_found");
+  } else {
+    co_await ex.SendError(404, "The model `" + name + "` does not exist.", "model_not_found");
+  }
+}
+
+net::awaitable<void> Gateway::RefusePoolOverloaded(http::Exchange& ex, const Attempt& attempt, int64_t limit) {
+  metrics_->rejected_requests.WithLabels({attempt.model_label, "pool_in_flight"}).Inc();
+  metrics_->responses.WithLabels({"429", "gateway"}).Inc();
+  http::StringResponse res = JsonResponse(
+      429, api::ErrorBody(api::MakeError(
+               429,
+               "too many requests in flight for '" + attempt.model + "' (limit " + std::to_string(limit) +
+                   "); retry later",
+               "pool_overloaded")));
+  res.set(bhttp::field::retry_after, "1");
+  co_await ex.Send(std::move(res));
+}
+
+net::awaitable<void> Gateway::DispatchWithRetries(http::Exchange& ex, const RoutingState& rs, const Dispatch& d,
+                                                  Attempt& attempt, RequestRecord& record) {
+  const FleetSnapshot& fleet = *rs.fleet;
+  const auto& req = ex.request();
+  std::vector<uint32_t> tried;
+  for (uint32_t n = 0;; ++n) {
+    RouteRequest rr{d.served_name, d.key, tried, d.work_tokens, d.chain};
+    rr.prompt_tokens = d.prompt_tokens;
+    rr.request_id = dispatch_ids_.fetch_add(1, std::memory_order_relaxed) + 1;
+    auto decision = d.policy->Pick(rr, fleet, ThreadRng());
+    if (n == 0) metrics_->decision_seconds.WithLabels({}).Observe(SecondsSince(ex.received_at()));
+    if (!decision.ok()) {
+      const int status = n == 0 ? 503 : attempt.error_status;
+      std::string msg = n == 0 ? decision.status().message()
+                               : "all attempted instances failed; last error: " + attempt.error;
+      LogEvent(spdlog::level::warn, "request failed",
+               {{"model", attempt.model}, {"status", status}, {"attempts", n}, {"error", msg}});
+      metrics_->responses.WithLabels({std::to_string(status), "gateway"}).Inc();
+      spdlog::info("request {} (trace {}) for '{}': {}", RequestIdOf(req), TraceIdOf(req), d.served_name, msg);
+      co_await ex.SendError(status, msg, n == 0 ? "no_instance_available" : "upstream_failed");
+      co_return;
+    }
+    const uint32_t i = decision->instance;
+    RecordDecision(rs, *decision, n, attempt, record);
+    if (spdlog::should_log(spdlog::level::debug)) {
+      spdlog::debug("request {} (trace {}) for '{}' -> {} ({}, rank {}, attempt {})", RequestIdOf(req),
+                    TraceIdOf(req), d.served_name, record.instance, DecisionKindName(decision->kind),
+                    decision->rank, n + 1);
+    }
+    const bool last = n >= config_.max_retries;
+    AttemptOutcome outcome = AttemptOutcome::kDone;
+    {
+      InFlightGuard guard(fleet.shared_state(i), d.work_tokens);
+      decision->request_id = rr.request_id;
+      d.policy->OnDispatched(rr, *decision, fleet);
+      outcome = co_await Forward(ex, rs, i, *decision, last, attempt, *d.policy);
+      d.policy->OnCompleted(*decision, fleet);
+    }
+    if (outcome == AttemptOutcome::kDone) co_return;
+    tried.push_back(i);
+    if (last || outcome == AttemptOutcome::kFail) {
+      LogEvent(spdlog::level::warn, "request failed",
+               {{"model", attempt.model}, {"status", attempt.error_status}, {"attempts", n + 1},
+                {"error", attempt.error}});
+      metrics_->responses.WithLabels({std::to_string(attempt.error_status), "gateway"}).Inc();
+      spdlog::info("request {} (trace {}) for '{}' failed: {}", RequestIdOf(req), TraceIdOf(req), d.served_name,
+                   attempt.error);
+      co_await ex.SendError(attempt.error_status,
+                            (n == 0 ? "the instance failed: " : "all attempted instances failed; last error: ") +
+                                attempt.error,
+                            "upstream_failed");
+      co_return;
+    }
+  }
+}
+
+void Gateway::RecordDecision(const RoutingState& rs, const Decision& decision, uint32_t n, const Attempt& attempt,
+                             RequestRecord& record) {
+  const std::string& name = rs.fleet->spec(decision.instance).name;
+  record.instance = name;
+  record.decision = DecisionKindName(decision.kind);
+  record.rank = decision.rank;
+  record.attempts = n + 1;
+  metrics_->requests.WithLabels({name, attempt.model_label, std::string(DecisionKindName(decision.kind))}).Inc();
+  rs.instances[decision.instance]->stats->CountDecision(decision.kind);
+  if (decision.kind == DecisionKind::kOverflow || decision.kind == DecisionKind::kSaturated) {
+    metrics_->overflows.WithLabels({attempt.model_label}).Inc();
+  }
+  if (n > 0) metrics_->retries.WithLabels({attempt.model_label, attempt.kind}).Inc();
+}
+
+// ----------------------------------------------------------------------------------- Forward
+
+void Gateway::CountUsage(const std::string& instance, InstanceRuntime& rt, const Attempt& attempt,
+                         const api::ResponseUsage& u) {
+  rt.stats->tokens.Add(u);
+  if (attempt.model_stats) attempt.model_stats->tokens.Add(u);
+  metrics_->usage_responses.WithLabels({instance, attempt.model_label, attempt.client, u.present ? "true" : "false"})
+      .Inc();
+  if (!u.present) return;
+  const uint32_t cached = std::min(u.cached_tokens, u.prompt_tokens);
+  metrics_->prompt_tokens.WithLabels({instance, attempt.model_label, attempt.client, "true"}).Inc(cached);
+  metrics_->prompt_tokens.WithLabels({instance, attempt.model_label, attempt.client, "false"})
+      .Inc(u.prompt_tokens - cached);
+  metrics_->completion_tokens.WithLabels({instance, attempt.model_label, attempt.client}).Inc(u.completion_tokens);
+}
+
+net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
+                                                        const Decision& decision, bool last_attempt,
+                                                        Attempt& attempt, Policy& policy) {
+  InstanceRuntime& rt = *rs.instances[index];
+  const std::string& name = rs.fleet->spec(index).name;
+  const auto& t = config_.timeouts;
+  const auto started = Clock::now();
+  AttemptDeadlines deadlines(t, ex.received_at(), started);
+  auto error = [&](std::string_view kind, std::string message, int status) {
+    metrics_->upstream_errors.WithLabels({name, std::string(kind)}).Inc();
+    rt.stats->upstream_errors.fetch_add(1, std::memory_order_relaxed);
+    attempt.error = name + ": " + message;
+    attempt.error_status = status;
+    attempt.kind = std::string(kind);
+  };
+  // Only an attempt that may be retried uses the per-try deadline: the last one waits out
+  // first_byte, or ends at the per-try deadline with 504.
+  auto first_byte_timeout = [&] {
+    if (deadlines.per_try_binds()) {
+      error("timeout", fmt::format("no response within the per-try timeout of {} s", t.per_try_first_byte), 504);
+      // Cancelled upstream when the lease is dropped.
+      return last_attempt ? AttemptOutcome::kFail : AttemptOutcome::kRetry;
+    }
+    error("timeout", "no response within the first-byte timeout", 504);
+    return AttemptOutcome::kFail;  // it may still be working on it
+  };
+  // Ejection while waiting: only an attempt that may be retried leaves; the last one keeps
+  // waiting (the instance may still answer).
+  const bool watch_ejection = !last_attempt && config_.health.interval > 0;
+  auto ejected = [&] {
+    error("ejected", "the instance was ejected while the request waited for its first byte", 502);
+    return AttemptOutcome::kRetry;
+  };
+  auto& pool = ConnectionPool::ForThisThread();
+  const auto& req = ex.request();
+  // The policy's first-token event (Forward's comment in gateway.h), at most once per attempt.
+  bool first_token_told = false;
+  auto first_token = [&] {
+    if (first_token_told) return;
+    first_token_told = true;
+    policy.OnFirstToken(decision, *rs.fleet);
+  };
+  // `stream`: an SSE response, whose first byte is its first token; a whole response's first
+  // byte comes once it is all generated, so it is labelled apart (and the status page's
+  // per-model TTFT takes streams only).
+  auto first_byte = [&](bool stream) {
+    const auto now = Clock::now();
+    const double seconds = std::chrono::duration<double>(now - started).count();
+    (stream ? rt.first_byte_stream : rt.first_byte)->Observe(seconds);
+    rt.stats->first_byte.Add(now, seconds);
+    metrics_->model_first_byte_seconds.WithLabels({attempt.model_label, stream ? "true" : "false"}).Observe(seconds);
+    if (stream && attempt.model_stats) attempt.model_stats->first_byte.Add(now, seconds);
+  };
+
+  for (int fresh = 0; fresh < 2; ++fresh) {
+    // Connect (or reuse a pooled connection).
+    auto [cec, lease] = co_await pool.Acquire(
+        rt.target, std::chrono::duration_cast<std::chrono::milliseconds>(deadlines.Limit(t.connect)), fresh > 0);
+    if (cec && IsLocalResourceError(cec)) {
+      // This process is out of descriptors, buffers or ports: no instance is to blame, and
+      // another would fail the same way.
+      metrics_->local_errors.WithLabels({"upstream"}).Inc();
+      attempt.error = "the gateway is out of local resources (" + cec.message() + "); retry later";
+      attempt.error_status = 503;
+      attempt.kind = "local";
+      co_return AttemptOutcome::kFail;
+    }
+    if (cec) {
+      error("connect", "connect to " + rt.target.host_header + " failed: " +
+                           (lease.error.empty() ? cec.message() : lease.error), 502);
+      if (!lease.error.empty()) {  // TLS: say why here, even when a retry then succeeds
+        LogEvent(spdlog::level::warn, "upstream TLS connect failed",
+                 {{"instance", name}, {"error", lease.error}, {"request_id", RequestIdOf(req)}});
+      }
+      ReportConnectFailure(rs, index);
+      co_return AttemptOutcome::kRetry;
+    }
+    auto& stream = *lease.stream;
+
+    // Send the request.
+    auto up = UpstreamRequest(req, rt.target);
+    stream.tcp().expires_after(deadlines.FirstByteWait());
+    auto [wec, wn] = co_await stream.On([&](auto& s) { return bhttp::async_write(s, up, http::kTuple); });
+    if (wec) {
+      if (lease.reused) continue;  // the instance closed an idle connection: try a fresh one
+      error("reset", "sending the request failed: " + wec.message(), 502);
+      co_return AttemptOutcome::kRetry;
+    }
+
+    // Wait for the response head, or for the client to go away (then abandoning the lease
+    // closes the upstream connection, which aborts the request on the instance).
+    beast::flat_buffer buffer;
+    bhttp::response_parser<bhttp::buffer_body> parser;
+    parser.body_limit(boost::none);
+    auto head_or_gone =
+        co_await (stream.On([&](auto& s) { return bhttp::async_read_header(s, buffer, parser, http::kTuple); }) ||
+                  ex.WaitClientGone() || WaitEjected(rs, index, watch_ejection));
+    if (head_or_gone.index() == 1) {
+      metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
+      co_return AttemptOutcome::kDone;
+    }
+    if (head_or_gone.index() == 2) co_return ejected();
+    auto [hec, hn] = std::get<0>(head_or_gone);
+    if (hec) {
+      if (hec == beast::error::timeout) co_return first_byte_timeout();
+      if (lease.reused && (hec == bhttp::error::end_of_stream || hec == net::error::connection_reset ||
+                           hec == net::error::eof || hec == net::ssl::error::stream_truncated)) {
+        continue;
+      }
+      error("reset", "the connection failed before a response: " + hec.message(), 502);
+      co_return AttemptOutcome::kRetry;
+    }
+    rt.consecutive_failures.store(0, std::memory_order_relaxed);
+    const int status = parser.get().result_int();
+    // 500, 502 and 503 say the instance is done with the request without serving it (broken,
+    // or its own upstream failed, or overloaded): nothing reached the client yet, so another
+    // instance may serve it. A 504 is not retried, like our own first-byte timeout: the work
+    // may still be running behind it.
+    if ((status == 500 || status == 502 || status == 503) && !last_attempt) {
+      error("status_" + std::to_string(status), "answered " + std::to_string(status), status);
+      co_return AttemptOutcome::kRetry;  // the connection is dropped with the lease
+    }
+
+    bhttp::response_header<> head = ClientHead(parser.get(), config_.decision_headers, name, decision);
+    const bool sse = IsSse(head);
+    // Token accounting: the usage of a successful generation, read as the body streams past
+    // (api/response_usage.h: no allocation, no copy), counted once the response has ended.
+    api::UsageScanner usage(sse ? api::UsageScanner::Framing::kSse : api::UsageScanner::Framing::kJson);
+    const bool scan_usage = attempt.count_usage && status >= 200 && status < 300;
+    bool usage_counted = false;
+    auto count_usage = [&] {
+      if (!scan_usage || usage_counted) return;
+      usage_counted = true;
+      CountUsage(name, rt, attempt, usage.usage());
+    };
+    if (parser.is_done()) {
+      metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
+      // No body (204, 304, or an empty one).
+      first_token();
+      http::StringResponse res{std::move(head)};
+      const bool upstream_keep = parser.get().keep_alive();
+      count_usage();  // before the client has the answer: a scrape after it includes it
+      co_await ex.Send(std::move(res));
+      first_byte(sse);
+      rt.duration->Observe(SecondsSince(ex.received_at()));
+      if (upstream_keep) pool.Release(std::move(lease));
+      co_return AttemptOutcome::kDone;
+    }
+
+    // Relay the body, each piece as soon as it arrives. The head is held back until the first
+    // body byte (or the end of the body): an instance that dies between its head and its first
+    // token (during prefill, say) has then sent the client nothing, and the request can still
+    // go to another instance.
+    std::array<char, kRelayBufferBytes> buf;
+    bool first = true;
+    bool head_sent = false;
+    auto send_head = [&]() -> net::awaitable<bool> {
+      head_sent = true;
+      metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
+      co_return co_await ex.SendHead(std::move(head));
+    };
+    while (!parser.is_done()) {
+      parser.get().body().data = buf.data();
+      parser.get().body().size = buf.size();
+      stream.tcp().expires_after(first ? deadlines.FirstByteWait() : deadlines.Limit(t.idle));
+      auto piece_or_gone =
+          co_await (stream.On([&](auto& s) { return bhttp::async_read_some(s, buffer, parser, http::kTuple); }) ||
+                    ex.WaitClientGone() || WaitEjected(rs, index, watch_ejection && !head_sent));
+      if (piece_or_gone.index() == 1) {  // client gone: drop the upstream
+        metrics_->client_disconnects.WithLabels({head_sent ? "streaming" : "waiting"}).Inc();
+        co_return AttemptOutcome::kDone;
+      }
+      if (piece_or_gone.index() == 2) co_return ejected();  // nothing reached the client yet
+      auto [rec, rn] = std::get<0>(piece_or_gone);
+      const size_t got = buf.size() - parser.get().body().size;
+      if (rec == bhttp::error::need_buffer) rec = {};
+      if (rec && got == 0 && !head_sent) {  // nothing reached the client yet
+        if (rec == beast::error::timeout) co_return first_byte_timeout();
+        error("broken_stream", "the response broke off before its first byte: " + rec.message(), 502);
+        co_return AttemptOutcome::kRetry;
+      }
+      if (!head_sent && !co_await send_head()) {
+        metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
+        co_return AttemptOutcome::kDone;  // client gone: drop upstream
+      }
+      if (got > 0) {
+        if (first) {
+          first_byte(sse);
+          first = false;
+          if (sse) first_token();  // a stream's first token is its first byte
+        }
+        if (scan_usage) usage.Feed(std::string_view(buf.data(), got));
+        // Counted before the last piece goes out: a client that has read its whole answer and
+        // then scrapes /metrics finds it counted.
+        if (parser.is_done() && !rec) count_usage();
+        if (!co_await ex.SendBody(net::buffer(buf.data(), got))) {
+          metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
+          // The client went away: abandoning the lease closes the upstream connection, which
+          // aborts the request on the instance.
+          co_return AttemptOutcome::kDone;
+        }
+      }
+      if (rec) {
+        const bool timeout = rec == beast::error::timeout;
+        error(timeout ? "timeout" : "broken_stream",
+              timeout ? fmt::format("the response stalled for over {} s", t.idle)
+                      : "the response broke off: " + rec.message(),
+              502);
+        co_await EndBrokenStream(ex, name, attempt, sse);
+        co_return AttemptOutcome::kDone;
+      }
+    }
+    first_token();  // the whole response has arrived (a stream told it at its first byte)
+    count_usage();  // (already, unless the body ended with an empty read)
+    if (!head_sent && !co_await send_head()) co_return AttemptOutcome::kDone;  // a body that ended empty
+    co_await ex.Finish();
+    rt.duration->Observe(SecondsSince(ex.received_at()));
+    if (parser.get().keep_alive()) pool.Release(std::move(lease));
+    co_return AttemptOutcome::kDone;
+  }
+  error("reset", "the connection failed twice before a response", 502);
+  co_return AttemptOutcome::kRetry;
+}
+
+net::awaitable<void> Gateway::EndBrokenStream(http::Exchange& ex, const std::string& instance,
+                                              const Attempt& attempt, bool sse) {
+  LogEvent(spdlog::level::warn, "stream broke after it started",
+           {{"instance", instance}, {"model", attempt.model}, {"error", attempt.error},
+            {"request_id", RequestIdOf(ex.request())}});
+  if (sse) {
+    const std::string event = BrokenStreamEvent(attempt.error);
+    co_await ex.SendBody(net::buffer(event));
+    co_await ex.Finish();
+  }
+  // Other bodies end without their terminating chunk (or short of Content-Length): closing the
+  // connection makes the truncation visible to the client.
+  ex.CloseAfter();
+}
+
+}  // namespace prefix_router::gateway
