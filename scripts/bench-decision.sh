@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures whole routing decisions (parse, extract, hash, place) and prints the README's table:
+# Measures whole routing decisions (parse, extract, hash, place) and prints the table in docs/benchmarks.md:
 # time per decision from Google Benchmark (median of repetitions) and instructions per decision
 # from callgrind (repeatable on a noisy machine). The baseline, measured in the same run, is a
 # content-blind random pick on the same fleet.

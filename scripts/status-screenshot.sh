@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes docs/status.png, the screenshot of the admin listener's live status page in the README:
+# Makes docs/status.png, the screenshot of the admin listener's live status page in docs/operating.md:
 # a small fleet of engine emulators behind `prefix-router serve`, about 45 s of traffic (enough
 # to fill a few 10 s buckets of the charts), then Chromium (Debian's, driven by playwright-core)
 # captures the page at 1280 px. See tests/status-page/screenshot.mjs for the scenario.

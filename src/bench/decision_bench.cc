@@ -1,5 +1,5 @@
 // Whole routing decisions (parse, extract, hash, place), as the gateway makes them per request.
-// Run: build/release/src/decision_bench  (scripts/bench-decision.sh prints the README table)
+// Run: build/release/src/decision_bench  (scripts/bench-decision.sh prints the table in docs/benchmarks.md)
 #include <benchmark/benchmark.h>
 
 #include "bench/decision_cases.h"

@@ -292,7 +292,7 @@ std::vector<ConfigField> BuildSchema() {
          "prefix-selected instance has reached the concurrency threshold, that request alone goes to the instance "
          "with the fewest in-flight requests (no load bound, the key does not move); it fixes spill_mode "
          "least-loaded, balance_factor 0 and load_measure requests, and routing_strategy is random unless given "
-         "(README: moving from SageMaker)",
+         "(docs/strategies.md: Moving from SageMaker)",
          "sagemaker", ""});
     // Setting the preset sets what it fixes.
     f.set_routing = [](RoutingOptions& o, std::string_view text, const std::string& p) {

@@ -12,7 +12,7 @@
 // client has), and an instance that accepts a request and never answers gives 504 (it may still
 // be working on it). "retried" is the gateway's prefix_router_retries_total.
 //
-// Every test prints one line per fault for the README:
+// Every test prints one line per fault for docs/reliability.md:
 //   fault=<name> sent=N failed=N retried=N lost=N
 // (build/dev/src/gateway_tests --gtest_filter='FaultTest.*' | grep '^fault=').
 //
@@ -86,7 +86,7 @@ struct Tally {
   }
 };
 
-// The summary line for the README; `retried` is the gateway's retry counter for the scenario.
+// The summary line for docs/reliability.md; `retried` is the gateway's retry counter for the scenario.
 void Report(std::string_view fault, Tally& t, int retried) {
   std::printf("fault=%.*s sent=%d failed=%d retried=%d lost=%d\n", static_cast<int>(fault.size()),
               fault.data(), t.sent.load(), t.failed.load(), retried, t.lost.load());

@@ -106,7 +106,7 @@ std::string_view RawMember(std::string_view text, std::string_view key, int& occ
   }
 }
 
-// Routing groups must be usable on the API they are sent with (README: What the router hashes).
+// Routing groups must be usable on the API they are sent with (docs/keys.md).
 bool ValidNativeGroup(std::string_view g) {
   if (g.empty() || g.size() > 64) return false;
   for (char c : g) {

@@ -1,4 +1,4 @@
-// Makes the status page screenshot of the README (scripts/status-screenshot.sh runs it):
+// Makes the status page screenshot of docs/operating.md (scripts/status-screenshot.sh runs it):
 // five engine emulators (the default 70B profile, 10x faster than real time) and one dead
 // address behind `serve`, prefix-aware with a concurrency threshold of 4; about 45 s of
 // traffic from 16 concurrent clients over 40 prefixes with a skewed popularity, one instance
