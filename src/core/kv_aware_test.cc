@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/block_chain.h"
+#include "core/dynamo_kv_policy.h"
 #include "core/fleet.h"
 #include "core/kv_events.h"
 #include "core/policy.h"

@@ -270,22 +270,7 @@ struct CacheAwareOptions {
 // tokens (capacity_blocks x block_bytes / 4) and the longest prompt matched (max_blocks x
 // block_bytes / 4 tokens).
 
-// One worker's inputs to Dynamo's KV router cost (dynamo-kv, see the file comment): the request's
-// input length in tokens and blocks, its leading blocks cached on the worker, and the worker's
-// active prefill tokens and active blocks.
-struct DynamoWorkerLoad {
-  double isl_tokens = 0;
-  uint32_t block_size = 16;      // > 0
-  uint32_t overlap_blocks = 0;
-  double active_tokens = 0;
-  double active_blocks = 0;
-  double new_blocks = 0;         // request blocks not among the worker's active blocks
-};
-// Dynamo's default overlap_score_weight (KvRouterConfig::default at the version cited above).
-inline constexpr double kDynamoOverlapScoreWeight = 1.0;
-// overlap_score_weight x (active_tokens + max(0, isl - overlap x block_size)) / block_size
-//   + active_blocks + new_blocks; lower is better.
-double DynamoKvLogit(const DynamoWorkerLoad& w, double overlap_score_weight);
+// DynamoWorkerLoad and DynamoKvLogit, dynamo-kv's cost: core/dynamo_kv_policy.h.
 
 // Per-pool routing settings. The struct's own strategy is random, the managed service's
 // default, for code that chooses its own; a pool configured without one gets kDefaultStrategy
