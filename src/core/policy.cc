@@ -18,33 +18,52 @@ std::string Range(uint32_t lo, uint32_t hi) {
   return std::to_string(lo) + ".." + std::to_string(hi);
 }
 
+// The strategy registry (policy.h): the one place that names the strategies. A new strategy is
+// a row here, its own file beside the others, and a section in docs/policies.md.
+constexpr StrategyInfo kRegistry[] = {
+    {Strategy::kRandom, "random",
+     "uniform (weighted) among eligible instances; the managed service's default", MakeRandomPolicy},
+    {Strategy::kLeastOutstanding, "least-outstanding-requests",
+     "least load (routing.load_measure) per unit of weight; ties at random", MakeLeastOutstandingPolicy},
+    {Strategy::kRoundRobin, "round-robin", "eligible instances in turn, weights ignored; a baseline",
+     MakeRoundRobinPolicy},
+    {Strategy::kPrefixAware, "prefix-aware",
+     "rendezvous placement of the prefix key, spill when full, bounded loads (balance_factor)",
+     MakePrefixAwarePolicy},
+    {Strategy::kCacheAware, "cache-aware",
+     "least uncached prompt tokens plus queued work, from the blocks each instance was sent",
+     MakeCacheAwarePolicy},
+    {Strategy::kKvAware, "kv-aware",
+     "cache-aware's cost over the blocks the engines report in their KV events "
+     "(cache-aware's view for stale streams)",
+     MakeKvAwarePolicy},
+    {Strategy::kDynamoKv, "dynamo-kv",
+     "our re-implementation of Dynamo's KV router cost, on the engines' KV events", MakeDynamoKvPolicy},
+};
+
 }  // namespace
 
+std::span<const StrategyInfo> StrategyRegistry() { return kRegistry; }
+
 std::string_view StrategyName(Strategy s) {
-  switch (s) {
-    case Strategy::kRandom: return "random";
-    case Strategy::kLeastOutstanding: return "least-outstanding-requests";
-    case Strategy::kRoundRobin: return "round-robin";
-    case Strategy::kPrefixAware: return "prefix-aware";
-    case Strategy::kCacheAware: return "cache-aware";
-    case Strategy::kKvAware: return "kv-aware";
-    case Strategy::kDynamoKv: return "dynamo-kv";
+  for (const StrategyInfo& e : kRegistry) {
+    if (e.strategy == s) return e.name;
   }
   return "unknown";
 }
 
 std::string StrategyNames(std::string_view separator) {
   std::string out;
-  for (Strategy s : kStrategies) {
+  for (const StrategyInfo& e : kRegistry) {
     if (!out.empty()) out += separator;
-    out += StrategyName(s);
+    out += e.name;
   }
   return out;
 }
 
 Result<Strategy> ParseStrategy(std::string_view name) {
-  for (Strategy s : kStrategies) {
-    if (name == StrategyName(s)) return s;
+  for (const StrategyInfo& e : kRegistry) {
+    if (name == e.name) return e.strategy;
   }
   return Status::InvalidArgument("strategy: '" + std::string(name) + "' is not one of " + StrategyNames(", "));
 }
@@ -177,14 +196,8 @@ Status RoutingOptions::Validate() const {
 }
 
 std::unique_ptr<Policy> MakePolicy(const RoutingOptions& o) {
-  switch (o.strategy) {
-    case Strategy::kRandom: return MakeRandomPolicy(o);
-    case Strategy::kLeastOutstanding: return MakeLeastOutstandingPolicy(o);
-    case Strategy::kRoundRobin: return MakeRoundRobinPolicy(o);
-    case Strategy::kPrefixAware: return MakePrefixAwarePolicy(o);
-    case Strategy::kCacheAware: return MakeCacheAwarePolicy(o);
-    case Strategy::kKvAware: return MakeKvAwarePolicy(o);
-    case Strategy::kDynamoKv: return MakeDynamoKvPolicy(o);
+  for (const StrategyInfo& e : kRegistry) {
+    if (e.strategy == o.strategy) return e.make(o);
   }
   return nullptr;
 }

@@ -202,20 +202,31 @@ enum class TokenizerSource { kLocal, kEngine };
 // the managed service's default (the configuration reader applies that).
 enum class Compatibility { kNone, kSageMaker };
 
+class Policy;
+struct RoutingOptions;
+
+// One row of the strategy registry: a strategy the gateway serves.
+struct StrategyInfo {
+  Strategy strategy;
+  std::string_view name;         // as configured (routing_strategy) and on the command line
+  std::string_view description;  // one line, for help texts
+  // REQUIRES: options.Validate().ok(); builds this strategy whatever options.strategy says.
+  std::unique_ptr<Policy> (*make)(const RoutingOptions& options);
+};
+// The registry: every strategy, in the order help texts and errors list them. The only list of
+// the strategies' names (ParseStrategy, MakePolicy, the configuration reader, `serve --help`,
+// `route --help`, `simulate --help` and the simulator's labels read it).
+std::span<const StrategyInfo> StrategyRegistry();
+// The registry's name of `s` ("unknown" for a value outside it).
 std::string_view StrategyName(Strategy s);
-// Every strategy the gateway runs, in the order help texts and errors list them: the one list
-// that ParseStrategy, `serve --help`, `route --help` and the simulator's names start from.
-inline constexpr Strategy kStrategies[] = {Strategy::kRandom,      Strategy::kLeastOutstanding,
-                                           Strategy::kRoundRobin,  Strategy::kPrefixAware,
-                                           Strategy::kCacheAware,  Strategy::kKvAware,
-                                           Strategy::kDynamoKv};
-// The names of kStrategies joined by `separator` ("random | least-outstanding-requests | ...").
+// The registry's names joined by `separator` ("random | least-outstanding-requests | ...").
 std::string StrategyNames(std::string_view separator);
 // Strategies that match RouteRequest::blocks, the block chain of the whole routing text
 // (cache-aware, and kv-aware for its fallback view): callers key and chain the whole text.
 inline bool UsesBlockChain(Strategy s) { return s == Strategy::kCacheAware || s == Strategy::kKvAware; }
 // Strategies that route on the engines' KV events (OnKvEvents) and RouteRequest::prompt_tokens.
 inline bool UsesKvEvents(Strategy s) { return s == Strategy::kKvAware || s == Strategy::kDynamoKv; }
+// A registry name; InvalidArgument listing the registry's names otherwise.
 Result<Strategy> ParseStrategy(std::string_view name);
 // The strategy of a pool that names none (`serve`'s default pool, `route`): cache-aware, the
 // strategy that wins the robustness matrix (docs/proof.md, scripts/robustness.sh: a production
@@ -369,6 +380,7 @@ class Policy {
   virtual void OnKvStreamLost(uint64_t /*instance_seed*/) {}
 };
 
+// The registry's policy for options.strategy.
 // REQUIRES: options.Validate().ok()
 std::unique_ptr<Policy> MakePolicy(const RoutingOptions& options);
 
