@@ -1056,7 +1056,7 @@ Result<SimRun> Simulate(const SimOptions& options) {
 Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_instance,
                                     double duration_s, double warmup_s) {
   options.routing.strategy = Strategy::kRandom;
-  options.strategy_label = "random";
+  options.strategy_label = StrategyName(Strategy::kRandom);
   options.arrivals = Arrivals::kClosed;
   options.concurrency = std::max<uint32_t>(1, users_per_instance * options.instances);
   options.ignore_think_time = true;
