@@ -1,6 +1,6 @@
-// The kv-aware strategy (core/policy.h): cache-aware's cost over the blocks the engines report
-// (KV events), cache-aware's own view for instances whose stream is stale; and dynamo-kv, our
-// re-implementation of Dynamo's KV router cost, on the same index.
+// The kv-aware strategy (core/kv_aware_policy.h, docs/policies.md): cache-aware's cost over the
+// blocks the engines report (KV events), cache-aware's own view for instances whose stream is
+// stale; and dynamo-kv, our re-implementation of Dynamo's KV router cost, on the same index.
 #include <gtest/gtest.h>
 
 #include <cstdint>
