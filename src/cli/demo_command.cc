@@ -45,9 +45,7 @@ struct DemoArgs {
   bool workloads_given = false;
   std::string mooncake_file{kMooncakeSlice};
   double trace_speed = 2;
-  std::vector<std::string> strategies{"random", "least-outstanding-requests",
-                                      "prefix-aware-least-loaded-b0", "prefix-aware",
-                                      "cache-aware"};
+  std::vector<std::string> strategies = sim::DefaultComparison();
   uint64_t seed = 1;
   uint32_t instances = 7;
   std::string profile = "llama-70b-h100x8";
@@ -376,10 +374,11 @@ int RunDemo(const DemoArgs& a) {
       s.seed = a.seed;
       s.instances = a.instances;
       s.profile = *profile;
-      auto routing = sim::ParseStrategyName("prefix-aware", RoutingOptions{});
+      const std::string_view prefix_aware = StrategyName(Strategy::kPrefixAware);
+      auto routing = sim::ParseStrategyName(prefix_aware, RoutingOptions{});
       s.routing = *routing;
       s.routing.prefix_length = length;
-      s.strategy_label = "prefix-aware";
+      s.strategy_label = prefix_aware;
       s.arrivals = sim::Arrivals::kOpen;
       s.rate_rps = rate;
       s.max_requests = plan.warmup + plan.requests;

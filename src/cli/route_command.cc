@@ -212,9 +212,9 @@ void AddRouteCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--instances", args->instance_count,
                   "Also add N instances named instance-0 .. instance-(N-1)");
   std::string accepted, refused;
-  for (Strategy s : kStrategies) {
-    std::string& list = UsesKvEvents(s) ? refused : accepted;
-    list += (list.empty() ? "" : UsesKvEvents(s) ? " and " : " | ") + std::string(StrategyName(s));
+  for (const StrategyInfo& e : StrategyRegistry()) {
+    std::string& list = UsesKvEvents(e.strategy) ? refused : accepted;
+    list += (list.empty() ? "" : UsesKvEvents(e.strategy) ? " and " : " | ") + std::string(e.name);
   }
   cmd->add_option("--strategy", args->strategy,
                   accepted + " (default " + std::string(StrategyName(kDefaultStrategy)) +

@@ -20,9 +20,7 @@ namespace {
 struct SimulateArgs {
   std::vector<std::string> workloads{"long-context"};
   std::vector<std::string> params;
-  std::vector<std::string> strategies{"random", "least-outstanding-requests",
-                                      "prefix-aware-least-loaded-b0", "prefix-aware",
-                                      "cache-aware"};
+  std::vector<std::string> strategies = sim::DefaultComparison();
   std::vector<uint32_t> prefix_lengths;
   std::vector<uint32_t> thresholds;
   double balance_factor = kDefaultBalanceFactor;
@@ -183,16 +181,22 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--param", a->params,
                   "Workload parameter NAME=VALUE (repeatable), e.g. documents=640, file=trace.jsonl");
+  std::string gateway_strategies;
+  for (const StrategyInfo& e : StrategyRegistry()) {
+    gateway_strategies += (gateway_strategies.empty() ? "" : "; ") + std::string(e.name) + " (" +
+                          std::string(e.description) + ")";
+  }
   cmd->add_option("--strategy", a->strategies,
-                  "Strategies, comma-separated: random, least-outstanding-requests, round-robin, "
-                  "prefix-aware (= prefix-aware-next-preferred), prefix-aware-least-loaded; a "
-                  "prefix-aware name may end in -bF to set its balance factor (-b0: off); any name "
-                  "may end in +tokens to measure load in outstanding prompt tokens "
-                  "(routing.load_measure: prompt-tokens), e.g. least-outstanding-requests+tokens; "
-                  "cache-aware (the gateway's default strategy, marked \"(default)\" in the table; "
-                  "-wF: load weight F), kv-aware (the engines' KV events, cache-aware's "
-                  "view for stale streams), dynamo-kv (our re-implementation of Dynamo's KV router "
-                  "cost). Peers, at their sources' defaults: " + PeerStrategyHelp())
+                  "Strategies, comma-separated. The gateway's: " + gateway_strategies + ". " +
+                      std::string(StrategyName(kDefaultStrategy)) +
+                      " is the gateway's default strategy, marked \"(default)\" in the table. "
+                      "prefix-aware spills next-preferred (= prefix-aware-next-preferred), "
+                      "prefix-aware-least-loaded to the least loaded instance; a prefix-aware name "
+                      "may end in -bF to set its balance factor (-b0: off), cache-aware in -wF to "
+                      "set its load weight F; any name may end in +tokens to measure load in "
+                      "outstanding prompt tokens (routing.load_measure: prompt-tokens), e.g. "
+                      "least-outstanding-requests+tokens. Peers, at their sources' defaults: " +
+                      PeerStrategyHelp())
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--prefix-length", a->prefix_lengths,

@@ -1,5 +1,6 @@
-// The cache-aware strategy (core/policy.h): cost = uncached prompt tokens + the instance's queued
-// prefill + load_weight x outstanding prompt tokens, below the concurrency threshold first.
+// The cache-aware strategy (core/cache_aware_policy.h, docs/policies.md): cost = uncached prompt
+// tokens + the instance's queued prefill + load_weight x outstanding prompt tokens, below the
+// concurrency threshold first.
 #include <gtest/gtest.h>
 
 #include <cstdint>

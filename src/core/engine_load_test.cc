@@ -1,4 +1,5 @@
-// LoadMeasure::kEngine: "least loaded" by what the engines report of themselves (core/policy.h).
+// LoadMeasure::kEngine: "least loaded" by what the engines report of themselves (docs/policies.md,
+// "Load measure").
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // How much of the recent traffic each prefix-aware key carries, and how much of the traffic
 // repeats a recent key: the two measurements behind prefix-aware's replication of hot keys and
-// its reuse-scaled balance factor (core/policy.h).
+// its reuse-scaled balance factor (core/prefix_aware_policy.h).
 //
 // Counts decay exponentially with the number of dispatches, not with time (the policy has no
 // clock): after `window` further dispatches a dispatch weighs 1/e. The window is set by the

@@ -1,6 +1,6 @@
-// The kv-aware strategy (core/policy.h): cache-aware's cost over the blocks the engines report
-// (KV events), cache-aware's own view for instances whose stream is stale; and dynamo-kv, our
-// re-implementation of Dynamo's KV router cost, on the same index.
+// The kv-aware strategy (core/kv_aware_policy.h, docs/policies.md): cache-aware's cost over the
+// blocks the engines report (KV events), cache-aware's own view for instances whose stream is
+// stale; and dynamo-kv, our re-implementation of Dynamo's KV router cost, on the same index.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/block_chain.h"
+#include "core/dynamo_kv_policy.h"
 #include "core/fleet.h"
 #include "core/kv_events.h"
 #include "core/policy.h"

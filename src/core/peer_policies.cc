@@ -65,7 +65,7 @@ std::string StrategyOrigin(std::string_view name) {
            "(src/lb_chash.c, 1.7+; hash-balance-factor " + std::to_string(*factor) +
            (*factor == 0 ? ", HAProxy's default: plain consistent hashing)" : ")");
   }
-  if (name == "dynamo-kv") {
+  if (name == StrategyName(Strategy::kDynamoKv)) {
     return "our re-implementation of Dynamo's published KV router (ai-dynamo/dynamo lib/llm/src/kv_router "
            "scheduler.rs and queue.rs @ db19bd2a, sequence.rs @ 581ee33e; overlap_score_weight 1.0, "
            "temperature 0, prefill released at the first token, router queue off as by default)";

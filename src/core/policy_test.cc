@@ -189,6 +189,47 @@ TEST(PolicyTest, ParseStrategyAcceptsDocumentedNames) {
   }
 }
 
+// The registry is the one list: every row parses to its strategy, names it, and builds a policy
+// of that name (through MakePolicy and through its own factory); names and strategies are unique.
+TEST(PolicyTest, RegistryRowsBuildTheirPolicies) {
+  std::set<std::string_view> names;
+  std::set<Strategy> strategies;
+  ASSERT_FALSE(StrategyRegistry().empty());
+  for (const StrategyInfo& e : StrategyRegistry()) {
+    SCOPED_TRACE(e.name);
+    EXPECT_TRUE(names.insert(e.name).second);
+    EXPECT_TRUE(strategies.insert(e.strategy).second);
+    EXPECT_FALSE(e.description.empty());
+    Result<Strategy> parsed = ParseStrategy(e.name);
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, e.strategy);
+    EXPECT_EQ(StrategyName(e.strategy), e.name);
+    RoutingOptions o;
+    o.strategy = e.strategy;
+    ASSERT_TRUE(o.Validate().ok());
+    std::unique_ptr<Policy> p = MakePolicy(o);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->name(), e.name);
+    EXPECT_EQ(e.make(o)->name(), e.name);
+  }
+  // StrategyNames lists exactly the registry's names, in its order.
+  std::string joined;
+  for (const StrategyInfo& e : StrategyRegistry()) joined += (joined.empty() ? "" : ",") + std::string(e.name);
+  EXPECT_EQ(StrategyNames(","), joined);
+}
+
+// An unknown name is refused with a message that names the field and lists every registry name
+// (the message the configuration reader shows for routing_strategy).
+TEST(PolicyTest, UnknownStrategyListsTheRegistry) {
+  Result<Strategy> parsed = ParseStrategy("fastest");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parsed.status().message(), "strategy: 'fastest' is not one of " + StrategyNames(", "));
+  for (const StrategyInfo& e : StrategyRegistry()) {
+    EXPECT_NE(parsed.status().message().find(e.name), std::string::npos) << e.name;
+  }
+}
+
 // ParseSpillMode accepts exactly "next-preferred" and "least-loaded".
 TEST(PolicyTest, ParseSpillModeAcceptsDocumentedNames) {
   ASSERT_TRUE(ParseSpillMode("next-preferred").ok());

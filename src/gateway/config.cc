@@ -206,9 +206,9 @@ Status ReadManagedRouting(const YAML::Node& n, const std::string& path, const Ro
         if (key == "RoutingStrategy") {
           std::string name;
           if (Status st = ReadString(v, p, name); !st.ok()) return st;
-          if (name == "RANDOM") strategy = "random";
-          else if (name == "LEAST_OUTSTANDING_REQUESTS") strategy = "least-outstanding-requests";
-          else if (name == "PREFIX_AWARE") strategy = "prefix-aware";
+          if (name == "RANDOM") strategy = std::string(StrategyName(Strategy::kRandom));
+          else if (name == "LEAST_OUTSTANDING_REQUESTS") strategy = std::string(StrategyName(Strategy::kLeastOutstanding));
+          else if (name == "PREFIX_AWARE") strategy = std::string(StrategyName(Strategy::kPrefixAware));
           else return Status::InvalidArgument(p + ": '" + name + "' is not one of RANDOM, LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE");
           return Status::Ok();
         }
@@ -231,7 +231,7 @@ Status ReadManagedRouting(const YAML::Node& n, const std::string& path, const Ro
       });
   if (!s.ok()) return s;
   if (!strategy) return Status::InvalidArgument(Child(path, "RoutingStrategy") + ": required");
-  const bool prefix_aware = *strategy == "prefix-aware";
+  const bool prefix_aware = *strategy == StrategyName(Strategy::kPrefixAware);
   if (inner && !prefix_aware) {
     return Status::InvalidArgument(inner_path + ": only with RoutingStrategy PREFIX_AWARE");
   }

@@ -298,7 +298,8 @@ Result<GatewayConfig> BuildConfig(const ConfigFlags& flags) {
     RoutingOptions preset;
     (void)values.front().first->set_routing(preset, values.front().second, "");
     if (!file_sets && preset.compatibility == Compatibility::kSageMaker) {
-      values.insert(values.begin() + 1, {FindConfigField("routing.routing_strategy"), "random"});
+      values.insert(values.begin() + 1,
+                    {FindConfigField("routing.routing_strategy"), std::string(StrategyName(Strategy::kRandom))});
     }
   }
 

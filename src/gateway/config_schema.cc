@@ -241,7 +241,7 @@ std::vector<ConfigField> BuildSchema() {
   s.push_back(Routing<Strategy>(
       "routing_strategy", K::kName, [](auto& o) -> auto& { return o.strategy; },
       {StrategyNames(" | "), "--strategy", "routing strategy of the default pool",
-       "prefix-aware", ""}));
+       std::string(StrategyName(Strategy::kPrefixAware)), ""}));
   s.push_back(Routing<uint32_t>(
       "prefix_length", K::kInteger, [](auto& o) -> auto& { return o.prefix_length; },
       {std::to_string(kMinPrefixLength) + ".." + std::to_string(kMaxPrefixLength), "--prefix-length",
@@ -348,8 +348,10 @@ std::vector<ConfigField> BuildSchema() {
                         "pool; also accepted inside pools.NAME. Each setting may be given under one name only "
                         "(RoutingStrategy or routing.routing_strategy, ...)"));
   s.push_back(Structure("RoutingConfig.RoutingStrategy", K::kName, kApplied,
-                        "required: RANDOM | LEAST_OUTSTANDING_REQUESTS | PREFIX_AWARE (random, "
-                        "least-outstanding-requests, prefix-aware)"));
+                        "required: RANDOM | LEAST_OUTSTANDING_REQUESTS | PREFIX_AWARE (" +
+                            std::string(StrategyName(Strategy::kRandom)) + ", " +
+                            std::string(StrategyName(Strategy::kLeastOutstanding)) + ", " +
+                            std::string(StrategyName(Strategy::kPrefixAware)) + ")"));
   s.push_back(Structure("RoutingConfig.PrefixAwareRoutingConfig.PrefixLength", K::kInteger, kApplied,
                         "1024..65536, required with PREFIX_AWARE (and the block only then): routing.prefix_length"));
   s.push_back(Structure("RoutingConfig.PrefixAwareRoutingConfig.ConcurrencyThreshold", K::kInteger, kApplied,

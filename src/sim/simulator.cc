@@ -952,19 +952,38 @@ Result<ScaleEvent> ParseScaleEvent(std::string_view text) {
   return e;
 }
 
+namespace {
+
+// prefix-aware's labels that spell out its spill mode ("prefix-aware-next-preferred", ...).
+const std::vector<std::string>& SpillLabels() {
+  static const std::vector<std::string> labels = [] {
+    const std::string base(StrategyName(Strategy::kPrefixAware));
+    return std::vector<std::string>{base + "-" + std::string(SpillModeName(SpillMode::kNextPreferred)),
+                                    base + "-" + std::string(SpillModeName(SpillMode::kLeastLoaded))};
+  }();
+  return labels;
+}
+
+}  // namespace
+
 std::vector<std::string_view> StrategyNames() {
-  // The gateway's strategies (core's one list), each prefix-aware spill mode spelled out after
+  // The gateway's strategies (core's registry), each prefix-aware spill mode spelled out after
   // prefix-aware, then the re-implemented peers.
   std::vector<std::string_view> names;
-  for (Strategy s : kStrategies) {
-    names.push_back(StrategyName(s));
-    if (s == Strategy::kPrefixAware) {
-      names.push_back("prefix-aware-next-preferred");
-      names.push_back("prefix-aware-least-loaded");
+  for (const StrategyInfo& e : StrategyRegistry()) {
+    names.push_back(e.name);
+    if (e.strategy == Strategy::kPrefixAware) {
+      for (const std::string& label : SpillLabels()) names.push_back(label);
     }
   }
   for (std::string_view peer : PeerStrategyNames()) names.push_back(peer);
   return names;
+}
+
+std::vector<std::string> DefaultComparison() {
+  const std::string prefix_aware(StrategyName(Strategy::kPrefixAware));
+  return {std::string(StrategyName(Strategy::kRandom)), std::string(StrategyName(Strategy::kLeastOutstanding)),
+          prefix_aware + "-least-loaded-b0", prefix_aware, std::string(StrategyName(Strategy::kCacheAware))};
 }
 
 Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions base) {
@@ -973,7 +992,7 @@ Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions b
     base.strategy = Strategy::kRandom;
     return base;
   }
-  constexpr std::string_view kPrefixAware = "prefix-aware";
+  const std::string_view kPrefixAware = StrategyName(Strategy::kPrefixAware);
   // An optional "+tokens" suffix: load measured in outstanding prompt tokens.
   constexpr std::string_view kTokens = "+tokens";
   if (name.ends_with(kTokens)) {
@@ -995,7 +1014,7 @@ Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions b
       name = name.substr(0, b);
     }
   }
-  constexpr std::string_view kCacheAware = "cache-aware";
+  const std::string_view kCacheAware = StrategyName(Strategy::kCacheAware);
   if (name.starts_with(kCacheAware) && name.size() > kCacheAware.size() + 2 &&
       name.substr(kCacheAware.size(), 2) == "-w") {
     // "-wF": the load weight.
@@ -1037,7 +1056,7 @@ Result<SimRun> Simulate(const SimOptions& options) {
 Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_instance,
                                     double duration_s, double warmup_s) {
   options.routing.strategy = Strategy::kRandom;
-  options.strategy_label = "random";
+  options.strategy_label = StrategyName(Strategy::kRandom);
   options.arrivals = Arrivals::kClosed;
   options.concurrency = std::max<uint32_t>(1, users_per_instance * options.instances);
   options.ignore_think_time = true;

@@ -80,12 +80,19 @@ struct ScaleEvent {
 // "add@600", "add:instance-9@600", "remove:instance-3@1200", "replace:instance-2@1800".
 Result<ScaleEvent> ParseScaleEvent(std::string_view text);
 
-// A strategy as named on the command line: random, least-outstanding-requests, round-robin,
-// prefix-aware (spill next-preferred), prefix-aware-next-preferred, prefix-aware-least-loaded;
-// a prefix-aware name may end in -bF (balance factor F), any name in +tokens (load measured in
-// outstanding prompt tokens). Fills strategy, spill, balance_factor and load_measure of `base`.
+// A strategy as named on the command line: a name of core's strategy registry
+// (StrategyRegistry()), prefix-aware-next-preferred or prefix-aware-least-loaded (prefix-aware
+// alone spills next-preferred), or a peer's name (core/peer_policies.h); a prefix-aware name may
+// end in -bF (balance factor F), cache-aware in -wF (load weight F), any name in +tokens (load
+// measured in outstanding prompt tokens). Fills strategy, spill, balance_factor, load_measure and
+// cache_aware.load_weight of `base`; an unknown name is refused with the list StrategyNames() gives.
 Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions base);
+// The registry's names, prefix-aware's spill-mode labels after prefix-aware, then the peers'.
 std::vector<std::string_view> StrategyNames();
+// The strategies `simulate` and `demo` compare when given none: random and
+// least-outstanding-requests, the managed service's prefix-aware (prefix-aware-least-loaded-b0),
+// ours (prefix-aware) and the gateway's default (cache-aware).
+std::vector<std::string> DefaultComparison();
 
 enum class Arrivals { kClosed, kOpen };
 

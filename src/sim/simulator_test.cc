@@ -251,6 +251,28 @@ TEST(SimulatorTest, ParsesNames) {
   EXPECT_FALSE(ParseStrategyName("fastest", RoutingOptions{}).ok());
 }
 
+// The simulator's labels start from core's registry: every registry name is a label it accepts,
+// for that strategy, and is listed by StrategyNames(); an unknown label is refused with a message
+// that lists every registry name.
+TEST(SimulatorTest, LabelsAreTheRegistryNames) {
+  const std::vector<std::string_view> listed = StrategyNames();
+  for (const StrategyInfo& e : StrategyRegistry()) {
+    auto s = ParseStrategyName(e.name, RoutingOptions{});
+    ASSERT_TRUE(s.ok()) << e.name << ": " << s.status().message();
+    EXPECT_EQ(s->strategy, e.strategy) << e.name;
+    EXPECT_NE(std::find(listed.begin(), listed.end(), e.name), listed.end()) << e.name;
+  }
+  auto bad = ParseStrategyName("fastest", RoutingOptions{});
+  ASSERT_FALSE(bad.ok());
+  for (const StrategyInfo& e : StrategyRegistry()) {
+    EXPECT_NE(bad.status().message().find(e.name), std::string::npos) << e.name;
+  }
+  // The default comparison names only strategies the parser accepts.
+  for (const std::string& label : DefaultComparison()) {
+    EXPECT_TRUE(ParseStrategyName(label, RoutingOptions{}).ok()) << label;
+  }
+}
+
 // A finite trace that ends before the saturation run's warm-up does (30 long prompts, all sent at
 // once by the closed loop, all done in seconds) is measured over the whole run instead of
 // reporting no throughput; the prompts, past one tiny-test engine's KV cache together, complete.

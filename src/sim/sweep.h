@@ -29,7 +29,8 @@ enum class LoadKind { kPercentOfSaturation, kRate, kConcurrency };
 struct SweepSpec {
   SimOptions base;  // everything not swept (profile, duration, warm-up, events, params, ...)
   std::vector<std::string> workloads{"long-context"};
-  std::vector<std::string> strategies{"random", "prefix-aware"};
+  std::vector<std::string> strategies{std::string(StrategyName(Strategy::kRandom)),
+                                      std::string(StrategyName(Strategy::kPrefixAware))};
   std::vector<uint32_t> prefix_lengths;  // empty = base.routing.prefix_length
   std::vector<uint32_t> thresholds;      // empty = base.routing.concurrency_threshold
   std::vector<uint32_t> instances;       // empty = base.instances

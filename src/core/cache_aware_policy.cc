@@ -1,0 +1,76 @@
+#include "core/cache_aware_policy.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/block_index.h"
+#include "core/policy_internal.h"
+
+namespace prefix_router {
+namespace {
+
+using policy_internal::Candidates;
+using policy_internal::CostShareBound;
+using policy_internal::Departures;
+using policy_internal::kBytesPerToken;
+using policy_internal::NoCandidate;
+using policy_internal::PickByCost;
+using policy_internal::PrefillQueue;
+
+class CacheAwarePolicy final : public Policy {
+ public:
+  explicit CacheAwarePolicy(const RoutingOptions& o)
+      : threshold_(static_cast<int32_t>(o.concurrency_threshold)),
+        block_tokens_(std::max<uint32_t>(1, o.cache_aware.block_bytes / kBytesPerToken)),
+        load_weight_(o.cache_aware.load_weight),
+        index_(BlockIndex::Options{o.cache_aware.capacity_blocks, o.cache_aware.max_index_bytes}) {}
+
+  Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
+    auto c = Candidates(r, f, false);
+    if (c.empty()) return NoCandidate(r, f);
+    thread_local std::vector<uint64_t> seeds, cached;
+    thread_local std::vector<uint32_t> matched;
+    seeds.resize(c.size());
+    matched.assign(c.size(), 0);
+    for (size_t k = 0; k < c.size(); ++k) seeds[k] = f.placement_seed(c[k]);
+    if (!r.blocks.empty()) index_.Match(r.blocks, seeds, matched);
+    cached.resize(c.size());
+    for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
+    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c),
+                      queue_.Read(seeds));
+  }
+  std::string_view name() const override { return StrategyName(Strategy::kCacheAware); }
+  void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
+    shares_.Count(f, d.instance);
+    for (uint64_t seed : departures_.Left(f)) {
+      index_.ForgetInstance(seed);
+      queue_.Forget(seed);
+    }
+    const uint64_t seed = f.placement_seed(d.instance);
+    queue_.Add(d.request_id, seed, static_cast<double>(d.uncached_tokens));
+    if (r.blocks.empty()) return;
+    departures_.Note(seed);
+    index_.Insert(r.blocks, seed);
+  }
+  void OnFirstToken(const Decision& d, const FleetSnapshot&) override { queue_.Release(d.request_id); }
+  void OnCompleted(const Decision& d, const FleetSnapshot&) override { queue_.Release(d.request_id); }
+
+ private:
+  int32_t threshold_;
+  uint32_t block_tokens_;
+  double load_weight_;
+  // Internally locked; mutable because Pick (const for callers) matches on it, which refreshes
+  // the matched blocks' recency.
+  mutable BlockIndex index_;
+  Departures departures_;
+  CostShareBound shares_;
+  PrefillQueue queue_;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> MakeCacheAwarePolicy(const RoutingOptions& o) { return std::make_unique<CacheAwarePolicy>(o); }
+
+}  // namespace prefix_router

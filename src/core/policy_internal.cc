@@ -1,0 +1,222 @@
+// Definitions for core/policy_internal.h: moved verbatim from policy.cc when it was split into one
+// file per policy family.
+#include "core/policy_internal.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/kv_index.h"
+#include "core/placement.h"
+
+namespace prefix_router::policy_internal {
+
+std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded) {
+  thread_local std::vector<uint32_t> buf;
+  buf.clear();
+  for (uint32_t i : f.Eligible(r.served_name)) {
+    if (!f.state(i).routable()) continue;
+    if (!keep_excluded && !r.exclude.empty() && IsExcluded(r, i)) continue;
+    buf.push_back(i);
+  }
+  return {buf.data(), buf.size()};
+}
+
+Status NoCandidate(const RouteRequest& r, const FleetSnapshot& f) {
+  std::string what = r.served_name.empty() ? std::string("the default pool")
+                                           : "'" + std::string(r.served_name) + "'";
+  if (f.Eligible(r.served_name).empty()) return Status::Unavailable("no instance serves " + what);
+  return Status::Unavailable("no available instance left for " + what);
+}
+
+void ShareMeter::Count(const FleetSnapshot& f, uint32_t i) {
+  std::lock_guard lock(mu_);
+  Sync(f);
+  unit_ *= std::exp(1 / (kShareWindowPerInstance * f.size()));
+  counts_[i] += unit_;
+  if (unit_ > 1e200) {  // renormalise long before overflow
+    for (double& c : counts_) c /= unit_;
+    unit_ = 1;
+  }
+}
+
+double ShareMeter::Read(const FleetSnapshot& f, std::span<const uint32_t> c, std::vector<double>& out) {
+  out.resize(f.size());
+  std::lock_guard lock(mu_);
+  Sync(f);
+  double total = 0;
+  for (uint32_t i : c) total += out[i] = counts_[i] / unit_;
+  return total;
+}
+
+void ShareMeter::Sync(const FleetSnapshot& f) {
+  if (snapshot_ == &f && seeds_.size() == f.size()) {
+    bool same = true;
+    for (uint32_t i = 0; i < f.size() && same; ++i) same = seeds_[i] == f.placement_seed(i);
+    if (same) return;
+  }
+  std::unordered_map<uint64_t, double> old;
+  double total = 0, weight = 0;
+  for (size_t i = 0; i < seeds_.size(); ++i) old.emplace(seeds_[i], counts_[i]);
+  std::vector<double> next(f.size(), -1);
+  for (uint32_t i = 0; i < f.size(); ++i) {
+    auto it = old.find(f.placement_seed(i));
+    if (it == old.end()) continue;
+    next[i] = it->second;
+    total += it->second;
+    weight += f.spec(i).weight;
+  }
+  for (uint32_t i = 0; i < f.size(); ++i) {
+    if (next[i] >= 0) continue;
+    next[i] = weight > 0 ? total * f.spec(i).weight / weight : 0;  // a newcomer: fair share
+  }
+  seeds_.resize(f.size());
+  for (uint32_t i = 0; i < f.size(); ++i) seeds_[i] = f.placement_seed(i);
+  counts_ = std::move(next);
+  snapshot_ = &f;
+}
+
+void Departures::Note(uint64_t seed) {
+  std::lock_guard lock(mu_);
+  known_.insert(seed);
+}
+
+std::vector<uint64_t> Departures::Left(const FleetSnapshot& f) {
+  std::vector<uint64_t> left;
+  std::lock_guard lock(mu_);
+  if (&f == snapshot_) return left;
+  snapshot_ = &f;
+  std::unordered_set<uint64_t> present;
+  for (uint32_t i = 0; i < f.size(); ++i) present.insert(f.placement_seed(i));
+  for (auto it = known_.begin(); it != known_.end();) {
+    if (present.contains(*it)) {
+      ++it;
+    } else {
+      left.push_back(*it);
+      it = known_.erase(it);
+    }
+  }
+  return left;
+}
+
+Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
+                    std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold,
+                    double load_weight, std::span<const uint8_t> over_share,
+                    std::span<const double> queued) {
+  const uint64_t key = r.key.placement_hash();
+  size_t best = SIZE_MAX;
+  bool best_below = false;
+  double best_cost = 0;
+  uint64_t best_score = 0;
+  uint64_t longest = 0;
+  for (size_t k = 0; k < c.size(); ++k) {
+    const uint32_t i = c[k];
+    longest = std::max(longest, cached[k]);
+    const bool below = InFlight(f, i) < threshold && (over_share.empty() || over_share[k] == 0);
+    const double uncached = prompt_tokens > cached[k] ? static_cast<double>(prompt_tokens - cached[k]) : 0;
+    const double w = static_cast<double>(f.spec(i).weight);
+    const double cost = uncached + queued[k] / w +
+                        load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) / w;
+    const uint64_t score = PreferenceScore(key, f, i);
+    if (best == SIZE_MAX || (below && !best_below) ||
+        (below == best_below && (cost < best_cost || (cost == best_cost && score > best_score)))) {
+      best = k;
+      best_below = below;
+      best_cost = cost;
+      best_score = score;
+    }
+  }
+  DecisionKind kind = !best_below                ? DecisionKind::kSaturated
+                      : longest == 0             ? DecisionKind::kLeastOutstanding
+                      : cached[best] == longest  ? DecisionKind::kAffinity
+                                                 : DecisionKind::kOverflow;
+  Decision d{c[best], kind, 0};
+  d.uncached_tokens = prompt_tokens > cached[best] ? prompt_tokens - cached[best] : 0;
+  return d;
+}
+
+void PrefillQueue::Add(uint64_t request_id, uint64_t seed, double tokens) {
+  if (request_id == 0 || tokens <= 0) return;
+  std::lock_guard lock(mu_);
+  if (!requests_.try_emplace(request_id, Entry{seed, tokens}).second) return;
+  queued_[seed] += tokens;
+}
+
+void PrefillQueue::Release(uint64_t request_id) {
+  if (request_id == 0) return;
+  std::lock_guard lock(mu_);
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  auto q = queued_.find(it->second.seed);
+  if (q != queued_.end()) {
+    q->second -= it->second.tokens;
+    if (q->second <= 0.5) queued_.erase(q);
+  }
+  requests_.erase(it);
+}
+
+std::span<const double> PrefillQueue::Read(std::span<const uint64_t> seeds) const {
+  thread_local std::vector<double> out;
+  out.assign(seeds.size(), 0);
+  std::lock_guard lock(mu_);
+  if (queued_.empty()) return {out.data(), out.size()};
+  for (size_t k = 0; k < seeds.size(); ++k) {
+    auto it = queued_.find(seeds[k]);
+    if (it != queued_.end()) out[k] = it->second;
+  }
+  return {out.data(), out.size()};
+}
+
+void PrefillQueue::Forget(uint64_t seed) {
+  std::lock_guard lock(mu_);
+  queued_.erase(seed);
+  std::erase_if(requests_, [&](const auto& kv) { return kv.second.seed == seed; });
+}
+
+std::span<const uint8_t> CostShareBound::Mark(const FleetSnapshot& f, std::span<const uint32_t> c) const {
+  thread_local std::vector<uint8_t> over;
+  thread_local std::vector<double> recent;
+  int64_t load = 0;
+  double weight = 0;
+  for (uint32_t i : c) {
+    load += std::max<int32_t>(0, InFlight(f, i));
+    weight += f.spec(i).weight;
+  }
+  if (load < static_cast<int64_t>(c.size()) || c.size() < 2) return {};
+  const double total = meter_.Read(f, c, recent);
+  const double fair_per_weight = total / weight;
+  const double limit_per_weight = (1 + kShareTolerance) * fair_per_weight;
+  const double floor_per_weight = (1 - kShareTolerance) * fair_per_weight;
+  over.assign(c.size(), 0);
+  bool any = false, under = false;
+  for (size_t k = 0; k < c.size(); ++k) {
+    const uint32_t i = c[k];
+    const double w = f.spec(i).weight;
+    over[k] = recent[i] > limit_per_weight * w + kShareSlack;
+    any |= over[k] != 0;
+    under |= recent[i] < floor_per_weight * w - kShareSlack;
+  }
+  if (under) {
+    // An instance is as far below its share: those above 1.05 x their fair share step aside
+    // too, so the requests they would have taken refill it (the cost still chooses among the
+    // rest). Balancing work, the cost alone lets an instance that holds long prompts fall
+    // far below its share of requests (the Mooncake trace at 3x: 12.4% on 7 instances).
+    for (size_t k = 0; k < c.size(); ++k) {
+      const uint32_t i = c[k];
+      if (recent[i] > limit_per_weight * f.spec(i).weight) over[k] = 1;
+      any |= over[k] != 0;
+    }
+  }
+  if (!any) return {};
+  return {over.data(), over.size()};
+}
+
+std::span<const uint64_t> PromptChains::At(uint32_t block_size) {
+  for (auto& [bs, chain] : chains_) {
+    if (bs == block_size) return chain;
+  }
+  chains_.emplace_back(block_size, std::vector<uint64_t>());
+  KvBlockChain(r_.prompt_tokens, block_size, max_tokens_ / block_size, seed_, chains_.back().second);
+  return chains_.back().second;
+}
+
+}  // namespace prefix_router::policy_internal
