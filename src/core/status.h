@@ -26,7 +26,7 @@ enum class StatusCode {
 
 std::string_view StatusCodeName(StatusCode code);
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -61,7 +61,7 @@ class Status {
 // Either a T or a non-ok Status.
 // REQUIRES: a Result is never constructed from an ok Status.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}     // NOLINT: implicit by design

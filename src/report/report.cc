@@ -18,7 +18,6 @@ namespace prefix_router::report {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr std::string_view kRandom = "random";
 // The swept settings the report recognises; "instances" is RunResult::instances. "gateways"
 // (simulate --gateways) is recorded only when it is not 1 or when a sweep varies it.
 constexpr std::string_view kSweepKeys[] = {"prefix_length", "concurrency_threshold", "load_pct",
@@ -41,9 +40,9 @@ struct Block {
 
 // Baselines first, then strategies in the order they first appear.
 int StrategyRank(const std::string& s, const std::vector<std::string>& order) {
-  if (s == kRandom) return 0;
-  if (s == "least-outstanding-requests") return 1;
-  if (s == "round-robin") return 2;
+  if (s == StrategyName(Strategy::kRandom)) return 0;
+  if (s == StrategyName(Strategy::kLeastOutstanding)) return 1;
+  if (s == StrategyName(Strategy::kRoundRobin)) return 2;
   return 3 + static_cast<int>(std::find(order.begin(), order.end(), s) - order.begin());
 }
 
@@ -108,11 +107,11 @@ std::string RowLabel(const Block& b, const RunResult& r) {
 // The random run `r` is compared with: same block and seed, and among those the one whose
 // settings agree with r's on the most shared keys (a load sweep compares equal loads).
 const RunResult* Baseline(const Block& b, const RunResult& r) {
-  if (r.strategy == kRandom) return nullptr;
+  if (r.strategy == StrategyName(Strategy::kRandom)) return nullptr;
   const RunResult* best = nullptr;
   int best_mismatch = 0, best_match = 0;
   for (const RunResult* c : b.runs) {
-    if (c->strategy != kRandom || c->seed != r.seed) continue;
+    if (c->strategy != StrategyName(Strategy::kRandom) || c->seed != r.seed) continue;
     int match = 0, mismatch = 0;
     for (const auto& [k, v] : r.settings) {
       auto it = c->settings.find(k);
@@ -315,12 +314,13 @@ Table ComparisonRows(const Block& b) {
 class Palette {
  public:
   explicit Palette(const std::vector<RunResult>& runs) {
-    colors_ = {{"random", "#7a7a7a"},
-               {"least-outstanding-requests", "#e69f00"},
-               {"round-robin", "#8c564b"},
-               {"prefix-aware", "#0072b2"},
-               {"prefix-aware-least-loaded", "#cc79a7"},
-               {"prefix-aware-next-preferred", "#009e73"}};
+    const std::string prefix_aware(StrategyName(Strategy::kPrefixAware));
+    colors_ = {{std::string(StrategyName(Strategy::kRandom)), "#7a7a7a"},
+               {std::string(StrategyName(Strategy::kLeastOutstanding)), "#e69f00"},
+               {std::string(StrategyName(Strategy::kRoundRobin)), "#8c564b"},
+               {prefix_aware, "#0072b2"},
+               {prefix_aware + "-least-loaded", "#cc79a7"},
+               {prefix_aware + "-next-preferred", "#009e73"}};
     // Colours no known strategy uses, for the others in order of appearance.
     const char* pool[] = {"#d55e00", "#56b4e9", "#000000", "#b8860b", "#6a3d9a", "#e31a1c"};
     size_t next = 0;
@@ -868,7 +868,7 @@ std::string Range(double lo, double hi, bool percent) {
 }
 
 bool KeyedByPrefixLength(const std::string& strategy) {
-  return strategy.rfind("prefix-aware", 0) == 0 || strategy.rfind("haproxy-chash-bl", 0) == 0;
+  return strategy.rfind(StrategyName(Strategy::kPrefixAware), 0) == 0 || strategy.rfind("haproxy-chash-bl", 0) == 0;
 }
 
 std::string PeersSection(const std::vector<RunResult>& runs) {
