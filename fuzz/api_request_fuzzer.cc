@@ -50,8 +50,8 @@ using namespace prefix_router::api;
   std::abort();
 }
 
-#define CHECK(cond, ...) \
-  do {                  \
+#define CHECK(cond, ...)                                 \
+  do {                                                   \
     if (!(cond)) Fail(#cond __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)
 
@@ -82,8 +82,8 @@ Outcome Copy(const Result<ParsedRequest>& r, const std::string& text = "") {
 }
 
 // Parses and copies the result out before the parser is used again.
-Outcome Run(OpenAiRequestParser& parser, ApiKind api, std::string_view body,
-            uint32_t prefix_length, bool padded = false, const KeyNormaliser* norm = nullptr) {
+Outcome Run(OpenAiRequestParser& parser, ApiKind api, std::string_view body, uint32_t prefix_length,
+            bool padded = false, const KeyNormaliser* norm = nullptr) {
   std::string text;
   Result<ParsedRequest> r = parser.Parse(api, body, prefix_length, padded, &text, norm);
   return Copy(r, text);
@@ -91,8 +91,8 @@ Outcome Run(OpenAiRequestParser& parser, ApiKind api, std::string_view body,
 
 std::string Describe(const Outcome& o) {
   if (!o.status.ok()) return o.status.ToString();
-  return "model='" + o.served_name + "' group='" + o.routing_group + "' units=" +
-         std::to_string(o.prefix_units) + " key=" + o.key.ToHex();
+  return "model='" + o.served_name + "' group='" + o.routing_group + "' units=" + std::to_string(o.prefix_units) +
+         " key=" + o.key.ToHex();
 }
 
 // Equal values, or equal errors. `same_message`: the error's text must match too (not for the
@@ -101,12 +101,10 @@ std::string Describe(const Outcome& o) {
 bool SameOutcome(const Outcome& a, const Outcome& b, bool same_message = true) {
   if (a.status.ok() != b.status.ok()) return false;
   if (!a.status.ok()) {
-    return a.status.code() == b.status.code() &&
-           (!same_message || a.status.message() == b.status.message());
+    return a.status.code() == b.status.code() && (!same_message || a.status.message() == b.status.message());
   }
-  return a.served_name == b.served_name && a.routing_group == b.routing_group &&
-         a.stream == b.stream && a.key == b.key && a.prefix_units == b.prefix_units &&
-         a.text == b.text;
+  return a.served_name == b.served_name && a.routing_group == b.routing_group && a.stream == b.stream &&
+         a.key == b.key && a.prefix_units == b.prefix_units && a.text == b.text;
 }
 
 // The key the OpenAI API must give for a keyed text: the hash of exactly those characters.
@@ -129,12 +127,11 @@ const KeyNormaliser* NormaliserFor(bool fields, bool patterns) {
     return *n;
   };
   static const std::shared_ptr<const KeyNormaliser> all[4] = {nullptr, make(false, true), make(true, false),
-                                                               make(true, true)};
+                                                              make(true, true)};
   return all[(fields ? 2 : 0) + (patterns ? 1 : 0)].get();
 }
 
-void CheckOpenAi(ApiKind api, std::string_view body, uint32_t prefix_length, char pad,
-                 const KeyNormaliser* norm) {
+void CheckOpenAi(ApiKind api, std::string_view body, uint32_t prefix_length, char pad, const KeyNormaliser* norm) {
   // One parser reused, as a connection's thread does, and a second one (whose previous input
   // was a different one) for the padded path: leftover state would show as a difference.
   static OpenAiRequestParser reused;
@@ -145,10 +142,8 @@ void CheckOpenAi(ApiKind api, std::string_view body, uint32_t prefix_length, cha
 
   std::string padded(body);
   padded.append(kBodyPadding, pad);
-  const Outcome in_place =
-      Run(other, api, std::string_view(padded.data(), body.size()), prefix_length, true, norm);
-  CHECK(SameOutcome(first, in_place, /*same_message=*/false),
-        Describe(first) + " vs padded " + Describe(in_place));
+  const Outcome in_place = Run(other, api, std::string_view(padded.data(), body.size()), prefix_length, true, norm);
+  CHECK(SameOutcome(first, in_place, /*same_message=*/false), Describe(first) + " vs padded " + Describe(in_place));
 
   if (!first.status.ok()) {
     CHECK(first.status.code() == StatusCode::kInvalidArgument, first.status.ToString());
@@ -179,9 +174,9 @@ void CheckOpenAi(ApiKind api, std::string_view body, uint32_t prefix_length, cha
   }
   CHECK(half.prefix_units == std::min<size_t>(shorter, first.prefix_units), Describe(half));
   CHECK(first.text.compare(0, half.text.size(), half.text) == 0, Describe(half));
-  CHECK(half.served_name == first.served_name && half.routing_group == first.routing_group &&
-            half.stream == first.stream,
-        Describe(half));
+  CHECK(
+      half.served_name == first.served_name && half.routing_group == first.routing_group && half.stream == first.stream,
+      Describe(half));
   if (first.prefix_units < prefix_length) {
     // The whole text was keyed: a longer prefix changes nothing.
     const Outcome longer = Run(reused, api, body, prefix_length + 1, false, norm);
@@ -189,8 +184,8 @@ void CheckOpenAi(ApiKind api, std::string_view body, uint32_t prefix_length, cha
   }
 }
 
-void CheckNative(std::string_view body, uint32_t prefix_length,
-                 std::optional<std::string_view> group, std::optional<std::string_view> component) {
+void CheckNative(std::string_view body, uint32_t prefix_length, std::optional<std::string_view> group,
+                 std::optional<std::string_view> component) {
   const Outcome first = Copy(ParseNative(body, prefix_length, group, component));
   const Outcome again = Copy(ParseNative(body, prefix_length, group, component));
   CHECK(SameOutcome(first, again), Describe(first) + " then " + Describe(again));
@@ -199,8 +194,7 @@ void CheckNative(std::string_view body, uint32_t prefix_length,
   CHECK(first.status.ok() == group_ok, Describe(first));
   if (group) {
     const bool printable = !group->empty() && group->size() <= kMaxRoutingGroupLength &&
-                           std::all_of(group->begin(), group->end(),
-                                       [](char c) { return c >= 0x20 && c <= 0x7e; });
+                           std::all_of(group->begin(), group->end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
     CHECK(group_ok == printable, std::string(*group));
   }
   if (!first.status.ok()) {
@@ -217,15 +211,14 @@ void CheckNative(std::string_view body, uint32_t prefix_length,
   CHECK(cut.key == first.key, Describe(first) + " vs cut " + Describe(cut));
   const std::string longer = std::string(body) + "tail";
   const Outcome tail = Copy(ParseNative(longer, prefix_length, group, component));
-  CHECK((tail.key == first.key) == (body.size() >= prefix_length),
-        Describe(first) + " vs tail " + Describe(tail));
+  CHECK((tail.key == first.key) == (body.size() >= prefix_length), Describe(first) + " vs tail " + Describe(tail));
 }
 
 // Native with a normaliser: the key is the hash of the keyed bytes (the canonical prefix, or
 // the raw bytes when the body is not JSON); the canonical form is a function of the body and
 // prefix-consistent, and (without patterns) canonicalising it again changes nothing.
-void CheckNativeNormalised(std::string_view body, uint32_t prefix_length,
-                           std::optional<std::string_view> group, const KeyNormaliser& norm) {
+void CheckNativeNormalised(std::string_view body, uint32_t prefix_length, std::optional<std::string_view> group,
+                           const KeyNormaliser& norm) {
   std::string keyed;
   const Result<ParsedRequest> r = ParseNative(body, prefix_length, group, std::nullopt, &norm, &keyed);
   const Outcome first = Copy(r);
@@ -243,7 +236,8 @@ void CheckNativeNormalised(std::string_view body, uint32_t prefix_length,
   CHECK(canonical == keyed, Describe(first));
   std::string half;
   CHECK(norm.CanonicalNativePrefix(body, prefix_length / 2, half));
-  CHECK(canonical.compare(0, half.size(), half) == 0 && half.size() == std::min<size_t>(canonical.size(), prefix_length / 2),
+  CHECK(canonical.compare(0, half.size(), half) == 0 &&
+            half.size() == std::min<size_t>(canonical.size(), prefix_length / 2),
         half + " vs " + canonical);
   if (!norm.has_patterns() && canonical.size() < prefix_length) {
     std::string twice;

@@ -31,13 +31,12 @@ using namespace prefix_router;
 using namespace prefix_router::gateway;
 
 [[noreturn]] void Fail(const char* what, const std::string& detail = "") {
-  std::fprintf(stderr, "gateway_config_fuzzer: invariant violated: %s\n%s\n", what,
-               detail.c_str());
+  std::fprintf(stderr, "gateway_config_fuzzer: invariant violated: %s\n%s\n", what, detail.c_str());
   std::abort();
 }
 
-#define CHECK(cond, ...) \
-  do {                  \
+#define CHECK(cond, ...)                                 \
+  do {                                                   \
     if (!(cond)) Fail(#cond __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)
 
@@ -50,45 +49,41 @@ std::string Number(double v) {
 // Every field, parsed ones included, in a fixed order: equal dumps mean equal configs.
 void DumpRouting(std::string& out, const RoutingOptions& o) {
   out += std::string(StrategyName(o.strategy)) + " " + std::to_string(o.prefix_length) + " " +
-         std::to_string(o.concurrency_threshold) + " " + std::string(SpillModeName(o.spill)) +
-         " " + Number(o.balance_factor) + "\n";
+         std::to_string(o.concurrency_threshold) + " " + std::string(SpillModeName(o.spill)) + " " +
+         Number(o.balance_factor) + "\n";
 }
 
 std::string Dump(const GatewayConfig& c) {
   std::string out;
   out += "listen '" + c.listen + "' '" + c.listen_host + "' " + std::to_string(c.listen_port) + "\n";
-  out += "io_threads " + std::to_string(c.io_threads) + " decision_headers " +
-         std::to_string(c.decision_headers) + "\nrouting ";
+  out += "io_threads " + std::to_string(c.io_threads) + " decision_headers " + std::to_string(c.decision_headers) +
+         "\nrouting ";
   DumpRouting(out, c.routing);
   for (const auto& [name, o] : c.pools) {
     out += "pool '" + name + "' ";
     DumpRouting(out, o);
   }
   for (const InstanceConfig& i : c.instances) {
-    out += "instance '" + i.name + "' '" + i.url + "' " + std::to_string(i.weight) + " '" +
-           i.host + "' " + std::to_string(i.port) + " '" + i.base_path + "' models";
+    out += "instance '" + i.name + "' '" + i.url + "' " + std::to_string(i.weight) + " '" + i.host + "' " +
+           std::to_string(i.port) + " '" + i.base_path + "' models";
     for (const std::string& m : i.models) out += " '" + m + "'";
     out += "\n";
   }
-  out += "limits " + std::to_string(c.max_request_body_bytes) + " " +
-         std::to_string(c.max_header_bytes) + "\n";
+  out += "limits " + std::to_string(c.max_request_body_bytes) + " " + std::to_string(c.max_header_bytes) + "\n";
   const TimeoutsConfig& t = c.timeouts;
   out += "timeouts";
-  for (double v : {t.connect, t.first_byte, t.idle, t.total, t.client_read, t.client_write,
-                   t.client_idle, t.drain}) {
+  for (double v : {t.connect, t.first_byte, t.idle, t.total, t.client_read, t.client_write, t.client_idle, t.drain}) {
     out += " " + Number(v);
   }
   out += "\nretries " + std::to_string(c.max_retries) + "\n";
   const HealthConfig& h = c.health;
   out += "health '" + h.path + "' " + Number(h.interval) + " " + Number(h.timeout) + " " +
-         std::to_string(h.unhealthy_threshold) + " " + std::to_string(h.healthy_threshold) +
-         " " + std::to_string(h.passive_failures) + "\n";
+         std::to_string(h.unhealthy_threshold) + " " + std::to_string(h.healthy_threshold) + " " +
+         std::to_string(h.passive_failures) + "\n";
   return out;
 }
 
-std::string Outcome(const Result<GatewayConfig>& r) {
-  return r.ok() ? Dump(*r) : r.status().ToString();
-}
+std::string Outcome(const Result<GatewayConfig>& r) { return r.ok() ? Dump(*r) : r.status().ToString(); }
 
 bool HeaderSafe(const std::string& s) {
   for (char c : s) {
@@ -99,11 +94,9 @@ bool HeaderSafe(const std::string& s) {
 
 void CheckRouting(const RoutingOptions& o, const std::string& where) {
   CHECK(o.prefix_length >= kMinPrefixLength && o.prefix_length <= kMaxPrefixLength, where);
-  CHECK(o.concurrency_threshold >= kMinConcurrencyThreshold &&
-            o.concurrency_threshold <= kMaxConcurrencyThreshold,
+  CHECK(o.concurrency_threshold >= kMinConcurrencyThreshold && o.concurrency_threshold <= kMaxConcurrencyThreshold,
         where);
-  CHECK(o.balance_factor == 0 ||
-            (o.balance_factor >= kMinBalanceFactor && o.balance_factor <= kMaxBalanceFactor),
+  CHECK(o.balance_factor == 0 || (o.balance_factor >= kMinBalanceFactor && o.balance_factor <= kMaxBalanceFactor),
         where);
   CHECK(o.Validate().ok(), where);
   CHECK(MakePolicy(o) != nullptr, where);
@@ -203,11 +196,14 @@ std::string Emit(const GatewayConfig& c) {
   out << YAML::EndMap;
   const TimeoutsConfig& t = c.timeouts;
   out << YAML::Key << "timeouts" << YAML::Value << YAML::BeginMap;
-  const std::pair<const char*, double> timeouts[] = {
-      {"connect", t.connect},         {"first_byte", t.first_byte},
-      {"idle", t.idle},               {"total", t.total},
-      {"client_read", t.client_read}, {"client_write", t.client_write},
-      {"client_idle", t.client_idle}, {"drain", t.drain}};
+  const std::pair<const char*, double> timeouts[] = {{"connect", t.connect},
+                                                     {"first_byte", t.first_byte},
+                                                     {"idle", t.idle},
+                                                     {"total", t.total},
+                                                     {"client_read", t.client_read},
+                                                     {"client_write", t.client_write},
+                                                     {"client_idle", t.client_idle},
+                                                     {"drain", t.drain}};
   for (const auto& [k, v] : timeouts) out << YAML::Key << k << YAML::Value << Number(v);
   out << YAML::EndMap;
   out << YAML::Key << "retries" << YAML::Value << YAML::BeginMap;
@@ -259,7 +255,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CHECK(reread.ok(), reread.status().ToString() + "\n" + yaml);
   const Status reread_valid = ValidateConfig(*reread);
   CHECK(reread_valid.ok(), reread_valid.ToString() + "\n" + yaml);
-  CHECK(Dump(*reread) == Dump(config), Dump(config) + "\nre-read from\n" + yaml + "\nas\n" +
-                                           Dump(*reread));
+  CHECK(Dump(*reread) == Dump(config), Dump(config) + "\nre-read from\n" + yaml + "\nas\n" + Dump(*reread));
   return 0;
 }

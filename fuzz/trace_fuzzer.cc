@@ -39,8 +39,8 @@ namespace json = boost::json;
   std::abort();
 }
 
-#define CHECK(cond, ...) \
-  do {                  \
+#define CHECK(cond, ...)                                 \
+  do {                                                   \
     if (!(cond)) Fail(#cond __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)
 
@@ -49,9 +49,9 @@ std::string Dump(const Result<std::vector<TraceEntry>>& r) {
   std::string out;
   for (const TraceEntry& e : *r) {
     const Request& q = e.request;
-    out += std::to_string(static_cast<int>(q.api)) + " '" + q.model + "' '" + q.prompt + "' '" +
-           q.body + "' '" + q.routing_group + "' " + std::to_string(q.max_tokens) + " '" +
-           q.label + "' " + (e.arrival_s ? std::to_string(*e.arrival_s) : "-");
+    out += std::to_string(static_cast<int>(q.api)) + " '" + q.model + "' '" + q.prompt + "' '" + q.body + "' '" +
+           q.routing_group + "' " + std::to_string(q.max_tokens) + " '" + q.label + "' " +
+           (e.arrival_s ? std::to_string(*e.arrival_s) : "-");
     for (const Message& m : q.messages) out += " [" + m.role + ": " + m.content + "]";
     out += "\n";
   }
@@ -127,11 +127,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         CHECK(!r.messages.empty() && r.prompt.empty() && r.body.empty(), where);
         for (const Message& m : r.messages) CHECK(!m.role.empty(), where);
         break;
-      case api::ApiKind::kCompletions:
-        CHECK(r.messages.empty() && r.body.empty(), where);
-        break;
-      case api::ApiKind::kNative:
-        break;
+      case api::ApiKind::kCompletions: CHECK(r.messages.empty() && r.body.empty(), where); break;
+      case api::ApiKind::kNative: break;
       default:  // traces hold none of the other APIs
         CHECK(false, where);
     }

@@ -20,11 +20,10 @@ int main(int argc, char** argv) {
     if (arg.find_first_of(" \t\"'$") != std::string::npos) arg = "'" + arg + "'";
     prefix_router::cli::command_line += (i ? " " : "") + arg;
   }
-  CLI::App app{
-      "prefix-router " PREFIX_ROUTER_VERSION
-      ": routes LLM requests to the instance most likely to hold their prompt prefix in KV "
-      "cache, without letting any instance overload.",
-      "prefix-router"};
+  CLI::App app{"prefix-router " PREFIX_ROUTER_VERSION
+               ": routes LLM requests to the instance most likely to hold their prompt prefix in KV "
+               "cache, without letting any instance overload.",
+               "prefix-router"};
   app.set_version_flag("--version", "prefix-router " PREFIX_ROUTER_VERSION);
   app.require_subcommand(1);
   app.footer("Run 'prefix-router COMMAND --help' for the options of a command.");

@@ -7,7 +7,9 @@ namespace {
 
 std::string_view TypeFor(int http_status) {
   switch (http_status) {
-    case 400: case 413: case 422: return "invalid_request_error";
+    case 400:
+    case 413:
+    case 422: return "invalid_request_error";
     case 401: return "authentication_error";
     case 403: return "permission_error";
     case 404: return "not_found_error";

@@ -16,9 +16,9 @@ namespace prefix_router::api {
 
 struct ApiError {
   int http_status = 500;
-  std::string type;     // invalid_request_error, not_found_error, server_error, ...
+  std::string type;  // invalid_request_error, not_found_error, server_error, ...
   std::string message;
-  std::string code;     // optional machine-readable code ("" -> null)
+  std::string code;  // optional machine-readable code ("" -> null)
 };
 
 // InvalidArgument -> 400, NotFound -> 404, ResourceExhausted -> 413, Unavailable -> 503,
@@ -28,6 +28,5 @@ ApiError MakeError(int http_status, std::string message, std::string code = "");
 
 // The JSON body for an error.
 std::string ErrorBody(const ApiError& error);
-
 
 }  // namespace prefix_router::api

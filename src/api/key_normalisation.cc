@@ -3,8 +3,8 @@
 // Boost.Regex rather than std::regex: libstdc++'s std::regex matches by recursion (a long
 // input can overflow the stack) and is several times slower; Boost.Regex is header-only since
 // 1.76, does not recurse, and bounds a pathological match's work (it throws, caught below).
-#include <boost/regex.hpp>
 #include <simdjson.h>
+#include <boost/regex.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -49,7 +49,7 @@ CanonicalScratch& ThreadScratch() {
 
 struct KeyNormaliser::Impl {
   std::vector<std::vector<std::string>> paths;  // exclude_fields split at '.'
-  boost::regex pattern;                          // all exclude_patterns as one alternation
+  boost::regex pattern;                         // all exclude_patterns as one alternation
   bool has_pattern = false;
 };
 
@@ -61,8 +61,8 @@ KeyNormaliser::~KeyNormaliser() = default;
 Result<std::shared_ptr<const KeyNormaliser>> KeyNormaliser::Create(const KeyNormalisation& options) {
   std::shared_ptr<KeyNormaliser> n(new KeyNormaliser(options));
   if (options.exclude_fields.size() > kMaxExcludeFields) {
-    return Status::InvalidArgument("exclude_fields: at most " + std::to_string(kMaxExcludeFields) +
-                                   " paths, got " + std::to_string(options.exclude_fields.size()));
+    return Status::InvalidArgument("exclude_fields: at most " + std::to_string(kMaxExcludeFields) + " paths, got " +
+                                   std::to_string(options.exclude_fields.size()));
   }
   for (size_t i = 0; i < options.exclude_fields.size(); ++i) {
     const std::string where = "exclude_fields[" + std::to_string(i) + "]";
@@ -74,15 +74,13 @@ Result<std::shared_ptr<const KeyNormaliser>> KeyNormaliser::Create(const KeyNorm
       }
     }
     if (segments.size() > kMaxFieldPathSegments) {
-      return Status::InvalidArgument(where + ": at most " + std::to_string(kMaxFieldPathSegments) +
-                                     " segments");
+      return Status::InvalidArgument(where + ": at most " + std::to_string(kMaxFieldPathSegments) + " segments");
     }
     n->impl_->paths.push_back(std::move(segments));
   }
   if (options.exclude_patterns.size() > kMaxExcludePatterns) {
-    return Status::InvalidArgument("exclude_patterns: at most " +
-                                   std::to_string(kMaxExcludePatterns) + " patterns, got " +
-                                   std::to_string(options.exclude_patterns.size()));
+    return Status::InvalidArgument("exclude_patterns: at most " + std::to_string(kMaxExcludePatterns) +
+                                   " patterns, got " + std::to_string(options.exclude_patterns.size()));
   }
   std::string combined;
   for (size_t i = 0; i < options.exclude_patterns.size(); ++i) {
@@ -95,8 +93,7 @@ Result<std::shared_ptr<const KeyNormaliser>> KeyNormaliser::Create(const KeyNorm
                                        "' matches the empty string; a pattern must match some text");
       }
     } catch (const std::exception& e) {
-      return Status::InvalidArgument(where + ": '" + text + "' is not a valid regular expression (" +
-                                     e.what() + ")");
+      return Status::InvalidArgument(where + ": '" + text + "' is not a valid regular expression (" + e.what() + ")");
     }
     if (!combined.empty()) combined += '|';
     combined += "(?:" + text + ")";
@@ -106,8 +103,7 @@ Result<std::shared_ptr<const KeyNormaliser>> KeyNormaliser::Create(const KeyNorm
       n->impl_->pattern = boost::regex(combined, boost::regex::perl | boost::regex::optimize);
       n->impl_->has_pattern = true;
     } catch (const std::exception& e) {
-      return Status::InvalidArgument(std::string("exclude_patterns: the patterns do not combine (") +
-                                     e.what() + ")");
+      return Status::InvalidArgument(std::string("exclude_patterns: the patterns do not combine (") + e.what() + ")");
     }
   }
   return std::shared_ptr<const KeyNormaliser>(std::move(n));
@@ -162,8 +158,7 @@ namespace {
 class CanonicalWriter final : public KeyTextSink {
  public:
   CanonicalWriter(const KeyNormaliser& n, const std::vector<std::vector<std::string>>& paths,
-                  std::vector<std::pair<std::string_view, dom::element>>& members, std::string& out,
-                  size_t limit)
+                  std::vector<std::pair<std::string_view, dom::element>>& members, std::string& out, size_t limit)
       : n_(n), paths_(paths), members_(members), out_(out), limit_(limit) {}
 
   bool full() const { return out_.size() >= limit_; }
@@ -172,9 +167,7 @@ class CanonicalWriter final : public KeyTextSink {
   void Value(dom::element e, uint64_t live, size_t depth) {
     if (full()) return;
     switch (e.type()) {
-      case dom::element_type::OBJECT:
-        Object(dom::object(e), live, depth);
-        return;
+      case dom::element_type::OBJECT: Object(dom::object(e), live, depth); return;
       case dom::element_type::ARRAY: {
         Put("[");
         bool first = true;
@@ -217,18 +210,13 @@ class CanonicalWriter final : public KeyTextSink {
         // The shortest form of a large integral double is an integer literal ("7.3e19" gives
         // "73000000000000000000"), which no longer fits 64 bits and so would not parse again
         // (simdjson refuses such integers): from 2^63 on, always the exponent form.
-        auto r = std::abs(v) >= 0x1p63
-                     ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific)
-                     : std::to_chars(buf, buf + sizeof buf, v);
+        auto r = std::abs(v) >= 0x1p63 ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific)
+                                       : std::to_chars(buf, buf + sizeof buf, v);
         Put(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
         return;
       }
-      case dom::element_type::BOOL:
-        Put(e.get_bool().value_unsafe() ? "true" : "false");
-        return;
-      case dom::element_type::NULL_VALUE:
-        Put("null");
-        return;
+      case dom::element_type::BOOL: Put(e.get_bool().value_unsafe() ? "true" : "false"); return;
+      case dom::element_type::NULL_VALUE: Put("null"); return;
     }
   }
 
@@ -316,8 +304,7 @@ class CanonicalWriter final : public KeyTextSink {
 
 }  // namespace
 
-bool KeyNormaliser::CanonicalNativePrefix(std::string_view body, size_t prefix_length,
-                                          std::string& out) const {
+bool KeyNormaliser::CanonicalNativePrefix(std::string_view body, size_t prefix_length, std::string& out) const {
   out.clear();
   if (body.empty() || body.size() > kMaxCanonicalBodyBytes) return false;
   CanonicalScratch& s = ThreadScratch();

@@ -48,8 +48,8 @@ TEST(KeyNormalisationTest, WhitespaceAndOrderVariantsKeyAlike) {
   auto n = Canonical();
   const std::string doc(3000, 'd');
   const std::string a = R"({"inputs":")" + doc + R"(","parameters":{"max_new_tokens":64,"temperature":0.7}})";
-  const std::string b = "{\n  \"parameters\": {\"temperature\": 0.70, \"max_new_tokens\": 64},\n  \"inputs\": \"" +
-                        doc + "\"\n}";
+  const std::string b =
+      "{\n  \"parameters\": {\"temperature\": 0.70, \"max_new_tokens\": 64},\n  \"inputs\": \"" + doc + "\"\n}";
   EXPECT_NE(NativeKey(a, nullptr), NativeKey(b, nullptr));
   EXPECT_EQ(NativeKey(a, n.get()), NativeKey(b, n.get()));
   // A body already canonical keys as its raw bytes would.
@@ -83,15 +83,16 @@ TEST(KeyNormalisationTest, PatternsApplyToNativeStringValues) {
 // Bodies that are not JSON, too deep or too large keep their raw-byte key.
 TEST(KeyNormalisationTest, NonJsonBodiesFallBackToRawBytes) {
   auto n = Canonical();
-  for (std::string body : {std::string("not json at all"), std::string(R"({"a":1)"), std::string(""),
-                           std::string("{\"a\":\"\xff\"}"), std::string(R"({"a":1} {"b":2})"),
-                           std::string(100, '[') + std::string(100, ']')}) {
+  for (std::string body :
+       {std::string("not json at all"), std::string(R"({"a":1)"), std::string(""), std::string("{\"a\":\"\xff\"}"),
+        std::string(R"({"a":1} {"b":2})"), std::string(100, '[') + std::string(100, ']')}) {
     std::string out;
     EXPECT_FALSE(n->CanonicalNativePrefix(body, 1024, out)) << body;
     EXPECT_EQ(NativeKey(body, n.get()), NativeKey(body, nullptr)) << body;
   }
   // 64 levels is the limit: 60 still canonicalise.
-  EXPECT_EQ(CanonicalText(*n, std::string(60, '[') + std::string(60, ']')), std::string(60, '[') + std::string(60, ']'));
+  EXPECT_EQ(CanonicalText(*n, std::string(60, '[') + std::string(60, ']')),
+            std::string(60, '[') + std::string(60, ']'));
 }
 
 // Output stops at prefix_length bytes, even inside a huge string or a wide object.
@@ -163,9 +164,9 @@ TEST(KeyNormalisationTest, OpenAiPatternsRemoveDynamicText) {
   OpenAiRequestParser parser;
   auto n = Make(KeyNormalisation{false, {}, {R"(Current time: [0-9T:-]+Z\.)", "req-[0-9a-f]{8}"}});
   auto body = [](std::string time, std::string question) {
-    return R"({"model":"m","messages":[{"role":"system","content":"Current time: )" + time +
-           R"(. You are helpful. )" + std::string(1500, 's') + R"("},{"role":"user","content":[{"type":"text","text":"req-0123abcd )" +
-           question + R"("}]}]})";
+    return R"({"model":"m","messages":[{"role":"system","content":"Current time: )" + time + R"(. You are helpful. )" +
+           std::string(1500, 's') + R"("},{"role":"user","content":[{"type":"text","text":"req-0123abcd )" + question +
+           R"("}]}]})";
   };
   const PrefixKey a = ChatKey(parser, body("2026-11-30T04:03:37Z", "q"), n.get());
   EXPECT_EQ(a, ChatKey(parser, body("2026-11-30T05:00:00Z", "q"), n.get()));
@@ -180,7 +181,9 @@ TEST(KeyNormalisationTest, OpenAiPatternsRemoveDynamicText) {
   // A short request: patterns reach into later messages too.
   const std::string shorter = R"({"model":"m","messages":[{"role":"user","content":"a req-0123abcd b"}]})";
   ChatKey(parser, shorter, n.get(), &text);
-  EXPECT_EQ(text, "user\x1f" "a  b\x1e");
+  EXPECT_EQ(text,
+            "user\x1f"
+            "a  b\x1e");
 }
 
 // A pattern's scan is bounded by the key's budget plus the lookahead, whatever the text size.

@@ -13,8 +13,7 @@ namespace {
 using json = nlohmann::json;
 
 Status Bad(std::string_view where, std::string_view what) {
-  return Status::InvalidArgument(std::string("kv event batch: ") + std::string(where) + ": " +
-                                 std::string(what));
+  return Status::InvalidArgument(std::string("kv event batch: ") + std::string(where) + ": " + std::string(what));
 }
 
 // An engine hash: uint64 as is, a negative int as its two's complement, bytes folded to the
@@ -103,8 +102,7 @@ Result<KvEvent> MakeStored(const StoredFields& f) {
   }
   uint64_t block_size = 0;
   if (!ReadUnsigned(*f.block_size, kMaxKvBlockSize, block_size) || block_size < 1) {
-    return Bad("BlockStored.block_size",
-               "must be an integer in [1, " + std::to_string(kMaxKvBlockSize) + "]");
+    return Bad("BlockStored.block_size", "must be an integer in [1, " + std::to_string(kMaxKvBlockSize) + "]");
   }
   s.block_size = static_cast<uint32_t>(block_size);
   if (!f.tokens->is_array()) return Bad("BlockStored.token_ids", "must be an array");
@@ -113,10 +111,9 @@ Result<KvEvent> MakeStored(const StoredFields& f) {
                                      std::to_string(kMaxKvTokensPerEvent) + " tokens");
   }
   if (f.tokens->size() != s.block_hashes.size() * s.block_size) {
-    return Bad("BlockStored.token_ids",
-               std::to_string(f.tokens->size()) + " tokens for " +
-                   std::to_string(s.block_hashes.size()) + " blocks of " +
-                   std::to_string(s.block_size));
+    return Bad("BlockStored.token_ids", std::to_string(f.tokens->size()) + " tokens for " +
+                                            std::to_string(s.block_hashes.size()) + " blocks of " +
+                                            std::to_string(s.block_size));
   }
   s.token_ids.reserve(f.tokens->size());
   for (const json& t : *f.tokens) {
@@ -166,13 +163,12 @@ Result<MaybeEvent> DecodeEvent(const json& e) {
       // [tag, block_hashes, parent, token_ids, block_size, lora_id, medium, lora_name, ...]
       f = {At(e, 1), At(e, 2), At(e, 3), At(e, 4), At(e, 6), At(e, 7)};
     } else {
-      f = {Key(e, "block_hashes"), Key(e, "parent_block_hash"), Key(e, "token_ids"),
-           Key(e, "block_size"), Key(e, "medium"), Key(e, "lora_name")};
+      f = {Key(e, "block_hashes"), Key(e, "parent_block_hash"), Key(e, "token_ids"), Key(e, "block_size"),
+           Key(e, "medium"),       Key(e, "lora_name")};
     }
     r = MakeStored(f);
   } else if (type == "BlockRemoved") {
-    r = positional ? MakeRemoved(At(e, 1), At(e, 2))
-                   : MakeRemoved(Key(e, "block_hashes"), Key(e, "medium"));
+    r = positional ? MakeRemoved(At(e, 1), At(e, 2)) : MakeRemoved(Key(e, "block_hashes"), Key(e, "medium"));
   } else if (type == "AllBlocksCleared") {
     r = KvEvent(KvAllBlocksCleared{});
   } else {
@@ -200,8 +196,7 @@ Result<KvEventBatch> DecodeDom(uint64_t seq, const json& root, KvDecodeStats* st
   if (!ts || !ts->is_number()) return Bad("batch.ts", "must be a number");
   if (!events || !events->is_array()) return Bad("batch.events", "must be an array");
   if (events->size() > kMaxKvEventsPerBatch) {
-    return Status::ResourceExhausted("kv event batch: more than " +
-                                     std::to_string(kMaxKvEventsPerBatch) + " events");
+    return Status::ResourceExhausted("kv event batch: more than " + std::to_string(kMaxKvEventsPerBatch) + " events");
   }
   KvEventBatch batch;
   batch.seq = seq;
@@ -253,8 +248,8 @@ json EncodeEvent(const KvEvent& ev, KvEventEncoding encoding) {
       e["lora_name"] = Nullable(s->adapter);
       return e;
     }
-    return json::array({"BlockStored", std::move(hashes), std::move(parent), std::move(tokens),
-                        s->block_size, nullptr, Nullable(s->medium), Nullable(s->adapter)});
+    return json::array({"BlockStored", std::move(hashes), std::move(parent), std::move(tokens), s->block_size, nullptr,
+                        Nullable(s->medium), Nullable(s->adapter)});
   }
   if (const auto* r = std::get_if<KvBlockRemoved>(&ev)) {
     json hashes = json::array();
@@ -274,21 +269,17 @@ json EncodeEvent(const KvEvent& ev, KvEventEncoding encoding) {
 
 }  // namespace
 
-std::string_view KvEventEncodingName(KvEventEncoding e) {
-  return e == KvEventEncoding::kMap ? "map" : "array";
-}
+std::string_view KvEventEncodingName(KvEventEncoding e) { return e == KvEventEncoding::kMap ? "map" : "array"; }
 
 Result<KvEventEncoding> ParseKvEventEncoding(std::string_view name) {
   if (name == "map") return KvEventEncoding::kMap;
   if (name == "array") return KvEventEncoding::kArray;
-  return Status::InvalidArgument("kv events encoding must be map or array, not \"" +
-                                 std::string(name) + "\"");
+  return Status::InvalidArgument("kv events encoding must be map or array, not \"" + std::string(name) + "\"");
 }
 
 Result<uint64_t> DecodeKvSeq(std::span<const uint8_t> frame) {
   if (frame.size() != 8) {
-    return Status::InvalidArgument("kv event sequence frame must be 8 bytes, not " +
-                                   std::to_string(frame.size()));
+    return Status::InvalidArgument("kv event sequence frame must be 8 bytes, not " + std::to_string(frame.size()));
   }
   uint64_t seq = 0;
   for (uint8_t b : frame) seq = (seq << 8) | b;
@@ -304,11 +295,9 @@ std::string EncodeKvSeq(uint64_t seq) {
   return out;
 }
 
-Result<KvEventBatch> DecodeKvEventBatch(uint64_t seq, std::span<const uint8_t> payload,
-                                        KvDecodeStats* stats) {
+Result<KvEventBatch> DecodeKvEventBatch(uint64_t seq, std::span<const uint8_t> payload, KvDecodeStats* stats) {
   if (payload.size() > kMaxKvPayloadBytes) {
-    return Status::ResourceExhausted("kv event batch: payload of " +
-                                     std::to_string(payload.size()) + " bytes, over " +
+    return Status::ResourceExhausted("kv event batch: payload of " + std::to_string(payload.size()) + " bytes, over " +
                                      std::to_string(kMaxKvPayloadBytes));
   }
   // nlohmann reports errors by exception; none may leave this function. allow_exceptions=false
@@ -323,8 +312,7 @@ Result<KvEventBatch> DecodeKvEventBatch(uint64_t seq, std::span<const uint8_t> p
   }
 }
 
-Result<KvEventBatch> DecodeKvEventMessage(std::span<const uint8_t> seq_frame,
-                                          std::span<const uint8_t> payload,
+Result<KvEventBatch> DecodeKvEventMessage(std::span<const uint8_t> seq_frame, std::span<const uint8_t> payload,
                                           KvDecodeStats* stats) {
   Result<uint64_t> seq = DecodeKvSeq(seq_frame);
   if (!seq.ok()) return seq.status();

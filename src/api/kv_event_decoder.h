@@ -43,11 +43,11 @@ namespace prefix_router::api {
 // thousand to 64k: at most about 5 msgpack bytes each, 320 KiB, plus 9 to 34 bytes per block
 // hash), so these leave room for large steps while keeping a hostile publisher from making the
 // gateway allocate without bound.
-inline constexpr size_t kMaxKvPayloadBytes = 2u << 20;      // msgpack bytes per batch
+inline constexpr size_t kMaxKvPayloadBytes = 2u << 20;  // msgpack bytes per batch
 inline constexpr size_t kMaxKvEventsPerBatch = 65536;
-inline constexpr size_t kMaxKvBlocksPerEvent = 65536;       // hashes in one event
-inline constexpr size_t kMaxKvTokensPerEvent = 1u << 20;    // token ids in one BlockStored
-inline constexpr uint32_t kMaxKvBlockSize = 4096;           // tokens per block
+inline constexpr size_t kMaxKvBlocksPerEvent = 65536;     // hashes in one event
+inline constexpr size_t kMaxKvTokensPerEvent = 1u << 20;  // token ids in one BlockStored
+inline constexpr uint32_t kMaxKvBlockSize = 4096;         // tokens per block
 
 enum class KvEventEncoding {
   kMap,    // events as maps tagged by "type", the batch as an array (vLLM 0.26.0)
@@ -65,11 +65,9 @@ Result<uint64_t> DecodeKvSeq(std::span<const uint8_t> frame);
 std::string EncodeKvSeq(uint64_t seq);
 
 // One batch's msgpack payload; `seq` is copied into the result. `stats` may be null.
-Result<KvEventBatch> DecodeKvEventBatch(uint64_t seq, std::span<const uint8_t> payload,
-                                        KvDecodeStats* stats = nullptr);
+Result<KvEventBatch> DecodeKvEventBatch(uint64_t seq, std::span<const uint8_t> payload, KvDecodeStats* stats = nullptr);
 // The seq frame and payload frame of one message together.
-Result<KvEventBatch> DecodeKvEventMessage(std::span<const uint8_t> seq_frame,
-                                          std::span<const uint8_t> payload,
+Result<KvEventBatch> DecodeKvEventMessage(std::span<const uint8_t> seq_frame, std::span<const uint8_t> payload,
                                           KvDecodeStats* stats = nullptr);
 
 // The msgpack payload of `batch` as vLLM would send it in `encoding` (the seq is not part of the

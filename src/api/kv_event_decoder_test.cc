@@ -41,9 +41,7 @@ struct Bytes {
   }
 };
 
-std::span<const uint8_t> Span(const std::string& s) {
-  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
+std::span<const uint8_t> Span(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
 Result<KvEventBatch> DecodeJson(const json& j, uint64_t seq = 0, KvDecodeStats* stats = nullptr) {
   std::vector<uint8_t> bytes = json::to_msgpack(j);
@@ -156,8 +154,7 @@ TEST(KvEventDecoder, RoundTripBothEncodings) {
   }
   KvEventBatch no_rank;
   no_rank.ts = 3;
-  Result<KvEventBatch> r =
-      DecodeKvEventBatch(0, Span(EncodeKvEventBatch(no_rank, KvEventEncoding::kArray)));
+  Result<KvEventBatch> r = DecodeKvEventBatch(0, Span(EncodeKvEventBatch(no_rank, KvEventEncoding::kArray)));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, no_rank);
 }
@@ -196,11 +193,11 @@ TEST(KvEventDecoder, Vllm0260Payload) {
 
 // The batch as a map (2026 main declares EventBatch without array_like), unknown keys ignored.
 TEST(KvEventDecoder, MapBatch) {
-  json j = {{"ts", 2},
-            {"events", json::array({json::array({"AllBlocksCleared"}),
-                                    {{"type", "BlockRemoved"}, {"block_hashes", {5}}}})},
-            {"data_parallel_rank", nullptr},
-            {"future_field", "x"}};
+  json j = {
+      {"ts", 2},
+      {"events", json::array({json::array({"AllBlocksCleared"}), {{"type", "BlockRemoved"}, {"block_hashes", {5}}}})},
+      {"data_parallel_rank", nullptr},
+      {"future_field", "x"}};
   Result<KvEventBatch> r = DecodeJson(j);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->ts, 2);
@@ -214,12 +211,12 @@ TEST(KvEventDecoder, MapBatch) {
 // (extra_keys, group_idx, ... appended); a batch may have extra trailing elements.
 TEST(KvEventDecoder, PositionalShortAndLongEvents) {
   json first_release = json::array({"BlockStored", {1}, 9, {7}, 1, nullptr});
-  json newest = json::array({"BlockStored", {2}, 1, {8}, 1, nullptr, "GPU", "lora-a",
-                             json::array({nullptr}), 0, "full_attention", nullptr});
+  json newest = json::array(
+      {"BlockStored", {2}, 1, {8}, 1, nullptr, "GPU", "lora-a", json::array({nullptr}), 0, "full_attention", nullptr});
   json removed_old = json::array({"BlockRemoved", {1}});
   json removed_new = json::array({"BlockRemoved", {2}, "GPU", 0});
-  Result<KvEventBatch> r = DecodeJson(
-      json::array({0.5, json::array({first_release, newest, removed_old, removed_new}), 1, "x"}));
+  Result<KvEventBatch> r =
+      DecodeJson(json::array({0.5, json::array({first_release, newest, removed_old, removed_new}), 1, "x"}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->events.size(), 4u);
   EXPECT_EQ(std::get<KvBlockStored>(r->events[0]), (KvBlockStored{{1}, 9, {7}, 1, "", ""}));
@@ -238,10 +235,9 @@ TEST(KvEventDecoder, HashTyping) {
   std::vector<uint8_t> digest(32);
   for (int i = 0; i < 32; ++i) digest[i] = static_cast<uint8_t>(i + 1);
   std::vector<uint8_t> short_digest = {0xAB, 0xCD};
-  json ev = json::array({"BlockRemoved",
-                         json::array({json::binary(digest), json::binary(short_digest), -1,
-                                      -9223372036854775807LL - 1, 18446744073709551615ull,
-                                      9223372036854775808ull})});
+  json ev = json::array(
+      {"BlockRemoved", json::array({json::binary(digest), json::binary(short_digest), -1, -9223372036854775807LL - 1,
+                                    18446744073709551615ull, 9223372036854775808ull})});
   Result<KvEventBatch> r = DecodeJson(json::array({0, json::array({ev}), 0}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const auto& h = std::get<KvBlockRemoved>(r->events[0]).block_hashes;
@@ -267,9 +263,8 @@ TEST(KvEventDecoder, HashTyping) {
 // Unknown event types are skipped and counted; known events around them survive.
 TEST(KvEventDecoder, UnknownEventTypesSkipped) {
   KvDecodeStats stats;
-  json events = json::array({json::array({"BlockMoved", 1, 2}),
-                             {{"type", "SomethingNew"}},
-                             json::array({"AllBlocksCleared"})});
+  json events =
+      json::array({json::array({"BlockMoved", 1, 2}), {{"type", "SomethingNew"}}, json::array({"AllBlocksCleared"})});
   Result<KvEventBatch> r = DecodeJson(json::array({0, events, 0}), 0, &stats);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(stats.unknown_events, 2u);
@@ -282,21 +277,21 @@ TEST(KvEventDecoder, MalformedInputs) {
   auto bad = [](const json& j) { return !DecodeJson(j).ok(); };
   auto ev = [](json e) { return json::array({0, json::array({std::move(e)}), 0}); };
   EXPECT_TRUE(bad(json("a string")));
-  EXPECT_TRUE(bad(json::array()));                             // no ts
-  EXPECT_TRUE(bad(json::array({"ts", json::array()})));        // ts not a number
-  EXPECT_TRUE(bad(json::array({0, 5})));                       // events not an array
-  EXPECT_TRUE(bad(json::array({0, json::array(), "rank"})));   // rank not an int
-  EXPECT_TRUE(bad(json::object({{"events", json::array()}})));  // map batch without ts
-  EXPECT_TRUE(bad(ev(5)));                                      // event not array/map
-  EXPECT_TRUE(bad(ev(json::array())));                          // empty event
-  EXPECT_TRUE(bad(ev(json::array({7}))));                       // tag not a string
-  EXPECT_TRUE(bad(ev(json::object({{"block_hashes", {1}}}))));  // map event without type
-  EXPECT_TRUE(bad(ev(json::array({"BlockStored", {1}, nullptr, {1}}))));  // too short
-  EXPECT_TRUE(bad(ev(json::array({"BlockStored", 1, nullptr, {1}, 1}))));  // hashes not array
-  EXPECT_TRUE(bad(ev(json::array({"BlockStored", {"h"}, nullptr, {1}, 1}))));  // string hash
-  EXPECT_TRUE(bad(ev(json::array({"BlockStored", {1.5}, nullptr, {1}, 1}))));  // float hash
-  EXPECT_TRUE(bad(ev(json::array({"BlockStored", {1}, "p", {1}, 1}))));  // string parent
-  EXPECT_TRUE(bad(ev(json::array({"BlockStored", {1}, nullptr, {1, 2}, 1}))));  // 2 tokens, 1 block
+  EXPECT_TRUE(bad(json::array()));                                                     // no ts
+  EXPECT_TRUE(bad(json::array({"ts", json::array()})));                                // ts not a number
+  EXPECT_TRUE(bad(json::array({0, 5})));                                               // events not an array
+  EXPECT_TRUE(bad(json::array({0, json::array(), "rank"})));                           // rank not an int
+  EXPECT_TRUE(bad(json::object({{"events", json::array()}})));                         // map batch without ts
+  EXPECT_TRUE(bad(ev(5)));                                                             // event not array/map
+  EXPECT_TRUE(bad(ev(json::array())));                                                 // empty event
+  EXPECT_TRUE(bad(ev(json::array({7}))));                                              // tag not a string
+  EXPECT_TRUE(bad(ev(json::object({{"block_hashes", {1}}}))));                         // map event without type
+  EXPECT_TRUE(bad(ev(json::array({"BlockStored", {1}, nullptr, {1}}))));               // too short
+  EXPECT_TRUE(bad(ev(json::array({"BlockStored", 1, nullptr, {1}, 1}))));              // hashes not array
+  EXPECT_TRUE(bad(ev(json::array({"BlockStored", {"h"}, nullptr, {1}, 1}))));          // string hash
+  EXPECT_TRUE(bad(ev(json::array({"BlockStored", {1.5}, nullptr, {1}, 1}))));          // float hash
+  EXPECT_TRUE(bad(ev(json::array({"BlockStored", {1}, "p", {1}, 1}))));                // string parent
+  EXPECT_TRUE(bad(ev(json::array({"BlockStored", {1}, nullptr, {1, 2}, 1}))));         // 2 tokens, 1 block
   EXPECT_TRUE(bad(ev(json::array({"BlockStored", {1}, nullptr, json::array(), 0}))));  // block_size 0
   EXPECT_TRUE(bad(ev(json::array({"BlockStored", {1}, nullptr, {1}, -1}))));
   EXPECT_TRUE(bad(ev(json::array({"BlockStored", {1}, nullptr, {-1}, 1}))));  // negative token
@@ -331,9 +326,7 @@ TEST(KvEventDecoder, SizeLimits) {
   EXPECT_EQ(DecodeJson(json::array({0, many, 0})).status().code(), StatusCode::kResourceExhausted);
   json hashes = json::array();
   for (size_t i = 0; i <= kMaxKvBlocksPerEvent; ++i) hashes.push_back(i);
-  EXPECT_EQ(DecodeJson(json::array({0, json::array({json::array({"BlockRemoved", hashes})}), 0}))
-                .status()
-                .code(),
+  EXPECT_EQ(DecodeJson(json::array({0, json::array({json::array({"BlockRemoved", hashes})}), 0})).status().code(),
             StatusCode::kResourceExhausted);
 }
 

@@ -7,8 +7,7 @@ namespace prefix_router::api {
 Status ValidateRoutingGroupHeader(std::string_view group) {
   if (group.empty() || group.size() > kMaxRoutingGroupLength) {
     return Status::InvalidArgument(std::string(kRoutingGroupHeader) + ": must be 1 to " +
-                                   std::to_string(kMaxRoutingGroupLength) +
-                                   " printable ASCII characters, got " +
+                                   std::to_string(kMaxRoutingGroupLength) + " printable ASCII characters, got " +
                                    std::to_string(group.size()));
   }
   for (char c : group) {
@@ -38,8 +37,8 @@ Status ValidateInferenceComponentName(std::string_view name) {
 
 Result<ParsedRequest> ParseNative(std::string_view body, uint32_t prefix_length,
                                   std::optional<std::string_view> group_header,
-                                  std::optional<std::string_view> component_header,
-                                  const KeyNormaliser* normaliser, std::string* keyed) {
+                                  std::optional<std::string_view> component_header, const KeyNormaliser* normaliser,
+                                  std::string* keyed) {
   ParsedRequest p;
   p.api = ApiKind::kNative;
   if (group_header) {

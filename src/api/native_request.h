@@ -35,7 +35,6 @@ Status ValidateInferenceComponentName(std::string_view name);
 Result<ParsedRequest> ParseNative(std::string_view body, uint32_t prefix_length,
                                   std::optional<std::string_view> group_header,
                                   std::optional<std::string_view> component_header,
-                                  const KeyNormaliser* normaliser = nullptr,
-                                  std::string* keyed = nullptr);
+                                  const KeyNormaliser* normaliser = nullptr, std::string* keyed = nullptr);
 
 }  // namespace prefix_router::api

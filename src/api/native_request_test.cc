@@ -116,9 +116,9 @@ TEST(NativeRequestTest, ValidRoutingGroupHeaders) {
   EXPECT_TRUE(ParseNative("b", kPrefix, std::nullopt, std::nullopt).ok());
   std::string printable;
   for (char c = 0x20; c <= 0x7E; ++c) printable += c;
-  for (std::string_view g : {std::string_view("a"), std::string_view(" "), std::string_view("~"),
-                             std::string_view("tenant 42/~x"), std::string_view(printable).substr(0, 64),
-                             std::string_view(printable).substr(printable.size() - 64)}) {
+  for (std::string_view g :
+       {std::string_view("a"), std::string_view(" "), std::string_view("~"), std::string_view("tenant 42/~x"),
+        std::string_view(printable).substr(0, 64), std::string_view(printable).substr(printable.size() - 64)}) {
     EXPECT_TRUE(ValidateRoutingGroupHeader(g).ok()) << g;
     auto r = ParseNative("body", kPrefix, g, std::nullopt);
     ASSERT_TRUE(r.ok()) << g;
@@ -133,8 +133,8 @@ TEST(NativeRequestTest, InvalidRoutingGroupHeaders) {
   const std::string too_long(kMaxRoutingGroupLength + 1, 'g');
   for (std::string_view g :
        {std::string_view(""), std::string_view(too_long), std::string_view("a\rb"), std::string_view("a\n"),
-        std::string_view("\x7f"), std::string_view("\t"), std::string_view("a\0b", 3),
-        std::string_view("caf\xc3\xa9"), std::string_view("\x80"), std::string_view("\xff")}) {
+        std::string_view("\x7f"), std::string_view("\t"), std::string_view("a\0b", 3), std::string_view("caf\xc3\xa9"),
+        std::string_view("\x80"), std::string_view("\xff")}) {
     ExpectHeaderError(ValidateRoutingGroupHeader(g), g);
     auto r = ParseNative("body", kPrefix, g, std::nullopt);
     ASSERT_FALSE(r.ok()) << g;
@@ -164,9 +164,10 @@ TEST(NativeRequestTest, InferenceComponentNames) {
     EXPECT_TRUE(ValidateInferenceComponentName(ok).ok()) << ok;
   }
   const std::string too_long = longest + "y";
-  for (std::string_view bad : {std::string_view(""), std::string_view("-a"), std::string_view("a-"),
-                               std::string_view("a_b"), std::string_view("a b"), std::string_view("a.b"),
-                               std::string_view("caf\xc3\xa9"), std::string_view("llama/7b"), std::string_view(too_long)}) {
+  for (std::string_view bad :
+       {std::string_view(""), std::string_view("-a"), std::string_view("a-"), std::string_view("a_b"),
+        std::string_view("a b"), std::string_view("a.b"), std::string_view("caf\xc3\xa9"), std::string_view("llama/7b"),
+        std::string_view(too_long)}) {
     const Status s = ValidateInferenceComponentName(bad);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find("inference component"), std::string::npos) << s.message();

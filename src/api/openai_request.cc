@@ -8,8 +8,8 @@
 #include <xxhash.h>
 
 #include <charconv>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "core/prefix_key.h"
@@ -310,11 +310,8 @@ class Extractor {
         if (!is_null) return JsonError(simdjson::N_ATOM_ERROR, Where(list_, index) + ".content");
         return Status::Ok();
       }
-      case od::json_type::array:
-        break;
-      default:
-        return TypeError(Where(list_, index) + ".content",
-                         "a string, an array of content parts or null");
+      case od::json_type::array: break;
+      default: return TypeError(Where(list_, index) + ".content", "a string, an array of content parts or null");
     }
     od::array parts;
     if (auto e = content.get_array().get(parts)) return JsonError(e, Where(list_, index) + ".content");
@@ -378,7 +375,7 @@ class Extractor {
   TextPrefixHasher& h_;
   HasherSink sink_;
   const KeyNormaliser* normaliser_;
-  bool responses_ = false;            // Responses API input rather than chat messages
+  bool responses_ = false;              // Responses API input rather than chat messages
   std::string_view list_ = "messages";  // the array's name in error messages
 };
 
@@ -396,9 +393,8 @@ OpenAiRequestParser::OpenAiRequestParser() : impl_(std::make_unique<Impl>()) {
 
 OpenAiRequestParser::~OpenAiRequestParser() = default;
 
-Result<ParsedRequest> OpenAiRequestParser::Parse(ApiKind api, std::string_view body,
-                                                 uint32_t prefix_length, bool padded,
-                                                 std::string* keyed_text,
+Result<ParsedRequest> OpenAiRequestParser::Parse(ApiKind api, std::string_view body, uint32_t prefix_length,
+                                                 bool padded, std::string* keyed_text,
                                                  const KeyNormaliser* normaliser) {
   const bool chat = api == ApiKind::kChatCompletions;
   const bool responses = api == ApiKind::kResponses;
@@ -454,8 +450,8 @@ Result<ParsedRequest> OpenAiRequestParser::Parse(ApiKind api, std::string_view b
         return ValueError(e, "prompt_cache_key", "a string or null");
       }
       if (group.size() > kMaxPromptCacheKeyBytes) {
-        return Status::InvalidArgument("prompt_cache_key: longer than " +
-                                       std::to_string(kMaxPromptCacheKeyBytes) + " bytes");
+        return Status::InvalidArgument("prompt_cache_key: longer than " + std::to_string(kMaxPromptCacheKeyBytes) +
+                                       " bytes");
       }
       out.routing_group = group;
     } else if (key == "stream") {
@@ -464,7 +460,8 @@ Result<ParsedRequest> OpenAiRequestParser::Parse(ApiKind api, std::string_view b
       if (auto e = value.get_bool().get(out.stream)) return ValueError(e, "stream", "a boolean");
     }
   }
-  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) return Status::InvalidArgument("invalid JSON: content after the request object");
+  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS)
+    return Status::InvalidArgument("invalid JSON: content after the request object");
   // tokenize and detokenize (vLLM) take an optional model: without one any instance answers.
   const bool model_optional = api == ApiKind::kTokenize || api == ApiKind::kDetokenize;
   if (!have_model && !model_optional) return Status::InvalidArgument("model: is required");

@@ -70,9 +70,8 @@ class OpenAiRequestParser {
   // into a reused buffer. When `keyed_text` is not null it receives the keyed text. A
   // `normaliser` with exclude_patterns removes their matches from the message and prompt text
   // (not from roles and separators) before it is keyed.
-  Result<ParsedRequest> Parse(ApiKind api, std::string_view body, uint32_t prefix_length,
-                              bool padded = false, std::string* keyed_text = nullptr,
-                              const KeyNormaliser* normaliser = nullptr);
+  Result<ParsedRequest> Parse(ApiKind api, std::string_view body, uint32_t prefix_length, bool padded = false,
+                              std::string* keyed_text = nullptr, const KeyNormaliser* normaliser = nullptr);
 
  private:
   struct Impl;

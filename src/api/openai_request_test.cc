@@ -29,8 +29,8 @@ struct Outcome {
   bool ok() const { return status.ok(); }
 };
 
-Outcome ParseBody(OpenAiRequestParser& parser, ApiKind api, std::string_view body,
-            uint32_t prefix_length = kPrefix, bool padded = false) {
+Outcome ParseBody(OpenAiRequestParser& parser, ApiKind api, std::string_view body, uint32_t prefix_length = kPrefix,
+                  bool padded = false) {
   Outcome o;
   auto r = parser.Parse(api, body, prefix_length, padded, &o.text);
   if (!r.ok()) {
@@ -50,8 +50,7 @@ Outcome Chat(OpenAiRequestParser& parser, std::string_view body, uint32_t prefix
   return ParseBody(parser, ApiKind::kChatCompletions, body, prefix_length);
 }
 
-Outcome Completion(OpenAiRequestParser& parser, std::string_view body,
-                   uint32_t prefix_length = kPrefix) {
+Outcome Completion(OpenAiRequestParser& parser, std::string_view body, uint32_t prefix_length = kPrefix) {
   return ParseBody(parser, ApiKind::kCompletions, body, prefix_length);
 }
 
@@ -168,9 +167,9 @@ TEST(OpenAiParserTest, NullAndAbsentContentGiveNoPart) {
   OpenAiRequestParser parser;
   Outcome null_content = Chat(parser, ChatBody(R"([{"role":"assistant","content":null}])"));
   Outcome absent = Chat(parser, ChatBody(R"([{"role":"assistant"}])"));
-  Outcome with_tools = Chat(parser, ChatBody(
-      R"([{"role":"assistant","name":"bot","content":null,)"
-      R"("tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}])"));
+  Outcome with_tools = Chat(
+      parser, ChatBody(R"([{"role":"assistant","name":"bot","content":null,)"
+                       R"("tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}])"));
   ASSERT_TRUE(null_content.ok() && absent.ok() && with_tools.ok());
   EXPECT_EQ(null_content.text, Msg("assistant", ""));
   EXPECT_EQ(absent.text, Msg("assistant", ""));
@@ -191,9 +190,9 @@ TEST(OpenAiParserTest, RefusalPartContributesItsText) {
 // An image part contributes U+001A followed by 16 lowercase hex digits.
 TEST(OpenAiParserTest, ImagePartContributesOpaqueDigest) {
   OpenAiRequestParser parser;
-  Outcome o = Chat(parser, ChatBody(
-      R"([{"role":"user","content":[{"type":"text","text":"look"},)"
-      R"({"type":"image_url","image_url":{"url":"https://x.test/a.png","detail":"high"}}]}])"));
+  Outcome o =
+      Chat(parser, ChatBody(R"([{"role":"user","content":[{"type":"text","text":"look"},)"
+                            R"({"type":"image_url","image_url":{"url":"https://x.test/a.png","detail":"high"}}]}])"));
   ASSERT_TRUE(o.ok()) << o.status.ToString();
   const std::string head = "user\x1flook\x1d\x1a";
   ASSERT_EQ(o.text.size(), head.size() + 16 + 1) << o.text;
@@ -205,12 +204,18 @@ TEST(OpenAiParserTest, ImagePartContributesOpaqueDigest) {
 // Different image URLs give different keys; the same image with reordered fields the same key.
 TEST(OpenAiParserTest, ImageDigestDependsOnContentNotFieldOrder) {
   OpenAiRequestParser parser;
-  Outcome a = Chat(parser, ChatBody(
-      R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x.test/a.png","detail":"high"}}]}])"));
-  Outcome b = Chat(parser, ChatBody(
-      R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x.test/b.png","detail":"high"}}]}])"));
-  Outcome a_reordered = Chat(parser, ChatBody(
-      R"([{"role":"user","content":[ { "image_url" : { "detail":"high", "url":"https:\/\/x.test\/a.png" }, "type":"image_url" } ]}])"));
+  Outcome a = Chat(
+      parser,
+      ChatBody(
+          R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x.test/a.png","detail":"high"}}]}])"));
+  Outcome b = Chat(
+      parser,
+      ChatBody(
+          R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x.test/b.png","detail":"high"}}]}])"));
+  Outcome a_reordered = Chat(
+      parser,
+      ChatBody(
+          R"([{"role":"user","content":[ { "image_url" : { "detail":"high", "url":"https:\/\/x.test\/a.png" }, "type":"image_url" } ]}])"));
   ASSERT_TRUE(a.ok() && b.ok() && a_reordered.ok());
   EXPECT_NE(a.key, b.key);
   EXPECT_NE(a.text, b.text);
@@ -399,8 +404,10 @@ TEST(OpenAiParserTest, PromptCacheKeyLengthLimit) {
 // The routing group is the unescaped value, and the field may come before or after messages.
 TEST(OpenAiParserTest, PromptCacheKeyValueAndPositionDoNotMatter) {
   OpenAiRequestParser parser;
-  Outcome after = Chat(parser, R"({"model":"m","messages":[{"role":"user","content":"hi"}],"prompt_cache_key":"g\"1\u00e9"})");
-  Outcome before = Chat(parser, R"({"prompt_cache_key":"g\"1é","model":"m","messages":[{"role":"user","content":"hi"}]})");
+  Outcome after =
+      Chat(parser, R"({"model":"m","messages":[{"role":"user","content":"hi"}],"prompt_cache_key":"g\"1\u00e9"})");
+  Outcome before =
+      Chat(parser, R"({"prompt_cache_key":"g\"1é","model":"m","messages":[{"role":"user","content":"hi"}]})");
   ASSERT_TRUE(after.ok() && before.ok());
   EXPECT_EQ(after.routing_group, "g\"1\xc3\xa9");
   EXPECT_EQ(before.routing_group, "g\"1\xc3\xa9");
@@ -461,8 +468,8 @@ TEST(OpenAiParserTest, ModelIsRequiredAndAString) {
 TEST(OpenAiParserTest, NonBooleanStreamIsInvalid) {
   OpenAiRequestParser parser;
   for (std::string_view v : {"1", "\"true\"", "[]"}) {
-    Outcome o = Chat(parser, ChatBody(R"([{"role":"user","content":"hi"}])",
-                                      std::string(R"(,"stream":)") + std::string(v)));
+    Outcome o =
+        Chat(parser, ChatBody(R"([{"role":"user","content":"hi"}])", std::string(R"(,"stream":)") + std::string(v)));
     ExpectInvalid(o, v);
     EXPECT_NE(o.status.message().find("stream"), std::string::npos) << o.status.message();
   }
@@ -508,7 +515,10 @@ TEST(OpenAiParserTest, CompletionTokenIdBatchPrompt) {
   OpenAiRequestParser parser;
   Outcome o = Completion(parser, CompletionBody("[[1,2,3],[4],[50,60]]"));
   ASSERT_TRUE(o.ok()) << o.status.ToString();
-  EXPECT_EQ(o.text, "1 2 3\x1e" "4\x1e" "50 60");
+  EXPECT_EQ(o.text,
+            "1 2 3\x1e"
+            "4\x1e"
+            "50 60");
 }
 
 // An empty prompt array, a missing prompt and invalid elements are InvalidArgument.
@@ -516,8 +526,8 @@ TEST(OpenAiParserTest, CompletionInvalidPrompts) {
   OpenAiRequestParser parser;
   ExpectInvalid(Completion(parser, CompletionBody("[]")), "empty array");
   ExpectInvalid(Completion(parser, R"({"model":"m"})"), "missing prompt");
-  for (std::string_view prompt : {"5", "null", "true", "{}", "[true]", "[null]", "[{}]", "[1.5]",
-                                  "[-1]", "[1,-2]", "[[1,-2]]", "[[\"a\"]]", "[1e999999]"}) {
+  for (std::string_view prompt : {"5", "null", "true", "{}", "[true]", "[null]", "[{}]", "[1.5]", "[-1]", "[1,-2]",
+                                  "[[1,-2]]", "[[\"a\"]]", "[1e999999]"}) {
     Outcome o = Completion(parser, CompletionBody(prompt));
     ExpectInvalid(o, prompt);
     EXPECT_NE(o.status.message().find("prompt"), std::string::npos) << prompt << ": " << o.status.message();
@@ -528,8 +538,7 @@ TEST(OpenAiParserTest, CompletionInvalidPrompts) {
 TEST(OpenAiParserTest, EachApiRequiresItsTextField) {
   OpenAiRequestParser parser;
   ExpectInvalid(Chat(parser, CompletionBody("\"hi\"")), "chat without messages");
-  ExpectInvalid(Completion(parser, ChatBody(R"([{"role":"user","content":"hi"}])")),
-                "completion without prompt");
+  ExpectInvalid(Completion(parser, ChatBody(R"([{"role":"user","content":"hi"}])")), "completion without prompt");
 }
 
 // ----- malformed input -----
@@ -598,8 +607,7 @@ TEST(OpenAiParserTest, TrailingGarbageIsRejected) {
   OpenAiRequestParser parser;
   const std::string body = ChatBody(R"([{"role":"user","content":"hi"}])");
   ASSERT_TRUE(Chat(parser, body + " \n\t\r").ok());
-  for (std::string_view tail : {"x", " x", "}", "]", ",", "{}", "[]", "1", "\"s\"", "null",
-                                R"({"model":"m"})"}) {
+  for (std::string_view tail : {"x", " x", "}", "]", ",", "{}", "[]", "1", "\"s\"", "null", R"({"model":"m"})"}) {
     ExpectInvalid(Chat(parser, body + std::string(tail)), tail);
   }
 }
@@ -610,12 +618,9 @@ TEST(OpenAiParserTest, InvalidUtf8IsRejected) {
   for (std::string_view bad : {"\xc3\x28", "\xff", "\xc3", "\xed\xa0\x80", "\xf8\x88\x80\x80\x80"}) {
     const std::string s(bad);
     ExpectInvalid(Chat(parser, UserMessage("ok " + s)), "content");
-    ExpectInvalid(Chat(parser, ChatBody(R"([{"role":"user","content":"hi"}])",
-                                        R"(,"user":"x)" + s + "\"")),
+    ExpectInvalid(Chat(parser, ChatBody(R"([{"role":"user","content":"hi"}])", R"(,"user":"x)" + s + "\"")),
                   "skipped field");
-    ExpectInvalid(Chat(parser, ChatBody(R"([{"role":"user","content":"hi"}])",
-                                        R"(,"k)" + s + R"(":1)")),
-                  "key");
+    ExpectInvalid(Chat(parser, ChatBody(R"([{"role":"user","content":"hi"}])", R"(,"k)" + s + R"(":1)")), "key");
     ExpectInvalid(Completion(parser, CompletionBody("\"" + s + "\"")), "prompt");
   }
 }
@@ -624,12 +629,11 @@ TEST(OpenAiParserTest, InvalidUtf8IsRejected) {
 TEST(OpenAiParserTest, MalformedScalarsInSkippedFieldsDoNotCrash) {
   OpenAiRequestParser parser;
   for (std::string_view v : {"tru", "nul", "01", "-", "1.", "1e", "+1"}) {
-    Outcome o = Chat(parser, ChatBody(R"([{"role":"user","content":"hi"}])",
-                                      R"(,"temperature":)" + std::string(v)));
+    Outcome o = Chat(parser, ChatBody(R"([{"role":"user","content":"hi"}])", R"(,"temperature":)" + std::string(v)));
     if (!o.ok()) ExpectInvalid(o, v);
     // Numbers in opaque parts are digested by their text, unparsed.
-    Outcome part = Chat(parser, ChatBody(R"([{"role":"user","content":[{"type":"file","file":{"n":)" +
-                                         std::string(v) + "}}]}]"));
+    Outcome part =
+        Chat(parser, ChatBody(R"([{"role":"user","content":[{"type":"file","file":{"n":)" + std::string(v) + "}}]}]"));
     if (!part.ok()) ExpectInvalid(part, v);
   }
 }
@@ -641,24 +645,21 @@ TEST(OpenAiParserTest, DeepNestingInSkippedFieldsDoesNotCrash) {
   for (size_t depth : {100, 10000}) {
     Outcome after = Chat(parser, ChatBody(messages, R"(,"metadata":)" + Nested(depth)));
     if (!after.ok()) ExpectInvalid(after, "after messages");
-    Outcome before = Chat(parser, R"({"metadata":)" + Nested(depth) +
-                                      R"(,"model":"m","messages":)" + messages + "}");
+    Outcome before = Chat(parser, R"({"metadata":)" + Nested(depth) + R"(,"model":"m","messages":)" + messages + "}");
     if (!before.ok()) ExpectInvalid(before, "before messages");
-    Outcome in_message = Chat(parser, ChatBody(
-        R"([{"role":"user","content":"hi","tool_calls":)" + Nested(depth) + "}]"));
+    Outcome in_message =
+        Chat(parser, ChatBody(R"([{"role":"user","content":"hi","tool_calls":)" + Nested(depth) + "}]"));
     if (!in_message.ok()) ExpectInvalid(in_message, "inside a message");
   }
   // Unbalanced deep nesting is still malformed.
-  ExpectInvalid(Chat(parser, ChatBody(messages, R"(,"metadata":)" + std::string(10000, '['))),
-                "unclosed deep nesting");
+  ExpectInvalid(Chat(parser, ChatBody(messages, R"(,"metadata":)" + std::string(10000, '['))), "unclosed deep nesting");
 }
 
 // Non-text parts are digested recursively: nesting past the depth limit is an error, not a crash.
 TEST(OpenAiParserTest, DeepNestingInDigestedPartsIsBounded) {
   OpenAiRequestParser parser;
   auto part = [](size_t depth) {
-    return ChatBody(R"([{"role":"user","content":[{"type":"image_url","image_url":)" +
-                    Nested(depth) + "}]}]");
+    return ChatBody(R"([{"role":"user","content":[{"type":"image_url","image_url":)" + Nested(depth) + "}]}]");
   };
   EXPECT_TRUE(Chat(parser, part(10)).ok());
   for (size_t depth = 50; depth <= 80; ++depth) {
@@ -676,8 +677,9 @@ TEST(OpenAiParserTest, HugeNumbersDoNotCrash) {
   Outcome skipped = Chat(parser, ChatBody(R"([{"role":"user","content":"hi"}])",
                                           R"(,"temperature":1e999999,"seed":123456789012345678901234567890)"));
   if (!skipped.ok()) ExpectInvalid(skipped, "huge number in skipped field");
-  Outcome in_part = Chat(parser, ChatBody(
-      R"([{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"x","n":1e999999}}]}])"));
+  Outcome in_part =
+      Chat(parser,
+           ChatBody(R"([{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"x","n":1e999999}}]}])"));
   if (!in_part.ok()) ExpectInvalid(in_part, "huge number in an opaque part");
 }
 
@@ -735,8 +737,8 @@ TEST(OpenAiParserTest, PaddedBodyGivesSameResult) {
       UserMessage(MixedText(2000)),
   };
   for (const std::string& body : bodies) {
-    const ApiKind api = body.find("\"prompt\"") != std::string::npos ? ApiKind::kCompletions
-                                                                     : ApiKind::kChatCompletions;
+    const ApiKind api =
+        body.find("\"prompt\"") != std::string::npos ? ApiKind::kCompletions : ApiKind::kChatCompletions;
     // Spare bytes filled with JSON-looking garbage must not be read as part of the body.
     std::string buffer = body + std::string(kBodyPadding, '}');
     Outcome copied = ParseBody(parser, api, body);
@@ -768,9 +770,9 @@ TEST(OpenAiParserTest, PaddedTruncatedBodiesAreRejected) {
 TEST(OpenAiParserTest, ParserReuseDoesNotLeakState) {
   OpenAiRequestParser parser;
   const std::string a = ChatBody(R"([{"role":"user","content":"request A"}])", R"(,"stream":true)");
-  const std::string b = ChatBody(R"([{"role":"user","content":")" + MixedText(3000) +
-                                     R"("},{"role":"assistant","content":"B"}])",
-                                 R"(,"prompt_cache_key":"group-b")");
+  const std::string b =
+      ChatBody(R"([{"role":"user","content":")" + MixedText(3000) + R"("},{"role":"assistant","content":"B"}])",
+               R"(,"prompt_cache_key":"group-b")");
   Outcome a1 = Chat(parser, a);
   Outcome b1 = Chat(parser, b);
   Outcome bad = Chat(parser, b.substr(0, b.size() / 2));
@@ -791,8 +793,7 @@ TEST(OpenAiParserTest, ParserReuseDoesNotLeakState) {
 // RouteRequestFor carries the parsed served name and key to the core.
 TEST(OpenAiParserTest, RouteRequestCarriesServedNameAndKey) {
   OpenAiRequestParser parser;
-  const std::string body =
-      ChatBody(R"([{"role":"user","content":"hi"}])", R"(,"prompt_cache_key":"g\u00e9")");
+  const std::string body = ChatBody(R"([{"role":"user","content":"hi"}])", R"(,"prompt_cache_key":"g\u00e9")");
   auto r = parser.Parse(ApiKind::kChatCompletions, body, kPrefix);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->served_name, "m");
@@ -838,10 +839,12 @@ TEST(ResponsesParserTest, MessageItemsAreKeyedLikeChatMessages) {
       {"role":"assistant","content":[{"type":"output_text","text":"c"}]},
       {"role":"user","content":"d"}]})");
   ASSERT_TRUE(o.ok()) << o.status.ToString();
-  EXPECT_EQ(o.text, Msg("user", "a\x1d"
-                                "b") +
+  EXPECT_EQ(o.text, Msg("user",
+                        "a\x1d"
+                        "b") +
                         Msg("assistant", "c") + Msg("user", "d"));
-  const Outcome single = Responses(parser, R"({"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"d"}]}]})");
+  const Outcome single =
+      Responses(parser, R"({"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"d"}]}]})");
   const Outcome string = Responses(parser, R"({"model":"m","input":[{"role":"user","content":"d"}]})");
   EXPECT_EQ(single.key, string.key);
 }
@@ -850,13 +853,16 @@ TEST(ResponsesParserTest, MessageItemsAreKeyedLikeChatMessages) {
 // that different calls give different keys.
 TEST(ResponsesParserTest, NonMessageItemsAndImagesAreDigested) {
   OpenAiRequestParser parser;
-  const Outcome a = Responses(parser, R"({"model":"m","input":[{"type":"function_call_output","call_id":"c1","output":"42"}]})");
-  const Outcome b = Responses(parser, R"({"model":"m","input":[{"type":"function_call_output","call_id":"c1","output":"43"}]})");
+  const Outcome a =
+      Responses(parser, R"({"model":"m","input":[{"type":"function_call_output","call_id":"c1","output":"42"}]})");
+  const Outcome b =
+      Responses(parser, R"({"model":"m","input":[{"type":"function_call_output","call_id":"c1","output":"43"}]})");
   ASSERT_TRUE(a.ok() && b.ok()) << a.status.ToString();
   EXPECT_EQ(a.text.size(), 18u);
   EXPECT_EQ(a.text[0], '\x1a');
   EXPECT_NE(a.key, b.key);
-  const Outcome image = Responses(parser, R"({"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:x"}]}]})");
+  const Outcome image = Responses(
+      parser, R"({"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:x"}]}]})");
   ASSERT_TRUE(image.ok()) << image.status.ToString();
   EXPECT_EQ(image.text.substr(0, 6), "user\x1f\x1a");
 }

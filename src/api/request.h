@@ -21,9 +21,9 @@ enum class ApiKind {
   kResponses,        // POST /v1/responses: key from instructions, then input
   // Routed by `model` alone, with no prefix key (no cache to reuse): the pool's balancing,
   // least-outstanding-requests in a prefix-aware pool.
-  kEmbeddings,       // POST /v1/embeddings
-  kTokenize,         // POST /tokenize (vLLM); `model` optional
-  kDetokenize,       // POST /detokenize (vLLM); `model` optional
+  kEmbeddings,  // POST /v1/embeddings
+  kTokenize,    // POST /tokenize (vLLM); `model` optional
+  kDetokenize,  // POST /detokenize (vLLM); `model` optional
 };
 
 // The prompt tokens a request is estimated to carry, from its body's size: about 4 bytes per
@@ -58,11 +58,9 @@ struct ParsedRequest {
   std::string_view routing_group;  // prompt_cache_key or X-Amzn-SageMaker-Prefix-Aware-Id
   bool stream = false;             // OpenAI `stream`; always false for native
   PrefixKey key;
-  size_t prefix_units = 0;         // characters (OpenAI) or bytes (native) that were keyed
+  size_t prefix_units = 0;  // characters (OpenAI) or bytes (native) that were keyed
 };
 
-inline RouteRequest RouteRequestFor(const ParsedRequest& p) {
-  return RouteRequest{p.served_name, p.key, {}};
-}
+inline RouteRequest RouteRequestFor(const ParsedRequest& p) { return RouteRequest{p.served_name, p.key, {}}; }
 
 }  // namespace prefix_router::api

@@ -54,11 +54,8 @@ void UsageScanner::Feed(std::string_view bytes) {
         line_ = Line::kData;
         if (c != ' ') JsonByte(c);  // one space after the colon is not part of the value
         break;
-      case Line::kData:
-        JsonByte(c);
-        break;
-      case Line::kSkip:
-        break;
+      case Line::kData: JsonByte(c); break;
+      case Line::kSkip: break;
     }
   }
 }
@@ -109,8 +106,7 @@ void UsageScanner::JsonByte(char c) {
     case '\t':
     case '\n':
     case '\r':
-    case ':':
-      return;
+    case ':': return;
     case '"':
       in_string_ = true;
       escape_ = false;
@@ -123,16 +119,10 @@ void UsageScanner::JsonByte(char c) {
         target_ = Target::kNone;  // a string value is no count
       }
       return;
-    case '{':
-      Open(true);
-      return;
-    case '[':
-      Open(false);
-      return;
+    case '{': Open(true); return;
+    case '[': Open(false); return;
     case '}':
-    case ']':
-      Close();
-      return;
+    case ']': Close(); return;
     case ',':
       expect_key_ = TopIsObject();
       target_ = Target::kNone;

@@ -72,7 +72,7 @@ class UsageScanner {
   ResponseUsage current_;  // the usage object being read
 
   // JSON state of the current document.
-  uint64_t kinds_ = 0;   // bit d-1 set: the container at depth d is an object (depths 1..64)
+  uint64_t kinds_ = 0;  // bit d-1 set: the container at depth d is an object (depths 1..64)
   uint32_t depth_ = 0;
   uint32_t usage_depth_ = 0;     // depth of the open usage object's members (0: none open)
   uint32_t details_depth_ = 0;   // ... of its prompt_tokens_details object
@@ -84,7 +84,7 @@ class UsageScanner {
   bool expect_key_ = false;
   bool in_number_ = false;
   bool number_negative_ = false;
-  bool number_integral_ = true;  // no '.', 'e' yet: digits still count
+  bool number_integral_ = true;    // no '.', 'e' yet: digits still count
   Target target_ = Target::kNone;  // what the value after the last key is
   uint64_t number_ = 0;
   char key_[24] = {};

@@ -55,9 +55,10 @@ TEST(UsageScannerTest, ChatCompletionBody) {
 
 // vLLM without --enable-prompt-tokens-details (or nothing cached): no cached count.
 TEST(UsageScannerTest, NoPromptTokensDetails) {
-  for (const char* body : {R"({"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":null}})",
-                           R"({"usage":{"prompt_tokens":3,"completion_tokens":1}})",
-                           R"({"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":null}}})"}) {
+  for (const char* body :
+       {R"({"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":null}})",
+        R"({"usage":{"prompt_tokens":3,"completion_tokens":1}})",
+        R"({"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":null}}})"}) {
     const ResponseUsage u = Scan(body, Framing::kJson);
     ASSERT_TRUE(u.present) << body;
     EXPECT_EQ(u.prompt_tokens, 3u);
@@ -78,16 +79,15 @@ TEST(UsageScannerTest, OnlyTopLevelUsage) {
 
 // The Responses API's names, whole and streamed (response.completed).
 TEST(UsageScannerTest, ResponsesApi) {
-  const std::string body =
-      R"({"id":"resp_1","object":"response","output":[],"usage":{"input_tokens":300,)"
-      R"("input_tokens_details":{"cached_tokens":256},"output_tokens":9,"total_tokens":309}})";
+  const std::string body = R"({"id":"resp_1","object":"response","output":[],"usage":{"input_tokens":300,)"
+                           R"("input_tokens_details":{"cached_tokens":256},"output_tokens":9,"total_tokens":309}})";
   ResponseUsage u = Scan(body, Framing::kJson);
   ASSERT_TRUE(u.present);
   EXPECT_EQ(u.prompt_tokens, 300u);
   EXPECT_EQ(u.cached_tokens, 256u);
   EXPECT_EQ(u.completion_tokens, 9u);
-  const std::string sse = "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":" + body +
-                          "}\n\n";
+  const std::string sse =
+      "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":" + body + "}\n\n";
   u = Scan(sse, Framing::kSse);
   ASSERT_TRUE(u.present);
   EXPECT_EQ(u.prompt_tokens, 300u);
@@ -102,7 +102,9 @@ TEST(UsageScannerTest, SseUsageChunk) {
       "data: {\"choices\":[{\"delta\":{\"content\":\"\\\"usage\\\":{\"}}]}\r\n\r\n"
       "data: {\"choices\":[{\"delta\":{\"content\":\" data: {\"}}]}\n\n"
       "data: {\"choices\":[],\n"
-      "data: \"usage\":{\"prompt_tokens\":812,\"completion_tokens\":40,\"prompt_tokens_details\":{\"cached_tokens\":768}}}\r\r"
+      "data: "
+      "\"usage\":{\"prompt_tokens\":812,\"completion_tokens\":40,\"prompt_tokens_details\":{\"cached_tokens\":768}}}"
+      "\r\r"
       "data: [DONE]\n\n";
   const ResponseUsage u = Scan(stream, Framing::kSse);
   ASSERT_TRUE(u.present);
@@ -114,10 +116,13 @@ TEST(UsageScannerTest, SseUsageChunk) {
 
 // A stream without include_usage reports nothing; continuous usage stats: the last one wins.
 TEST(UsageScannerTest, SseWithoutUsageAndContinuousStats) {
-  EXPECT_FALSE(Scan("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n", Framing::kSse).present);
+  EXPECT_FALSE(
+      Scan("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n", Framing::kSse).present);
   const ResponseUsage u = Scan(
-      "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":1}}\n\n"
-      "data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":2}}\n\n"
+      "data: "
+      "{\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":1}}\n\n"
+      "data: "
+      "{\"choices\":[{\"delta\":{\"content\":\"b\"}}],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":2}}\n\n"
       "data: [DONE]\n\n",
       Framing::kSse);
   ASSERT_TRUE(u.present);
@@ -127,8 +132,9 @@ TEST(UsageScannerTest, SseWithoutUsageAndContinuousStats) {
 
 // Odd numbers: negative reads 0, a fraction its integral part, huge values saturate.
 TEST(UsageScannerTest, Numbers) {
-  ResponseUsage u = Scan(R"({"usage":{"prompt_tokens":-4,"completion_tokens":7.9e0,"prompt_tokens_details":{"cached_tokens":99999999999}}})",
-                         Framing::kJson);
+  ResponseUsage u = Scan(
+      R"({"usage":{"prompt_tokens":-4,"completion_tokens":7.9e0,"prompt_tokens_details":{"cached_tokens":99999999999}}})",
+      Framing::kJson);
   ASSERT_TRUE(u.present);
   EXPECT_EQ(u.prompt_tokens, 0u);
   EXPECT_EQ(u.completion_tokens, 7u);

@@ -28,8 +28,8 @@ bool IsValidRequestId(std::string_view id) {
 }
 
 std::string FormatRequestId(uint64_t high, uint64_t low) {
-  high = (high & ~0xF000ULL) | 0x4000ULL;                             // version 4
-  low = (low & ~(0xC000ULL << 48)) | (0x8000ULL << 48);               // variant 10xx
+  high = (high & ~0xF000ULL) | 0x4000ULL;                // version 4
+  low = (low & ~(0xC000ULL << 48)) | (0x8000ULL << 48);  // variant 10xx
   std::string out;
   out.reserve(36);
   AppendHex(out, high >> 32, 8);

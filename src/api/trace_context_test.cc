@@ -34,10 +34,8 @@ TEST(TraceContextTest, GeneratedIdsAreUuidV4) {
 
 // The W3C examples are valid and give their trace id.
 TEST(TraceContextTest, ValidTraceparent) {
-  EXPECT_EQ(TraceIdOf("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
-            "4bf92f3577b34da6a3ce929d0e0e4736");
-  EXPECT_EQ(TraceIdOf("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"),
-            "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(TraceIdOf("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(TraceIdOf("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"), "4bf92f3577b34da6a3ce929d0e0e4736");
   // A later version may append fields after a dash.
   EXPECT_TRUE(TraceIdOf("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra"));
 }

@@ -35,9 +35,9 @@ uint64_t AttentionMask(uint64_t x) {
 // compare below 0x20 also catches bytes >= 0x80, which are negative as signed chars.
 bool PlainBlock16(const char* p) {
   const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i bad = _mm_or_si128(
-      _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
-      _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
+  const __m128i bad =
+      _mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
+                   _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
   return _mm_movemask_epi8(bad) == 0;
 }
 #endif
@@ -48,9 +48,7 @@ void AppendJsonEscaped(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   size_t run = 0;  // start of the pending run of bytes copied as they are
   size_t i = 0;
-  const auto flush = [&](size_t end) {
-    out.append(s.data() + run, end - run);
-  };
+  const auto flush = [&](size_t end) { out.append(s.data() + run, end - run); };
   while (i < s.size()) {
     // Skip plain ASCII in blocks: generated prompts are tens of KB of it.
 #if defined(__SSE2__)

@@ -9,10 +9,10 @@ namespace prefix_router::bench {
 namespace {
 
 constexpr const char* kWords[] = {
-    "the",      "model",   "returns", "a",        "summary", "of",      "each",    "document",
-    "section",  "with",    "cited",   "sources",  "and",     "keeps",   "answers", "short",
-    "résumé",   "naïve",   "café",    "日本語の", "文書",    "要約",    "😀",       "Straße",
-    "function", "returns", "\\\"quoted\\\"", "\\n",   "\\u00e9", "tab\\there", "{json}", "x<y>z"};
+    "the",      "model",   "returns",        "a",        "summary", "of",         "each",    "document",
+    "section",  "with",    "cited",          "sources",  "and",     "keeps",      "answers", "short",
+    "résumé",   "naïve",   "café",           "日本語の", "文書",    "要約",       "😀",       "Straße",
+    "function", "returns", "\\\"quoted\\\"", "\\n",      "\\u00e9", "tab\\there", "{json}",  "x<y>z"};
 
 void AppendText(std::string& out, size_t approx_bytes, uint64_t seed) {
   Rng rng(seed);
@@ -50,8 +50,7 @@ std::string NativeBody(size_t bytes) {
 std::shared_ptr<const FleetSnapshot> MakeFleet(uint32_t n) {
   std::vector<InstanceSpec> specs;
   for (uint32_t i = 0; i < n; ++i) {
-    specs.push_back({"instance-" + std::to_string(i), "http://127.0.0.1:" + std::to_string(9000 + i),
-                     1, {"llama"}});
+    specs.push_back({"instance-" + std::to_string(i), "http://127.0.0.1:" + std::to_string(9000 + i), 1, {"llama"}});
   }
   auto fleet = FleetSnapshot::Create(std::move(specs));
   if (!fleet.ok()) Die(fleet.status());

@@ -12,8 +12,8 @@
 namespace prefix_router::bench {
 
 // Kept out of line so callgrind can collect exactly this function and its callees.
-[[gnu::noinline]] uint64_t RunCase(const std::string& name, DecisionSetup& setup,
-                                   const PaddedBody& body, long iterations) {
+[[gnu::noinline]] uint64_t RunCase(const std::string& name, DecisionSetup& setup, const PaddedBody& body,
+                                   long iterations) {
   uint64_t sum = 0;
   for (long i = 0; i < iterations; ++i) {
     if (name == "chat") {
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   // One warm-up call outside the counted function grows buffers, as a long-lived gateway has.
   uint64_t sum = RunCase(name, setup, body, 1);
   sum += RunCase(name, setup, body, iterations);
-  std::printf("%s instances=%u iterations=%ld checksum=%llu\n", name.c_str(), instances,
-              iterations, static_cast<unsigned long long>(sum));
+  std::printf("%s instances=%u iterations=%ld checksum=%llu\n", name.c_str(), instances, iterations,
+              static_cast<unsigned long long>(sum));
   return 0;
 }

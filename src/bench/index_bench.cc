@@ -135,8 +135,8 @@ void BM_KvAwarePick(benchmark::State& state) {
       policy->OnKvEvents(fleet->placement_seed(i), batch);
     }
   }
-  std::vector<uint32_t> prompt = DocumentTokens(3 * 1000 + 5);  // held by instance 3
-  for (uint32_t j = 0; j < 50; ++j) prompt.push_back(2000 + j);   // the question
+  std::vector<uint32_t> prompt = DocumentTokens(3 * 1000 + 5);   // held by instance 3
+  for (uint32_t j = 0; j < 50; ++j) prompt.push_back(2000 + j);  // the question
   RouteRequest r;
   r.prompt_tokens = prompt;
   r.key = PrefixKey{Mix64(7), Mix64(8)};

@@ -17,9 +17,8 @@ namespace prefix_router::bench {
 namespace {
 
 std::string Prose(size_t bytes) {
-  static constexpr const char* kWords[] = {"the", "model", "routes", "every", "request", "to",
-                                           "an", "instance", "whose", "cache", "holds", "its",
-                                           "prefix", "and", "saves", "prefill"};
+  static constexpr const char* kWords[] = {"the",   "model", "routes", "every", "request", "to",  "an",    "instance",
+                                           "whose", "cache", "holds",  "its",   "prefix",  "and", "saves", "prefill"};
   std::string s;
   uint64_t x = 0x9E3779B97F4A7C15ULL;
   while (s.size() < bytes) {
@@ -43,7 +42,9 @@ std::string Escaped(const std::string& s) {
 std::string NativeBody8k() {
   return "{\n  \"id\": \"req-5f2c9a01d3e4b7a6\",\n  \"created\": 1764460801,\n"
          "  \"metadata\": {\"trace_id\": \"0af7651916cd43dd8448eb211c80319c\", \"client\": \"c-3\"},\n"
-         "  \"inputs\": \"" + Escaped(Prose(7800)) + "\",\n"
+         "  \"inputs\": \"" +
+         Escaped(Prose(7800)) +
+         "\",\n"
          "  \"parameters\": {\"temperature\": 0.7, \"max_new_tokens\": 128}\n}";
 }
 

@@ -57,8 +57,7 @@ struct BenchArgs {
   bool progress = false;
   // Which options were given (set after parsing).
   bool workload_given = false, concurrency_given = false, rate_given = false, requests_given = false,
-       duration_given = false, no_stream_given = false, stream_fraction_given = false,
-       abort_fraction_given = false;
+       duration_given = false, no_stream_given = false, stream_fraction_given = false, abort_fraction_given = false;
 };
 
 constexpr uint64_t kDefaultRequests = 100;
@@ -110,21 +109,19 @@ double MeasuredSpan(const std::vector<report::RequestRecord>& records) {
 std::string Summary(const BenchArgs& a, const loadgen::LoadOptions& o, const loadgen::LoadRun& run,
                     const report::RunResult& r) {
   std::string out;
-  const std::string loop =
-      o.mode == loadgen::Mode::kClosed
-          ? fmt::format("closed loop, {} users", o.concurrency)
-          : (a.replay ? fmt::format("open loop, trace times x{}", o.trace_speed)
-                      : fmt::format("open loop, {} req/s", o.rate_rps));
+  const std::string loop = o.mode == loadgen::Mode::kClosed
+                               ? fmt::format("closed loop, {} users", o.concurrency)
+                               : (a.replay ? fmt::format("open loop, trace times x{}", o.trace_speed)
+                                           : fmt::format("open loop, {} req/s", o.rate_rps));
   const std::string streaming = o.stream_fraction >= 0 ? fmt::format("{:g}% streaming", 100 * o.stream_fraction)
-                                : (o.stream ? "streaming" : "not streaming");
+                                                       : (o.stream ? "streaming" : "not streaming");
   const std::string api = o.api == loadgen::ApiChoice::kNative ? ", native API" : "";
   const std::string model = o.default_model.empty() ? "model = component" : o.default_model;
   out += fmt::format("bench: {} against {} ({}, {}{}, {}), {} sent in {:.1f} s wall\n", r.workload, o.url, loop,
                      streaming, api, model, run.records.size() + run.aborted + run.aborted_warmup, run.wall_s);
-  const std::string time_note =
-      o.time_scale == 1 ? "" : fmt::format(" (model time: measured / {})", o.time_scale);
-  const auto warmup = std::count_if(run.records.begin(), run.records.end(),
-                                    [](const report::RequestRecord& x) { return !x.counted; });
+  const std::string time_note = o.time_scale == 1 ? "" : fmt::format(" (model time: measured / {})", o.time_scale);
+  const auto warmup =
+      std::count_if(run.records.begin(), run.records.end(), [](const report::RequestRecord& x) { return !x.counted; });
   out += fmt::format("  requests      {} counted ({} warm-up excluded), {} errors\n", r.requests,
                      warmup + run.aborted_warmup, r.errors);
   if (o.abort_fraction > 0) {
@@ -132,9 +129,10 @@ std::string Summary(const BenchArgs& a, const loadgen::LoadOptions& o, const loa
       auto it = run.aborted_by_point.find(point);
       return it == run.aborted_by_point.end() ? uint64_t{0} : it->second;
     };
-    out += fmt::format("  aborted       {} abandoned by the client, not counted above (sending {}, waiting {}, "
-                       "receiving {})\n",
-                       run.aborted, at("sending"), at("waiting"), at("receiving"));
+    out += fmt::format(
+        "  aborted       {} abandoned by the client, not counted above (sending {}, waiting {}, "
+        "receiving {})\n",
+        run.aborted, at("sending"), at("waiting"), at("receiving"));
   }
   if (r.requests == r.errors) {
     out += "  latency       - (no successful request)\n";
@@ -143,15 +141,15 @@ std::string Summary(const BenchArgs& a, const loadgen::LoadOptions& o, const loa
                        Duration(r.ttft_p90_s), Duration(r.ttft_p99_s), Duration(r.ttft_mean_s), time_note);
     if (r.engine_ttft_p50_s >= 0) {
       out += fmt::format("  engine TTFT   P50 {}  P90 {}  P99 {}  (the engine's modelled time)\n",
-                         Duration(r.engine_ttft_p50_s), Duration(r.engine_ttft_p90_s),
-                         Duration(r.engine_ttft_p99_s));
+                         Duration(r.engine_ttft_p50_s), Duration(r.engine_ttft_p90_s), Duration(r.engine_ttft_p99_s));
     }
     out += fmt::format("  e2e           P50 {}  P90 {}\n", Duration(r.e2e_p50_s), Duration(r.e2e_p90_s));
     out += fmt::format("  ITL           P50 {}\n", Duration(r.itl_p50_s));
   }
   if (std::isnan(r.hit_rate)) {
-    out += "  hit rate      n/a (no response carried usage.prompt_tokens_details.cached_tokens: vLLM "
-           "sends it only with --enable-prompt-tokens-details)\n";
+    out +=
+        "  hit rate      n/a (no response carried usage.prompt_tokens_details.cached_tokens: vLLM "
+        "sends it only with --enable-prompt-tokens-details)\n";
   } else {
     out += fmt::format("  hit rate      {:.1f}% of prompt tokens cached\n", 100 * r.hit_rate);
   }
@@ -178,7 +176,8 @@ std::string Summary(const BenchArgs& a, const loadgen::LoadOptions& o, const loa
   }
   if (!run.errors_by_kind.empty()) {
     std::string kinds;
-    for (const auto& [kind, n] : run.errors_by_kind) kinds += fmt::format("{}{}: {}", kinds.empty() ? "" : ", ", kind, n);
+    for (const auto& [kind, n] : run.errors_by_kind)
+      kinds += fmt::format("{}{}: {}", kinds.empty() ? "" : ", ", kind, n);
     out += "  errors        " + kinds + "\n";
     out += "  first error   " + run.first_error + "\n";
   }
@@ -211,7 +210,8 @@ int RunBench(BenchArgs& a) {
   if (a.api != "chat" && a.api != "native") return Fail("--api: '" + a.api + "' is not one of chat, native");
   for (size_t i = 0; i < a.inference_components.size(); ++i) {
     const std::string& c = a.inference_components[i];
-    if (Status s = api::ValidateInferenceComponentName(c); !s.ok()) return Fail("--inference-component: " + s.message());
+    if (Status s = api::ValidateInferenceComponentName(c); !s.ok())
+      return Fail("--inference-component: " + s.message());
     if (std::count(a.inference_components.begin(), a.inference_components.end(), c) > 1) {
       return Fail("--inference-component: '" + c + "' is given twice");
     }
@@ -335,8 +335,7 @@ int RunBench(BenchArgs& a) {
     r.extra["aborted"] = static_cast<double>(run.aborted);
     for (const char* point : {"sending", "waiting", "receiving"}) {
       auto it = run.aborted_by_point.find(point);
-      r.extra[std::string("aborted_") + point] =
-          static_cast<double>(it == run.aborted_by_point.end() ? 0 : it->second);
+      r.extra[std::string("aborted_") + point] = static_cast<double>(it == run.aborted_by_point.end() ? 0 : it->second);
     }
   }
   report::SummaryOptions so;
@@ -372,8 +371,7 @@ CLI::Option* AddNumber(CLI::App* cmd, const std::string& name, T& target, const 
         auto [ptr, ec] = std::from_chars(text.data(), end, value);
         if (ec != std::errc() || ptr != end || text.empty()) {
           throw CLI::ConversionError(
-              name + ": '" + text + "' is not " + (std::is_integral_v<T> ? "a non-negative integer" : "a number"),
-              2);
+              name + ": '" + text + "' is not " + (std::is_integral_v<T> ? "a non-negative integer" : "a number"), 2);
         }
         target = value;
       },
@@ -389,29 +387,28 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<BenchArgs>();
   std::string names;
   for (auto n : workload::WorkloadNames()) names += (names.empty() ? "" : ", ") + std::string(n);
-  CLI::App* cmd = app.add_subcommand(
-      "bench",
-      "Measure an endpoint over HTTP: send a workload's requests to a gateway, an engine emulator "
-      "or any OpenAI-compatible server and report TTFT (to the first streamed token), end-to-end "
-      "latency, inter-token latency, prefix-cache hit rate (from usage.prompt_tokens_details."
-      "cached_tokens, which vLLM and `prefix-router engine` send only with "
-      "--enable-prompt-tokens-details; n/a without), throughput and, behind the gateway, each "
-      "instance's share of requests. "
-      "Closed loop (--concurrency users) by default; --rate for an open loop.");
+  CLI::App* cmd =
+      app.add_subcommand("bench",
+                         "Measure an endpoint over HTTP: send a workload's requests to a gateway, an engine emulator "
+                         "or any OpenAI-compatible server and report TTFT (to the first streamed token), end-to-end "
+                         "latency, inter-token latency, prefix-cache hit rate (from usage.prompt_tokens_details."
+                         "cached_tokens, which vLLM and `prefix-router engine` send only with "
+                         "--enable-prompt-tokens-details; n/a without), throughput and, behind the gateway, each "
+                         "instance's share of requests. "
+                         "Closed loop (--concurrency users) by default; --rate for an open loop.");
   cmd->add_option("--url", a->url, "Base URL of the endpoint (http only); the API path is appended")
       ->capture_default_str();
-  auto* workload_opt = cmd->add_option("--workload", a->workload, "Workload: " + names + " (docs/workloads.md)")
-                           ->capture_default_str();
+  auto* workload_opt =
+      cmd->add_option("--workload", a->workload, "Workload: " + names + " (docs/workloads.md)")->capture_default_str();
   cmd->add_option("--trace", a->trace,
                   "Send the requests of a JSONL trace (docs/trace-format.md); same as --workload trace "
                   "--param file=FILE");
   cmd->add_option("--param", a->params,
                   "Workload parameter NAME=VALUE (repeatable), e.g. documents=64 (docs/workloads.md)");
   AddNumber(cmd, "--seed", a->seed, "Seed of the workload and of the open loop's arrival times");
-  auto* concurrency_opt =
-      AddNumber(cmd, "--concurrency", a->concurrency,
-                "Closed loop: number of users, each sending its session's next request when the "
-                "previous one has finished (the default mode)");
+  auto* concurrency_opt = AddNumber(cmd, "--concurrency", a->concurrency,
+                                    "Closed loop: number of users, each sending its session's next request when the "
+                                    "previous one has finished (the default mode)");
   auto* rate_opt = AddNumber(cmd, "--rate", a->rate,
                              "Open loop instead: requests per second (model time), sessions starting "
                              "at Poisson times (exclusive with --concurrency)",
@@ -430,8 +427,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                                  false);
   AddNumber(cmd, "--warmup", a->warmup, "Requests sent first and left out of every figure (warms the caches)");
   auto* stream_opt = cmd->add_flag("--stream,!--no-stream", a->stream,
-                "Stream responses (SSE, with usage; the default): TTFT is the first content chunk. "
-                "--no-stream: whole responses, TTFT = end to end");
+                                   "Stream responses (SSE, with usage; the default): TTFT is the first content chunk. "
+                                   "--no-stream: whole responses, TTFT = end to end");
   auto* stream_fraction_opt =
       AddNumber(cmd, "--stream-fraction", a->stream_fraction,
                 "Mixed traffic: this share of requests (0..1) streams, the rest are sent "

@@ -22,8 +22,8 @@
 #include "gateway/gateway.h"
 #include "loadgen/loadgen.h"
 #include "report/report.h"
-#include "report/text.h"
 #include "report/results.h"
+#include "report/text.h"
 #include "sim/simulator.h"
 
 namespace prefix_router::cli {
@@ -51,7 +51,7 @@ struct DemoArgs {
   std::string profile = "llama-70b-h100x8";
   double load_pct = 70;
   double rate_rps = 0;  // > 0: offer this rate instead of a share of saturation
-  double scale = 1;  // multiplies the request counts
+  double scale = 1;     // multiplies the request counts
   bool no_simulate = false;
   bool quiet = false;
 };
@@ -140,8 +140,7 @@ struct Fleet {
 };
 
 // Cold engines and a gateway routing with `routing`, all on loopback ports chosen by the OS.
-Result<std::unique_ptr<Fleet>> StartFleet(const DemoArgs& a, double time_scale,
-                                          const RoutingOptions& routing) {
+Result<std::unique_ptr<Fleet>> StartFleet(const DemoArgs& a, double time_scale, const RoutingOptions& routing) {
   auto fleet = std::make_unique<Fleet>();
   gateway::GatewayConfig config;
   config.listen = "127.0.0.1:0";
@@ -176,9 +175,8 @@ Result<std::unique_ptr<Fleet>> StartFleet(const DemoArgs& a, double time_scale,
   return fleet;
 }
 
-Result<report::RunResult> RunThroughGateway(const DemoArgs& a, const std::string& workload,
-                                            const std::string& strategy, double rate_rps,
-                                            const WorkloadPlan& plan) {
+Result<report::RunResult> RunThroughGateway(const DemoArgs& a, const std::string& workload, const std::string& strategy,
+                                            double rate_rps, const WorkloadPlan& plan) {
   auto routing = sim::ParseStrategyName(strategy, RoutingOptions{});
   if (!routing.ok()) return routing.status();
   auto fleet = StartFleet(a, plan.time_scale, *routing);
@@ -202,8 +200,8 @@ Result<report::RunResult> RunThroughGateway(const DemoArgs& a, const std::string
   const bool tty = isatty(2) != 0;
   if (!a.quiet && tty) {
     lo.progress = [&](uint64_t done, uint64_t failed, uint64_t in_flight) {
-      std::cerr << fmt::format("\r  {} {}: {}/{} done, {} failed, {} in flight   ", workload,
-                               strategy, done, lo.requests, failed, in_flight)
+      std::cerr << fmt::format("\r  {} {}: {}/{} done, {} failed, {} in flight   ", workload, strategy, done,
+                               lo.requests, failed, in_flight)
                 << std::flush;
     };
   }
@@ -258,7 +256,8 @@ int RunDemo(const DemoArgs& a) {
   if (!(a.trace_speed > 0)) return Fail("--trace-speed must be > 0", 2);
   for (const std::string& s : a.strategies) {
     if (auto r = sim::ParseStrategyName(s, RoutingOptions{}); !r.ok()) return Fail(r.status().message(), 2);
-    if (IsPeerStrategy(s)) return Fail("strategy '" + s + "' is a peer's policy, re-implemented for `simulate` only", 2);
+    if (IsPeerStrategy(s))
+      return Fail("strategy '" + s + "' is a peer's policy, re-implemented for `simulate` only", 2);
   }
   std::vector<std::string> workloads;
   for (const std::string& w : a.workloads) {
@@ -330,9 +329,8 @@ int RunDemo(const DemoArgs& a) {
       if (!r.ok()) return Fail(workload + " " + strategy + ": " + r.status().message());
       if (saturation > 0) r->settings["saturation_rps"] = saturation;
       if (!a.quiet) {
-        std::cerr << fmt::format("  {} {}: {} requests ({} failed), TTFT P50 {:.3f} s, hit rate {}\n",
-                                 workload, strategy, r->requests, r->errors, r->ttft_p50_s,
-                                 report::FormatHitRate(r->hit_rate));
+        std::cerr << fmt::format("  {} {}: {} requests ({} failed), TTFT P50 {:.3f} s, hit rate {}\n", workload,
+                                 strategy, r->requests, r->errors, r->ttft_p50_s, report::FormatHitRate(r->hit_rate));
       }
       results.push_back(std::move(*r));
       if (!a.no_simulate) {
@@ -360,8 +358,7 @@ int RunDemo(const DemoArgs& a) {
     }
   }
   // The prefix-length trade-off, simulated on long-context (the live runs use the default).
-  if (!a.no_simulate &&
-      std::find(workloads.begin(), workloads.end(), "long-context") != workloads.end()) {
+  if (!a.no_simulate && std::find(workloads.begin(), workloads.end(), "long-context") != workloads.end()) {
     const WorkloadPlan plan = PlanFor("long-context", a.scale);
     double rate = 0;
     for (const auto& r : results) {
@@ -406,18 +403,18 @@ int RunDemo(const DemoArgs& a) {
   report::ReportOptions ro;
   ro.title = "prefix-router demo";
   ro.notes.push_back("Made by: " + CommandLine());
-  ro.notes.push_back(fmt::format(
-      "{} engine emulators (profile {}) and the gateway ran on loopback on this machine; each "
-      "strategy started with cold caches. Offered load of the generated workloads: {:.0f}% of "
-      "random routing's saturation throughput (measured in the simulator), Poisson arrivals.",
-      a.instances, a.profile, a.load_pct));
+  ro.notes.push_back(
+      fmt::format("{} engine emulators (profile {}) and the gateway ran on loopback on this machine; each "
+                  "strategy started with cold caches. Offered load of the generated workloads: {:.0f}% of "
+                  "random routing's saturation throughput (measured in the simulator), Poisson arrivals.",
+                  a.instances, a.profile, a.load_pct));
   if (std::find(workloads.begin(), workloads.end(), "mooncake") != workloads.end()) {
-    ro.notes.push_back(fmt::format(
-        "mooncake: {} (the first 600 s of the Mooncake FAST'25 conversation trace from Moonshot "
-        "AI's Kimi; data/mooncake/NOTICE) replayed open loop at its recorded arrival times x{:g}, "
-        "with its recorded prompt and output lengths; each 512-token block id of the trace is a "
-        "fixed synthetic text, so requests share prefixes exactly as the trace's requests did.",
-        a.mooncake_file, a.trace_speed));
+    ro.notes.push_back(
+        fmt::format("mooncake: {} (the first 600 s of the Mooncake FAST'25 conversation trace from Moonshot "
+                    "AI's Kimi; data/mooncake/NOTICE) replayed open loop at its recorded arrival times x{:g}, "
+                    "with its recorded prompt and output lengths; each 512-token block id of the trace is a "
+                    "fixed synthetic text, so requests share prefixes exactly as the trace's requests did.",
+                    a.mooncake_file, a.trace_speed));
   }
   ro.notes.push_back(
       "The prefix-length sweep (simulated, long-context, prefix-aware) shows the trade-off the "
@@ -441,20 +438,19 @@ int RunDemo(const DemoArgs& a) {
 
 void AddDemoCommand(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<DemoArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "demo",
-      "Run the whole comparison on this machine: starts 7 engine emulators and the gateway on "
-      "loopback, replays long-context, sharegpt-like and the committed slice of the Mooncake "
-      "trace through the gateway for random, "
-      "least-outstanding-requests, prefix-aware with the managed service's spill "
-      "(prefix-aware-least-loaded-b0), ours (prefix-aware: next-preferred spill, bounded "
-      "loads) and cache-aware (the gateway's default strategy, marked \"(default)\" in the "
-      "table), simulates the same runs, prints the table and writes DIR/results.json and "
-      "DIR/report.html. Takes about 12 minutes on 2 cores.");
+  CLI::App* cmd =
+      app.add_subcommand("demo",
+                         "Run the whole comparison on this machine: starts 7 engine emulators and the gateway on "
+                         "loopback, replays long-context, sharegpt-like and the committed slice of the Mooncake "
+                         "trace through the gateway for random, "
+                         "least-outstanding-requests, prefix-aware with the managed service's spill "
+                         "(prefix-aware-least-loaded-b0), ours (prefix-aware: next-preferred spill, bounded "
+                         "loads) and cache-aware (the gateway's default strategy, marked \"(default)\" in the "
+                         "table), simulates the same runs, prints the table and writes DIR/results.json and "
+                         "DIR/report.html. Takes about 12 minutes on 2 cores.");
   cmd->add_option("--out", a->out, "Directory for results.json and report.html")->capture_default_str();
-  auto* workload_opt = cmd->add_option("--workload", a->workloads, "Workloads, comma-separated")
-                           ->delimiter(',')
-                           ->capture_default_str();
+  auto* workload_opt =
+      cmd->add_option("--workload", a->workloads, "Workloads, comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--mooncake-file", a->mooncake_file,
                   "The Mooncake trace the mooncake workload replays (relative to the current "
                   "directory: scripts/demo.sh runs from the repository root; without it there the "
@@ -469,15 +465,13 @@ void AddDemoCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Workload and arrival seed")->capture_default_str();
   cmd->add_option("--instances", a->instances, "Engine emulators to start")->capture_default_str();
-  cmd->add_option("--profile", a->profile, "Engine profile (tiny-test for a quick smoke run)")
-      ->capture_default_str();
+  cmd->add_option("--profile", a->profile, "Engine profile (tiny-test for a quick smoke run)")->capture_default_str();
   cmd->add_option("--load", a->load_pct, "Offered load, % of random routing's saturation throughput")
       ->capture_default_str();
   cmd->add_option("--rate", a->rate_rps,
                   "Offer this many requests/s (model time) instead of --load's share of the "
                   "simulated saturation throughput");
-  cmd->add_option("--scale", a->scale,
-                  "Multiplies the request counts (0.1 for a quick look; figures get noisier)")
+  cmd->add_option("--scale", a->scale, "Multiplies the request counts (0.1 for a quick look; figures get noisier)")
       ->capture_default_str();
   cmd->add_flag("--no-simulate", a->no_simulate, "Skip the simulated runs beside the live ones");
   cmd->add_flag("--quiet", a->quiet, "No progress on stderr");

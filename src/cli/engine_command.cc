@@ -73,11 +73,11 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
     auto p = engine_model::FindProfile(name);
     profiles += "\n  " + std::string(name) + ": " + (p.ok() ? p->description : std::string());
   }
-  CLI::App* cmd = app.add_subcommand(
-      "engine",
-      "Run an OpenAI-compatible engine emulator: a vLLM stand-in with a block-level prefix KV "
-      "cache (LRU eviction, pinning) and a continuous-batching timing model, for demos and tests "
-      "without GPUs. Responses report modelled times in the x-engine-timing header.");
+  CLI::App* cmd =
+      app.add_subcommand("engine",
+                         "Run an OpenAI-compatible engine emulator: a vLLM stand-in with a block-level prefix KV "
+                         "cache (LRU eviction, pinning) and a continuous-batching timing model, for demos and tests "
+                         "without GPUs. Responses report modelled times in the x-engine-timing header.");
   cmd->add_option("--listen", a->listen, "HOST:PORT to listen on")->capture_default_str();
   cmd->add_option("--profile", a->options.profile, profiles)->capture_default_str();
   cmd->add_option("--time-scale", a->options.time_scale,
@@ -94,8 +94,7 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--capacity-blocks", a->options.capacity_blocks,
                   "KV cache capacity in blocks (default: the profile's)");
   cmd->add_option("--block-size", a->options.block_size, "Tokens per KV block (default: the profile's)");
-  cmd->add_option("--max-num-seqs", a->options.max_num_seqs,
-                  "Running sequences per step (default: the profile's)");
+  cmd->add_option("--max-num-seqs", a->options.max_num_seqs, "Running sequences per step (default: the profile's)");
   cmd->add_option("--max-num-batched-tokens", a->options.max_num_batched_tokens,
                   "Token budget per step (default: the profile's)");
   cmd->add_option("--stream-interval", a->options.stream_interval,
@@ -103,12 +102,12 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1u, 4096u))
       ->capture_default_str();
   cmd->add_flag("--enable-prompt-tokens-details", a->options.enable_prompt_tokens_details,
-               "Report in responses the prompt tokens served from the prefix cache, as vLLM does "
-               "with the same flag: usage.prompt_tokens_details.cached_tokens when above 0 (null "
-               "otherwise, absent from a stream's usage chunk, as vLLM) and cached= in "
-               "x-engine-timing. Off by default, as in vLLM: responses then carry no cached-token "
-               "count and `bench` reports the hit rate as n/a. /metrics counts prefix cache hits "
-               "either way");
+                "Report in responses the prompt tokens served from the prefix cache, as vLLM does "
+                "with the same flag: usage.prompt_tokens_details.cached_tokens when above 0 (null "
+                "otherwise, absent from a stream's usage chunk, as vLLM) and cached= in "
+                "x-engine-timing. Off by default, as in vLLM: responses then carry no cached-token "
+                "count and `bench` reports the hit rate as n/a. /metrics counts prefix cache hits "
+                "either way");
   cmd->add_option("--kv-events-endpoint", a->options.kv_events.endpoint,
                   "Publish KV cache events as vLLM does (ZMQ PUB, 3 frames: topic, 8-byte "
                   "big-endian seq, msgpack batch), e.g. tcp://*:5557; binds when the address has "
@@ -118,8 +117,7 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--kv-events-replay-endpoint", a->options.kv_events.replay_endpoint,
                   "ROUTER socket that replays buffered KV event batches from a start seq, e.g. "
                   "tcp://*:5558. Off when empty");
-  cmd->add_option("--kv-events-buffer-steps", a->options.kv_events.buffer_steps,
-                  "KV event batches kept for replay")
+  cmd->add_option("--kv-events-buffer-steps", a->options.kv_events.buffer_steps, "KV event batches kept for replay")
       ->capture_default_str();
   cmd->add_option("--kv-events-encoding", a->kv_events_encoding,
                   "map (vLLM 0.26: events as maps with a type key) or array (vLLM <= 0.23: "

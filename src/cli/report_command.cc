@@ -64,13 +64,13 @@ int Run(const ReportArgs& a) {
 
 void AddReportCommand(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<ReportArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "report",
-      "Read results files written by simulate, bench or demo (--json) and print one comparison "
-      "table of all their runs; with --out, write one self-contained HTML report of them. Runs "
-      "of the same workload and fleet size are compared in one block, labelled by the settings "
-      "that differ. Exit 1 when a file cannot be read or written, 2 when one is not a results "
-      "file.");
+  CLI::App* cmd =
+      app.add_subcommand("report",
+                         "Read results files written by simulate, bench or demo (--json) and print one comparison "
+                         "table of all their runs; with --out, write one self-contained HTML report of them. Runs "
+                         "of the same workload and fleet size are compared in one block, labelled by the settings "
+                         "that differ. Exit 1 when a file cannot be read or written, 2 when one is not a results "
+                         "file.");
   cmd->add_option("results", a->inputs, "Results files (JSON, docs/results-format.md)")
       ->required()
       ->check(CLI::ExistingFile);

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "base/json_text.h"
-#include "base/utf8.h"
 #include "api/error.h"
 #include "api/native_request.h"
 #include "api/openai_request.h"
 #include "api/request.h"
+#include "base/json_text.h"
+#include "base/utf8.h"
 #include "cli/commands.h"
 #include "core/block_chain.h"
 #include "core/fleet.h"
@@ -38,7 +38,7 @@ struct RouteArgs {
   uint32_t prefix_length = kDefaultPrefixLength;
   uint32_t concurrency_threshold = kDefaultConcurrencyThreshold;
   double balance_factor = kDefaultBalanceFactor;
-  std::optional<std::string> group;      // absent header vs empty value matter
+  std::optional<std::string> group;  // absent header vs empty value matter
   std::optional<std::string> component;
   uint64_t seed = 1;
   bool show_text = false;
@@ -73,11 +73,11 @@ int RunRoute(const RouteArgs& a) {
   auto strategy = ParseStrategy(a.strategy);
   if (!strategy.ok()) return Fail(strategy.status());
   if (UsesKvEvents(*strategy)) {
-    return Fail(Status::InvalidArgument(
-        std::string(StrategyName(*strategy)) +
-        " decides from the blocks the engines report they hold; one request alone has nothing "
-        "to match (compare it with `prefix-router simulate --strategy " +
-        std::string(StrategyName(*strategy)) + "`)"));
+    return Fail(
+        Status::InvalidArgument(std::string(StrategyName(*strategy)) +
+                                " decides from the blocks the engines report they hold; one request alone has nothing "
+                                "to match (compare it with `prefix-router simulate --strategy " +
+                                std::string(StrategyName(*strategy)) + "`)"));
   }
   auto spill = ParseSpillMode(a.spill);
   if (!spill.ok()) return Fail(spill.status());
@@ -120,8 +120,8 @@ int RunRoute(const RouteArgs& a) {
     parsed = api::ParseNative(body, keyed_length, group, component);
     if (parsed.ok()) keyed_text = body.substr(0, parsed->prefix_units);
   } else if (a.api == "chat" || a.api == "completions") {
-    parsed = parser.Parse(a.api == "chat" ? api::ApiKind::kChatCompletions : api::ApiKind::kCompletions,
-                          body, keyed_length, false, &keyed_text);
+    parsed = parser.Parse(a.api == "chat" ? api::ApiKind::kChatCompletions : api::ApiKind::kCompletions, body,
+                          keyed_length, false, &keyed_text);
   } else {
     return Fail(Status::InvalidArgument("--api: '" + a.api + "' is not one of chat, completions, native"));
   }
@@ -195,22 +195,19 @@ int RunRoute(const RouteArgs& a) {
 
 void AddRouteCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<RouteArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "route",
-      "Explain the routing decision for one request body: the prefix key, how many characters "
-      "(OpenAI API) or bytes (native API) were keyed, the instances in preference order and "
-      "the instance picked on an idle fleet. Prints one JSON object; exit 1 with the gateway's "
-      "error body when the request is invalid.");
-  cmd->add_option("input", args->input, "Request body file, or - for standard input")
-      ->capture_default_str();
+  CLI::App* cmd =
+      app.add_subcommand("route",
+                         "Explain the routing decision for one request body: the prefix key, how many characters "
+                         "(OpenAI API) or bytes (native API) were keyed, the instances in preference order and "
+                         "the instance picked on an idle fleet. Prints one JSON object; exit 1 with the gateway's "
+                         "error body when the request is invalid.");
+  cmd->add_option("input", args->input, "Request body file, or - for standard input")->capture_default_str();
   cmd->add_option("--api", args->api,
                   "chat (/v1/chat/completions), completions (/v1/completions) or native "
                   "(/invocations: the raw body's bytes)")
       ->capture_default_str();
-  cmd->add_option("--instance", args->instances,
-                  "An instance NAME or NAME:WEIGHT (weight 1..10000); repeatable");
-  cmd->add_option("--instances", args->instance_count,
-                  "Also add N instances named instance-0 .. instance-(N-1)");
+  cmd->add_option("--instance", args->instances, "An instance NAME or NAME:WEIGHT (weight 1..10000); repeatable");
+  cmd->add_option("--instances", args->instance_count, "Also add N instances named instance-0 .. instance-(N-1)");
   std::string accepted, refused;
   for (const StrategyInfo& e : StrategyRegistry()) {
     std::string& list = UsesKvEvents(e.strategy) ? refused : accepted;
@@ -219,7 +216,8 @@ void AddRouteCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--strategy", args->strategy,
                   accepted + " (default " + std::string(StrategyName(kDefaultStrategy)) +
                       ", the gateway's: decided on a cold index here, so its pick is the first "
-                      "instance of the preference order). " + refused +
+                      "instance of the preference order). " +
+                      refused +
                       " decide from the blocks the engines report, which one request alone does "
                       "not have: refused (compare them with simulate)")
       ->capture_default_str();
@@ -238,10 +236,8 @@ void AddRouteCommand(CLI::App& app, int* exit_code) {
                   "Prefix-aware bounded load: an instance is also full at this factor x its share "
                   "of the in-flight requests (at least 4); 0 = off, else 1..100")
       ->capture_default_str();
-  cmd->add_option("--group", args->group,
-                  "Native API: the X-Amzn-SageMaker-Prefix-Aware-Id header value");
-  cmd->add_option("--component", args->component,
-                  "Native API: the X-Amzn-SageMaker-Inference-Component header value");
+  cmd->add_option("--group", args->group, "Native API: the X-Amzn-SageMaker-Prefix-Aware-Id header value");
+  cmd->add_option("--component", args->component, "Native API: the X-Amzn-SageMaker-Inference-Component header value");
   cmd->add_option("--seed", args->seed, "Seed for the random strategies")->capture_default_str();
   cmd->add_flag("--show-text", args->show_text, "Also print the keyed text");
   cmd->callback([args, exit_code] { *exit_code = RunRoute(*args); });

@@ -36,12 +36,10 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
   if (check_only) {
     for (const std::string& w : warnings) std::cerr << "prefix-router serve: warning: " << w << "\n";
     const gateway::GatewayConfig& c = *config;
-    std::cout << "configuration OK: " << c.instances.size() << " instances, " << c.pools.size()
-              << " pools, listen " << c.listen << ", default strategy "
-              << StrategyName(c.routing.strategy) << ", admin "
+    std::cout << "configuration OK: " << c.instances.size() << " instances, " << c.pools.size() << " pools, listen "
+              << c.listen << ", default strategy " << StrategyName(c.routing.strategy) << ", admin "
               << (c.admin.enabled ? c.admin.listen : std::string("off")) << ", log "
-              << gateway::LogFormatName(c.log.format)
-              << (c.log.access_log ? " with access log" : "") << "\n";
+              << gateway::LogFormatName(c.log.format) << (c.log.access_log ? " with access log" : "") << "\n";
     return 0;
   }
   gateway::ConfigureLogging(config->log.format);
@@ -49,8 +47,7 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
   // A gateway holds two descriptors per proxied request: the soft limit (often 1,024) is raised
   // to the hard one before the connection limit is derived from it.
   if (const gateway::DescriptorLimit fds = gateway::RaiseDescriptorLimit(); fds.soft != fds.was) {
-    gateway::LogEvent(spdlog::level::info, "descriptor limit raised",
-                      {{"from", fds.was}, {"to", fds.soft}});
+    gateway::LogEvent(spdlog::level::info, "descriptor limit raised", {{"from", fds.was}, {"to", fds.soft}});
   }
   const gateway::AdminConfig admin_config = config->admin;
   const gateway::TimeoutsConfig timeouts = config->timeouts;
@@ -78,16 +75,16 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
   boost::asio::io_context signals_ctx;
   boost::asio::signal_set signals(signals_ctx, SIGTERM, SIGINT, SIGHUP);
   int received = 0;
-  std::function<void(const boost::system::error_code&, int)> on_signal =
-      [&](const boost::system::error_code& ec, int sig) {
-        if (ec) return;
-        if (sig == SIGHUP) {
-          (void)gateway::LoadAndReload(**gw, loader, "SIGHUP");  // logs its outcome
-          signals.async_wait(on_signal);
-          return;
-        }
-        received = sig;
-      };
+  std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec,
+                                                                             int sig) {
+    if (ec) return;
+    if (sig == SIGHUP) {
+      (void)gateway::LoadAndReload(**gw, loader, "SIGHUP");  // logs its outcome
+      signals.async_wait(on_signal);
+      return;
+    }
+    received = sig;
+  };
   signals.async_wait(on_signal);
   signals_ctx.run();
   spdlog::info("signal {} received: draining in-flight requests (up to {} s)", received,
@@ -102,20 +99,20 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
 
 void AddServeCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<gateway::ConfigFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "serve",
-      "Run the gateway: an OpenAI-compatible and native (/invocations) HTTP endpoint that routes "
-      "each request to an instance with the pool's strategy and streams the response back. "
-      "Configure with --config FILE (YAML) and/or the flags below; flags override the file.\n"
-      "SIGHUP reloads the configuration (the file, then the flags): instances, routing and pools "
-      "change at once without dropping requests; other fields need a restart and are named in "
-      "the log; an invalid file is refused and the running configuration stays.\n"
-      "Admin listener (off unless the file has an `admin` section): "
-      "`admin: {listen: 127.0.0.1:9090, token_file: PATH}` (or `token_env: VARIABLE`). Without a "
-      "token the listen address must be loopback; with one, every request needs "
-      "`Authorization: Bearer <token>`. Routes: GET/POST /admin/instances, "
-      "GET/DELETE /admin/instances/NAME, POST /admin/instances/NAME/drain and /undrain, "
-      "POST /admin/reload (see docs/admin.md).");
+  CLI::App* cmd =
+      app.add_subcommand("serve",
+                         "Run the gateway: an OpenAI-compatible and native (/invocations) HTTP endpoint that routes "
+                         "each request to an instance with the pool's strategy and streams the response back. "
+                         "Configure with --config FILE (YAML) and/or the flags below; flags override the file.\n"
+                         "SIGHUP reloads the configuration (the file, then the flags): instances, routing and pools "
+                         "change at once without dropping requests; other fields need a restart and are named in "
+                         "the log; an invalid file is refused and the running configuration stays.\n"
+                         "Admin listener (off unless the file has an `admin` section): "
+                         "`admin: {listen: 127.0.0.1:9090, token_file: PATH}` (or `token_env: VARIABLE`). Without a "
+                         "token the listen address must be loopback; with one, every request needs "
+                         "`Authorization: Bearer <token>`. Routes: GET/POST /admin/instances, "
+                         "GET/DELETE /admin/instances/NAME, POST /admin/instances/NAME/drain and /undrain, "
+                         "POST /admin/reload (see docs/admin.md).");
   gateway::AddConfigFlags(*cmd, *flags);
   // `--check-config FILE` is short for `--check-config --config FILE`.
   auto check_file = std::make_shared<std::string>();
@@ -125,9 +122,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                                        "with the error naming the field otherwise")
                            ->expected(0, 1)
                            ->type_name("[FILE]");
-  CLI::Option* reference = cmd->add_flag("--config-reference")->description(
-      "Print the reference of every configuration field (type, default, allowed values, flag, whether a "
-      "reload applies it) as Markdown, as in docs/configuration.md, and exit");
+  CLI::Option* reference =
+      cmd->add_flag("--config-reference")
+          ->description(
+              "Print the reference of every configuration field (type, default, allowed values, flag, whether a "
+              "reload applies it) as Markdown, as in docs/configuration.md, and exit");
   cmd->callback([flags, check, check_file, reference, exit_code] {
     if (reference->count() > 0) {
       std::cout << gateway::ConfigReferenceMarkdown();
@@ -136,8 +135,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
     }
     if (!check_file->empty()) {
       if (!flags->config_file.empty() && flags->config_file != *check_file) {
-        std::cerr << "prefix-router serve: --check-config " << *check_file << " and --config "
-                  << flags->config_file << " name different files\n";
+        std::cerr << "prefix-router serve: --check-config " << *check_file << " and --config " << flags->config_file
+                  << " name different files\n";
         *exit_code = 2;
         return;
       }

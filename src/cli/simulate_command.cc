@@ -74,8 +74,7 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
           "calibration uncached {:.0f} ms, cached {:.0f} ms: fitted MFU {:.3f}{}, request "
           "overhead {:.1f} ms\n",
           target->uncached_ttft * 1e3, target->cached_ttft * 1e3, cost.mfu,
-          cost.overlap_all_reduce ? " (all-reduces overlapped with the GEMMs)" : "",
-          cost.request_overhead * 1e3);
+          cost.overlap_all_reduce ? " (all-reduces overlapped with the GEMMs)" : "", cost.request_overhead * 1e3);
     }
   }
   if (Status s = spec.base.profile.config.Validate(); !s.ok()) return Fail(s.message());
@@ -124,19 +123,17 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   const unsigned jobs = a.jobs > 0 ? a.jobs : std::max(1u, std::thread::hardware_concurrency());
   const size_t total = sim::SweepSize(spec);
   if (!a.quiet) {
-    std::cerr << fmt::format("simulating {} run(s) of {:.0f} model seconds on {} thread(s)...\n",
-                             total, a.duration_s, jobs);
+    std::cerr << fmt::format("simulating {} run(s) of {:.0f} model seconds on {} thread(s)...\n", total, a.duration_s,
+                             jobs);
   }
   const auto started = std::chrono::steady_clock::now();
   auto results = sim::RunSweep(spec, jobs, [&](const report::RunResult& r, size_t done, size_t n) {
     if (a.quiet) return;
-    std::cerr << fmt::format("  [{}/{}] {} {} seed {}: {} requests, TTFT P50 {:.3f} s, hit rate {:.1f}%\n",
-                             done, n, r.workload, r.strategy, r.seed, r.requests, r.ttft_p50_s,
-                             100 * r.hit_rate);
+    std::cerr << fmt::format("  [{}/{}] {} {} seed {}: {} requests, TTFT P50 {:.3f} s, hit rate {:.1f}%\n", done, n,
+                             r.workload, r.strategy, r.seed, r.requests, r.ttft_p50_s, 100 * r.hit_rate);
   });
   if (!results.ok()) return Fail(results.status().message());
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   std::cout << report::ComparisonTable(*results);
   std::cout << fmt::format("{} run(s) simulated in {:.1f} s of wall time (TTFTs are the engine model's).\n",
@@ -151,10 +148,9 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
     report::ReportOptions ro;
     ro.title = "prefix-router simulation";
     ro.notes.push_back("Made by: " + command_line);
-    ro.notes.push_back(
-        "Simulated with the engine model (profile " + spec.base.profile.name +
-        "): TTFTs are modelled, not measured over HTTP. Requests sent during the warm-up are "
-        "excluded from every figure.");
+    ro.notes.push_back("Simulated with the engine model (profile " + spec.base.profile.name +
+                       "): TTFTs are modelled, not measured over HTTP. Requests sent during the warm-up are "
+                       "excluded from every figure.");
     if (Status s = report::WriteFile(a.report, report::ReportHtml(*results, ro)); !s.ok()) {
       return Fail(s.message(), 1);
     }
@@ -166,12 +162,12 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
 
 void AddSimulateCommand(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<SimulateArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "simulate",
-      "Simulate a fleet behind the router, without sockets or sleeping: the gateway's routing "
-      "code and the engine emulator's cache and timing model, driven by a workload in model "
-      "time (an hour of traffic in seconds). Compares strategies and sweeps settings; writes "
-      "JSON, CSV and an HTML report.");
+  CLI::App* cmd =
+      app.add_subcommand("simulate",
+                         "Simulate a fleet behind the router, without sockets or sleeping: the gateway's routing "
+                         "code and the engine emulator's cache and timing model, driven by a workload in model "
+                         "time (an hour of traffic in seconds). Compares strategies and sweeps settings; writes "
+                         "JSON, CSV and an HTML report.");
   cmd->add_option("--workload", a->workloads,
                   "Workload(s), comma-separated: long-context, sharegpt-like, agentic, rag, "
                   "noisy-native, trace, mooncake (docs/workloads.md). A timed trace (trace with "
@@ -183,8 +179,8 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   "Workload parameter NAME=VALUE (repeatable), e.g. documents=640, file=trace.jsonl");
   std::string gateway_strategies;
   for (const StrategyInfo& e : StrategyRegistry()) {
-    gateway_strategies += (gateway_strategies.empty() ? "" : "; ") + std::string(e.name) + " (" +
-                          std::string(e.description) + ")";
+    gateway_strategies +=
+        (gateway_strategies.empty() ? "" : "; ") + std::string(e.name) + " (" + std::string(e.description) + ")";
   }
   cmd->add_option("--strategy", a->strategies,
                   "Strategies, comma-separated. The gateway's: " + gateway_strategies + ". " +
@@ -220,9 +216,7 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--exclude-pattern", a->exclude_patterns,
                   "Key normalisation: a regular expression removed from the keyed text (OpenAI message text, "
                   "native string values); repeatable");
-  cmd->add_option("--instances", a->instances, "Fleet size(s), comma-separated")
-      ->delimiter(',')
-      ->capture_default_str();
+  cmd->add_option("--instances", a->instances, "Fleet size(s), comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--gateways", a->gateways,
                   "Gateway replicas in front of the fleet, 1..64, comma-separated (1,4 compares "
                   "them in one table): requests are dealt round-robin to K independent gateways, "
@@ -281,8 +275,7 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   "routes an instance whose stream has a gap on cache-aware's view")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  cmd->add_flag("--no-bounds", a->no_bounds,
-                "Skip the LRU and infinite-cache hit-rate bounds (saves time and memory)");
+  cmd->add_flag("--no-bounds", a->no_bounds, "Skip the LRU and infinite-cache hit-rate bounds (saves time and memory)");
   cmd->add_option("--saturation-duration", a->saturation_duration_s,
                   "Model seconds of the closed-loop run that measures random's saturation throughput")
       ->capture_default_str();

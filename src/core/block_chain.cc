@@ -39,8 +39,7 @@ uint64_t BlockChainSeed(std::string_view served_name, std::string_view group) {
   return XXH3_64bits_withSeed(group.data(), group.size(), name);
 }
 
-std::vector<uint64_t> BuildBlockChain(std::string_view text, uint32_t block_bytes, uint32_t max_blocks,
-                                      uint64_t seed) {
+std::vector<uint64_t> BuildBlockChain(std::string_view text, uint32_t block_bytes, uint32_t max_blocks, uint64_t seed) {
   BlockChainBuilder b(block_bytes, max_blocks, seed);
   b.Append(text);
   return b.Take();

@@ -46,7 +46,6 @@ class BlockChainBuilder {
 uint64_t BlockChainSeed(std::string_view served_name, std::string_view group);
 
 // The chain of `text` in one call.
-std::vector<uint64_t> BuildBlockChain(std::string_view text, uint32_t block_bytes, uint32_t max_blocks,
-                                      uint64_t seed);
+std::vector<uint64_t> BuildBlockChain(std::string_view text, uint32_t block_bytes, uint32_t max_blocks, uint64_t seed);
 
 }  // namespace prefix_router

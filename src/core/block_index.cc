@@ -10,8 +10,14 @@ namespace prefix_router {
 
 void BlockIndex::Instance::Unlink(uint32_t n) {
   Node& node = nodes[n];
-  if (node.newer != kNone) nodes[node.newer].older = node.older; else newest = node.older;
-  if (node.older != kNone) nodes[node.older].newer = node.newer; else oldest = node.newer;
+  if (node.newer != kNone)
+    nodes[node.newer].older = node.older;
+  else
+    newest = node.older;
+  if (node.older != kNone)
+    nodes[node.older].newer = node.newer;
+  else
+    oldest = node.newer;
 }
 
 void BlockIndex::Instance::LinkNewest(uint32_t n) {
@@ -70,8 +76,8 @@ size_t BlockIndex::BytesLocked(const Instance& in) {
 }
 
 size_t BlockIndex::TotalBytesLocked() const {
-  size_t total = sizeof(BlockIndex) +
-                 (instances_.bucket_count() > 1 ? ArrayBytes(instances_.bucket_count() * sizeof(void*)) : 0);
+  size_t total =
+      sizeof(BlockIndex) + (instances_.bucket_count() > 1 ? ArrayBytes(instances_.bucket_count() * sizeof(void*)) : 0);
   for (const auto& [seed, in] : instances_) total += BytesLocked(in);
   return total;
 }
@@ -103,7 +109,10 @@ void BlockIndex::Match(std::span<const uint64_t> chain, std::span<const uint64_t
     size_t lo = 1, hi = chain.size();  // chain[lo - 1] is held; the answer lies in [lo, hi]
     while (lo < hi) {
       const size_t mid = lo + (hi - lo + 1) / 2;
-      if (it->second.Holds(chain[mid - 1])) lo = mid; else hi = mid - 1;
+      if (it->second.Holds(chain[mid - 1]))
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     out[k] = static_cast<uint32_t>(lo);
   }

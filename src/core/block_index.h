@@ -57,8 +57,7 @@ class BlockIndex {
   // For each instance of `seeds`, the number of leading blocks of `chain` it holds (into `out`,
   // same order). Does not change recency: only Insert does (a match is a guess, a dispatch is
   // what reaches the engine). REQUIRES: out.size() == seeds.size()
-  void Match(std::span<const uint64_t> chain, std::span<const uint64_t> seeds,
-             std::span<uint32_t> out) const;
+  void Match(std::span<const uint64_t> chain, std::span<const uint64_t> seeds, std::span<uint32_t> out) const;
 
   // Records that instance `seed` was sent `chain`: its blocks become the instance's most recently
   // used (the first block most recent of all), then the bounds are enforced.

@@ -70,7 +70,7 @@ TEST(BlockIndexTest, GlobalBoundEvictsFromTheLargestInstance) {
   EXPECT_GT(held, 0u);
   EXPECT_EQ(MatchAll(index, Chain(1000, 10), {1})[0], 10u);  // the newest stays
   EXPECT_EQ(MatchAll(index, Chain(1, 10), {1})[0], 0u);      // the oldest went
-  index.Insert(Chain(5000, 20), 2);  // instance 1, the largest, makes room
+  index.Insert(Chain(5000, 20), 2);                          // instance 1, the largest, makes room
   EXPECT_EQ(index.entries(2), 20u);
   EXPECT_LT(index.entries(1), held);
   EXPECT_LE(index.bytes(), max_bytes);

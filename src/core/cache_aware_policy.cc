@@ -38,8 +38,7 @@ class CacheAwarePolicy final : public Policy {
     if (!r.blocks.empty()) index_.Match(r.blocks, seeds, matched);
     cached.resize(c.size());
     for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
-    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c),
-                      queue_.Read(seeds));
+    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c), queue_.Read(seeds));
   }
   std::string_view name() const override { return StrategyName(Strategy::kCacheAware); }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {

@@ -47,8 +47,7 @@ class DynamoKvPolicy final : public Policy {
     uint32_t longest = 0;
     for (size_t k = 0; k < c.size(); ++k) {
       const uint32_t bs = BlockSize(reported[k]);
-      const std::span<const uint64_t> chain =
-          r.prompt_tokens.empty() ? std::span<const uint64_t>() : chains.At(bs);
+      const std::span<const uint64_t> chain = r.prompt_tokens.empty() ? std::span<const uint64_t>() : chains.At(bs);
       const DynamoWorkerLoad w = Load(r, seeds[k], reported[k], chain);
       logits[k] = DynamoKvLogit(w, kDynamoOverlapScoreWeight);
       if (k == 0 || logits[k] < min_logit) min_logit = logits[k];
@@ -70,7 +69,7 @@ class DynamoKvPolicy final : public Policy {
         best = k;
       }
     }
-    const DecisionKind kind = longest == 0                           ? DecisionKind::kLeastOutstanding
+    const DecisionKind kind = longest == 0                               ? DecisionKind::kLeastOutstanding
                               : reported[best].matched_tokens == longest ? DecisionKind::kAffinity
                                                                          : DecisionKind::kOverflow;
     return Decision{c[best], kind, 0};
@@ -136,8 +135,8 @@ class DynamoKvPolicy final : public Policy {
 
  private:
   struct Request {
-    uint64_t seed = 0;            // the worker's placement seed
-    double prefill_tokens = 0;    // still active (0 after the first token)
+    uint64_t seed = 0;             // the worker's placement seed
+    double prefill_tokens = 0;     // still active (0 after the first token)
     std::vector<uint64_t> blocks;  // router hashes of its whole blocks, at the worker's block size
   };
   struct Worker {
@@ -226,7 +225,7 @@ class DynamoKvPolicy final : public Policy {
   Departures departures_;
   // Pick is const for callers and reads workers_ under mu_ (Load), hence mutable; the hooks
   // write them under it.
-  mutable std::mutex mu_;  // guards workers_, requests_, next_unnamed_
+  mutable std::mutex mu_;                           // guards workers_, requests_, next_unnamed_
   std::unordered_map<uint64_t, Worker> workers_;    // by placement seed
   std::unordered_map<uint64_t, Request> requests_;  // by request id
   uint64_t next_unnamed_ = 1;

@@ -22,11 +22,11 @@ namespace prefix_router {
 // active blocks.
 struct DynamoWorkerLoad {
   double isl_tokens = 0;
-  uint32_t block_size = 16;      // > 0
+  uint32_t block_size = 16;  // > 0
   uint32_t overlap_blocks = 0;
   double active_tokens = 0;
   double active_blocks = 0;
-  double new_blocks = 0;         // request blocks not among the worker's active blocks
+  double new_blocks = 0;  // request blocks not among the worker's active blocks
 };
 // Dynamo's default overlap_score_weight (KvRouterConfig::default at the version cited above).
 inline constexpr double kDynamoOverlapScoreWeight = 1.0;

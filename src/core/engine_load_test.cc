@@ -42,8 +42,7 @@ TEST(EngineLoadMeasureTest, Name) {
   ASSERT_TRUE(ParseLoadMeasure("engine").ok());
   EXPECT_EQ(*ParseLoadMeasure("engine"), LoadMeasure::kEngine);
   EXPECT_EQ(LoadMeasureName(LoadMeasure::kEngine), "engine");
-  EXPECT_NE(ParseLoadMeasure("engines").status().message().find("requests, prompt-tokens, engine"),
-            std::string::npos);
+  EXPECT_NE(ParseLoadMeasure("engines").status().message().find("requests, prompt-tokens, engine"), std::string::npos);
 }
 
 // Reported running + waiting decide, not this gateway's in-flight count: an instance busy with

@@ -10,8 +10,8 @@ namespace {
 constexpr uint64_t kInstanceSeed = 0x696e7374616e6365ULL;  // "instance"
 }  // namespace
 
-Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(
-    std::vector<InstanceSpec> specs, const FleetSnapshot* previous) {
+Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<InstanceSpec> specs,
+                                                                   const FleetSnapshot* previous) {
   std::shared_ptr<FleetSnapshot> snap(new FleetSnapshot());
   const uint32_t n = static_cast<uint32_t>(specs.size());
   for (uint32_t i = 0; i < n; ++i) {
@@ -20,9 +20,8 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(
       return Status::InvalidArgument("instances[" + std::to_string(i) + "].name: must not be empty");
     }
     if (s.weight < 1 || s.weight > kMaxInstanceWeight) {
-      return Status::InvalidArgument("instances[" + std::to_string(i) + "].weight: " +
-                                     std::to_string(s.weight) + " is outside 1.." +
-                                     std::to_string(kMaxInstanceWeight));
+      return Status::InvalidArgument("instances[" + std::to_string(i) + "].weight: " + std::to_string(s.weight) +
+                                     " is outside 1.." + std::to_string(kMaxInstanceWeight));
     }
     if (!snap->by_instance_name_.emplace(s.name, i).second) {
       return Status::InvalidArgument("instances[" + std::to_string(i) + "].name: '" + s.name +
@@ -52,7 +51,8 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(
     std::vector<uint32_t> list;
     for (uint32_t i = 0; i < n; ++i) {
       const auto& serves = snap->specs_[i].serves;
-      if ((serves.empty() && !snap->specs_[i].serves_only_listed) || std::find(serves.begin(), serves.end(), name) != serves.end()) {
+      if ((serves.empty() && !snap->specs_[i].serves_only_listed) ||
+          std::find(serves.begin(), serves.end(), name) != serves.end()) {
         list.push_back(i);
       }
     }

@@ -42,12 +42,12 @@ struct InstanceSpec {
 
 // Live state of one instance, shared by every snapshot that contains it.
 struct InstanceState {
-  std::atomic<int32_t> in_flight{0};     // requests dispatched and not yet finished
-  std::atomic<bool> available{true};     // false while ejected by health checks
+  std::atomic<int32_t> in_flight{0};  // requests dispatched and not yet finished
+  std::atomic<bool> available{true};  // false while ejected by health checks
   // Set by an operator (admin drain): no new requests, in-flight ones finish. Kept apart from
   // `available` so that passing health checks never undo a drain.
   std::atomic<bool> drained{false};
-  std::atomic<uint64_t> dispatched{0};   // requests ever dispatched (for shares)
+  std::atomic<uint64_t> dispatched{0};  // requests ever dispatched (for shares)
   // Estimated prompt tokens of the requests in flight (LoadMeasure::kPromptTokens).
   std::atomic<int64_t> outstanding_tokens{0};
   // What the engine itself last reported (scraped vllm:num_requests_running, ..._waiting and
@@ -78,8 +78,8 @@ class FleetSnapshot {
  public:
   // Validates the specs (non-empty unique names, weights in range) and builds the name index.
   // State objects of instances also present in `previous` (same name) are carried over.
-  static Result<std::shared_ptr<const FleetSnapshot>> Create(
-      std::vector<InstanceSpec> specs, const FleetSnapshot* previous = nullptr);
+  static Result<std::shared_ptr<const FleetSnapshot>> Create(std::vector<InstanceSpec> specs,
+                                                             const FleetSnapshot* previous = nullptr);
 
   FleetSnapshot(const FleetSnapshot&) = delete;
   FleetSnapshot& operator=(const FleetSnapshot&) = delete;
@@ -111,15 +111,14 @@ class FleetSnapshot {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  using NameIndex =
-      std::unordered_map<std::string, std::vector<uint32_t>, StringHash, std::equal_to<>>;
+  using NameIndex = std::unordered_map<std::string, std::vector<uint32_t>, StringHash, std::equal_to<>>;
 
   std::vector<InstanceSpec> specs_;
   std::vector<uint64_t> seeds_;
   std::vector<std::shared_ptr<InstanceState>> states_;
-  std::vector<uint32_t> all_;        // 0..size-1
-  std::vector<uint32_t> wildcard_;   // instances with an empty serves list
-  NameIndex by_served_name_;         // served name -> eligible instances (wildcards merged in)
+  std::vector<uint32_t> all_;       // 0..size-1
+  std::vector<uint32_t> wildcard_;  // instances with an empty serves list
+  NameIndex by_served_name_;        // served name -> eligible instances (wildcards merged in)
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> by_instance_name_;
   bool uniform_weights_ = true;
 };
@@ -129,9 +128,7 @@ class FleetState {
  public:
   explicit FleetState(std::shared_ptr<const FleetSnapshot> initial) : current_(std::move(initial)) {}
   std::shared_ptr<const FleetSnapshot> Load() const { return current_.load(std::memory_order_acquire); }
-  void Store(std::shared_ptr<const FleetSnapshot> next) {
-    current_.store(std::move(next), std::memory_order_release);
-  }
+  void Store(std::shared_ptr<const FleetSnapshot> next) { current_.store(std::move(next), std::memory_order_release); }
 
  private:
   std::atomic<std::shared_ptr<const FleetSnapshot>> current_;
@@ -149,8 +146,7 @@ class InFlightGuard {
     state_->dispatched.fetch_add(1, std::memory_order_relaxed);
     if (work_tokens_ != 0) state_->outstanding_tokens.fetch_add(work_tokens_, std::memory_order_relaxed);
   }
-  InFlightGuard(InFlightGuard&& other) noexcept
-      : state_(std::move(other.state_)), work_tokens_(other.work_tokens_) {}
+  InFlightGuard(InFlightGuard&& other) noexcept : state_(std::move(other.state_)), work_tokens_(other.work_tokens_) {}
   InFlightGuard& operator=(InFlightGuard&& other) noexcept {
     if (this != &other) {
       Release();

@@ -101,8 +101,8 @@ TEST(FleetTest, EligibleEmptyNameIsAllInstances) {
 
 // A served name selects the instances declaring it plus the wildcard (empty serves) ones.
 TEST(FleetTest, EligibleNameIsServersPlusWildcards) {
-  auto f = MakeFleet({Spec("a", {"m1", "lora-x"}), Spec("b", {"m2"}), Spec("c"),
-                      Spec("d", {"m1"}), Spec("e", {"m2", "lora-x"})});
+  auto f = MakeFleet(
+      {Spec("a", {"m1", "lora-x"}), Spec("b", {"m2"}), Spec("c"), Spec("d", {"m1"}), Spec("e", {"m2", "lora-x"})});
   EXPECT_EQ(ToVector(f->Eligible("m1")), (std::vector<uint32_t>{0, 2, 3}));
   EXPECT_EQ(ToVector(f->Eligible("m2")), (std::vector<uint32_t>{1, 2, 4}));
   EXPECT_EQ(ToVector(f->Eligible("lora-x")), (std::vector<uint32_t>{0, 2, 4}));

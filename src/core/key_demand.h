@@ -43,8 +43,8 @@ class KeyDemand {
   static constexpr double kPriorDispatches = 8;
 
   struct Reading {
-    double share = 0;  // the key's part of the recent dispatches, 0..1
-    double reuse = 0;  // the part of the recent dispatches whose key was a repeat, 0..1
+    double share = 0;   // the key's part of the recent dispatches, 0..1
+    double reuse = 0;   // the part of the recent dispatches whose key was a repeat, 0..1
     bool seen = false;  // the key was dispatched within about kReuseWindows windows
   };
 
@@ -68,8 +68,7 @@ class KeyDemand {
     const double c = it == counts_.end() ? 0 : it->second / unit_;
     const double total = total_ / unit_;
     const double repeats = repeats_ / unit_;
-    return Reading{total > 0 ? c / total : 0,
-                   (repeats + kPriorDispatches) / (total + kPriorDispatches),
+    return Reading{total > 0 ? c / total : 0, (repeats + kPriorDispatches) / (total + kPriorDispatches),
                    c >= std::exp(-kReuseWindows)};
   }
 
@@ -104,8 +103,8 @@ class KeyDemand {
 
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, double> counts_;  // in units of unit_ at the time of counting
-  double total_ = 0;    // every dispatch, decayed
-  double repeats_ = 0;  // dispatches whose key was a repeat, decayed
+  double total_ = 0;                             // every dispatch, decayed
+  double repeats_ = 0;                           // dispatches whose key was a repeat, decayed
   double unit_ = 1;
 };
 

@@ -30,8 +30,8 @@ TEST(KeyHomesTest, NeverHoldsMoreThanItsBound) {
   const uint64_t n = 3 * KeyHomes::kMaxKeys;
   for (uint64_t i = 0; i < n; ++i) {
     homes.Set(Key(i), i);
-    if (i % 7 == 0) homes.Erase(Key(i / 2));        // erased keys leave stale ring slots
-    if (i % 11 == 0) homes.Set(Key(i / 3), i);      // and keys come back
+    if (i % 7 == 0) homes.Erase(Key(i / 2));    // erased keys leave stale ring slots
+    if (i % 11 == 0) homes.Set(Key(i / 3), i);  // and keys come back
   }
   EXPECT_LE(homes.size(), KeyHomes::kMaxKeys);
   EXPECT_GT(homes.size(), KeyHomes::kMaxKeys * 9 / 10);  // full, not emptied

@@ -72,8 +72,7 @@ class RecentChains {
 };
 
 // Records the prompt chain of a request dispatched to instance `seed` (once its block size is known).
-void NoteRecent(const KvIndex& index, RecentChains& recent, const RouteRequest& r, uint64_t seed,
-                uint64_t max_tokens) {
+void NoteRecent(const KvIndex& index, RecentChains& recent, const RouteRequest& r, uint64_t seed, uint64_t max_tokens) {
   if (r.prompt_tokens.empty()) return;
   const uint32_t bs = index.block_size(seed);
   if (bs == 0) return;
@@ -98,8 +97,8 @@ class KvAwarePolicy final : public Policy {
         max_tokens_(uint64_t{o.cache_aware.max_blocks} * block_tokens_),
         load_weight_(o.cache_aware.load_weight),
         sent_(BlockIndex::Options{o.cache_aware.capacity_blocks, o.cache_aware.max_index_bytes / 9}),
-        reported_(KvIndex::Options{o.cache_aware.capacity_blocks * block_tokens_,
-                                   o.cache_aware.max_index_bytes / 9 * 8}) {}
+        reported_(
+            KvIndex::Options{o.cache_aware.capacity_blocks * block_tokens_, o.cache_aware.max_index_bytes / 9 * 8}) {}
 
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
     auto c = Candidates(r, f, false);
@@ -139,8 +138,7 @@ class KvAwarePolicy final : public Policy {
         cached[k] = std::max<uint64_t>(cached[k], uint64_t{pending} * bs);
       }
     }
-    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_, shares_.Mark(f, c),
-                      queue_.Read(seeds));
+    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_, shares_.Mark(f, c), queue_.Read(seeds));
   }
   std::string_view name() const override { return StrategyName(Strategy::kKvAware); }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {
@@ -174,8 +172,8 @@ class KvAwarePolicy final : public Policy {
   // Internally locked; mutable because Pick (const for callers) matches on it, which refreshes
   // the matched blocks' recency.
   mutable BlockIndex sent_;
-  KvIndex reported_;           // internally locked
-  RecentChains recent_;        // internally locked
+  KvIndex reported_;     // internally locked
+  RecentChains recent_;  // internally locked
   Departures departures_;
   CostShareBound shares_;
   PrefillQueue queue_;

@@ -78,8 +78,7 @@ struct Req {
 
 // One batch storing the whole blocks of `tokens` as one chain from the root, with arbitrary
 // engine hashes from `first_hash` on.
-KvEventBatch Stores(uint64_t seq, const std::vector<uint32_t>& tokens, uint64_t first_hash,
-                    std::string adapter = "") {
+KvEventBatch Stores(uint64_t seq, const std::vector<uint32_t>& tokens, uint64_t first_hash, std::string adapter = "") {
   KvBlockStored s;
   const size_t blocks = tokens.size() / kBs;
   for (size_t b = 0; b < blocks; ++b) s.block_hashes.push_back(first_hash + b);
@@ -474,7 +473,7 @@ TEST(DynamoKvTest, ActiveBlocksAreReferenceCounted) {
   // Worker 0 holds 8 + 4 + 4 = 16 distinct blocks < 17 (24 if shared blocks counted twice).
   EXPECT_EQ(Pick(*p, probe, *f).instance, 0u);
   p->OnCompleted(y1, *f);
-  dispatch(Tokens(600000, 10 * 16), 1);  // worker 1 now holds 10
+  dispatch(Tokens(600000, 10 * 16), 1);         // worker 1 now holds 10
   EXPECT_EQ(Pick(*p, probe, *f).instance, 1u);  // 16 > 10
   // a completes: b's 12 blocks stay active (8 shared + 4 own) > 10; had its shared blocks been
   // dropped, worker 0 would hold 4.

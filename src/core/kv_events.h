@@ -27,12 +27,12 @@
 namespace prefix_router {
 
 struct KvBlockStored {
-  std::vector<uint64_t> block_hashes;       // the engine's hashes, one per stored block, in order
-  std::optional<uint64_t> parent_hash;      // the engine's hash of the block before the first one
-  std::vector<uint32_t> token_ids;          // block_hashes.size() x block_size tokens
-  uint32_t block_size = 0;                  // tokens per block
-  std::string adapter;                      // LoRA adapter name; "" = the base model
-  std::string medium;                       // "GPU", "CPU", ...; "" = not reported
+  std::vector<uint64_t> block_hashes;   // the engine's hashes, one per stored block, in order
+  std::optional<uint64_t> parent_hash;  // the engine's hash of the block before the first one
+  std::vector<uint32_t> token_ids;      // block_hashes.size() x block_size tokens
+  uint32_t block_size = 0;              // tokens per block
+  std::string adapter;                  // LoRA adapter name; "" = the base model
+  std::string medium;                   // "GPU", "CPU", ...; "" = not reported
   bool operator==(const KvBlockStored&) const = default;
 };
 
@@ -49,8 +49,8 @@ struct KvAllBlocksCleared {
 using KvEvent = std::variant<KvBlockStored, KvBlockRemoved, KvAllBlocksCleared>;
 
 struct KvEventBatch {
-  uint64_t seq = 0;                  // the publisher's sequence number of this batch
-  double ts = 0;                     // the publisher's timestamp (Unix seconds); informative
+  uint64_t seq = 0;  // the publisher's sequence number of this batch
+  double ts = 0;     // the publisher's timestamp (Unix seconds); informative
   std::vector<KvEvent> events;
   std::optional<int64_t> data_parallel_rank;
   bool operator==(const KvEventBatch&) const = default;

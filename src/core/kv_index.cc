@@ -15,8 +15,8 @@ uint64_t KvChainSeed(std::string_view adapter) {
   return XXH3_64bits_withSeed(adapter.data(), adapter.size(), 0x6b762d6177617265ULL);  // "kv-aware"
 }
 
-void KvBlockChain(std::span<const uint32_t> tokens, uint32_t block_size, size_t max_blocks,
-                  uint64_t seed, std::vector<uint64_t>& out) {
+void KvBlockChain(std::span<const uint32_t> tokens, uint32_t block_size, size_t max_blocks, uint64_t seed,
+                  std::vector<uint64_t>& out) {
   const size_t blocks = std::min(tokens.size() / block_size, max_blocks);
   uint64_t h = seed;
   for (size_t b = 0; b < blocks; ++b) {
@@ -27,8 +27,14 @@ void KvBlockChain(std::span<const uint32_t> tokens, uint32_t block_size, size_t 
 
 void KvIndex::Unlink(Instance& in, uint32_t n) {
   Node& node = in.nodes[n];
-  if (node.newer != kNone) in.nodes[node.newer].older = node.older; else in.newest = node.older;
-  if (node.older != kNone) in.nodes[node.older].newer = node.newer; else in.oldest = node.newer;
+  if (node.newer != kNone)
+    in.nodes[node.newer].older = node.older;
+  else
+    in.newest = node.older;
+  if (node.older != kNone)
+    in.nodes[node.older].newer = node.newer;
+  else
+    in.oldest = node.newer;
 }
 
 void KvIndex::LinkNewest(Instance& in, uint32_t n) {
@@ -55,8 +61,7 @@ void KvIndex::Release(Instance& in, uint64_t router, uint32_t n) {
   }
 }
 
-void KvIndex::Touch(uint64_t seed, std::span<const uint32_t> tokens, std::string_view served_name,
-                    size_t max_tokens) {
+void KvIndex::Touch(uint64_t seed, std::span<const uint32_t> tokens, std::string_view served_name, size_t max_tokens) {
   uint32_t bs = 0;
   uint64_t chain_seed = 0;
   {
@@ -64,8 +69,8 @@ void KvIndex::Touch(uint64_t seed, std::span<const uint32_t> tokens, std::string
     auto it = instances_.find(seed);
     if (it == instances_.end() || it->second.block_size == 0 || tokens.empty()) return;
     bs = it->second.block_size;
-    chain_seed = KvChainSeed(!served_name.empty() && adapters_.contains(served_name) ? served_name
-                                                                                      : std::string_view());
+    chain_seed =
+        KvChainSeed(!served_name.empty() && adapters_.contains(served_name) ? served_name : std::string_view());
   }
   thread_local std::vector<uint64_t> chain;
   chain.clear();

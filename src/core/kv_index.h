@@ -109,8 +109,8 @@ namespace prefix_router {
 uint64_t KvChainSeed(std::string_view adapter);
 // Appends to `out` the router hashes of the leading whole blocks of `tokens` (at most
 // `max_blocks`), chained from `seed`. REQUIRES: block_size > 0
-void KvBlockChain(std::span<const uint32_t> tokens, uint32_t block_size, size_t max_blocks,
-                  uint64_t seed, std::vector<uint64_t>& out);
+void KvBlockChain(std::span<const uint32_t> tokens, uint32_t block_size, size_t max_blocks, uint64_t seed,
+                  std::vector<uint64_t>& out);
 
 class KvIndex {
  public:
@@ -131,11 +131,11 @@ class KvIndex {
 
   // One instance's answer to Match.
   struct InstanceMatch {
-    bool fresh = false;            // false: unknown or stale (see the file comment)
-    uint32_t matched_tokens = 0;   // tokens of the leading blocks held (0 when not fresh, unless
-                                   // stale_too)
-    uint32_t block_size = 0;       // the instance's block size (0 = unknown)
-    bool partial = false;          // fresh, joined mid-stream: may miss blocks held before
+    bool fresh = false;           // false: unknown or stale (see the file comment)
+    uint32_t matched_tokens = 0;  // tokens of the leading blocks held (0 when not fresh, unless
+                                  // stale_too)
+    uint32_t block_size = 0;      // the instance's block size (0 = unknown)
+    bool partial = false;         // fresh, joined mid-stream: may miss blocks held before
   };
 
   explicit KvIndex(Options options) : options_(options) {}
@@ -149,8 +149,7 @@ class KvIndex {
   // most recently used (the first most recent of all), as the engine's use makes them, so the
   // bounds drop what the engine is least likely to still hold (hits produce no events: without
   // this, a hot prefix stored once would age in the index while the engine keeps it).
-  void Touch(uint64_t seed, std::span<const uint32_t> tokens, std::string_view served_name,
-             size_t max_tokens);
+  void Touch(uint64_t seed, std::span<const uint32_t> tokens, std::string_view served_name, size_t max_tokens);
   // The instance's stream was lost: stale until its next batch arrives.
   void StreamLost(uint64_t seed);
   void ForgetInstance(uint64_t seed);
@@ -162,16 +161,15 @@ class KvIndex {
   // holds, at most `max_tokens`. Does not change recency (a match is a guess).
   // REQUIRES: out.size() == seeds.size()
   void Match(std::span<const uint32_t> tokens, std::string_view served_name, size_t max_tokens,
-             std::span<const uint64_t> seeds, std::span<InstanceMatch> out,
-             bool stale_too = false) const;
+             std::span<const uint64_t> seeds, std::span<InstanceMatch> out, bool stale_too = false) const;
 
   // The chain seed of a request for `served_name` (an adapter's when some engine reported
   // blocks under that name, else the base model's).
   uint64_t ChainSeedFor(std::string_view served_name) const;
   bool fresh(uint64_t seed) const;
-  bool partial(uint64_t seed) const;  // joined mid-stream (see the file comment)
+  bool partial(uint64_t seed) const;         // joined mid-stream (see the file comment)
   uint32_t block_size(uint64_t seed) const;  // 0 = not known yet
-  size_t entries() const;            // held blocks and tombstones, all instances
+  size_t entries() const;                    // held blocks and tombstones, all instances
   size_t entries(uint64_t seed) const;
   size_t held_blocks(uint64_t seed) const;  // blocks the instance holds (tombstones not counted)
   // The memory the index's containers hold, all instances: vector capacities x element size,
@@ -209,7 +207,7 @@ class KvIndex {
     bool untracked = false;  // gaps or tombstones overflowed: stale until a clear or restart
     std::vector<std::pair<uint64_t, uint64_t>> missing;  // [from, to) not received, sorted
     std::unordered_map<uint64_t, uint64_t> tombstones;   // engine hash -> seq of its removal
-    bool partial = false;  // joined mid-stream, no restart or clear since
+    bool partial = false;                                // joined mid-stream, no restart or clear since
 
     bool fresh() const { return seen && !lost && !untracked && missing.empty(); }
     size_t entries() const { return by_engine.size() + tombstones.size(); }

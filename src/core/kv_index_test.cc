@@ -46,8 +46,8 @@ KvEventBatch Removed(uint64_t seq, std::vector<uint64_t> hashes) {
 }
 
 // Matched tokens of `tokens` on instance kSeed (0 when not fresh) and whether it is fresh.
-KvIndex::InstanceMatch MatchOne(const KvIndex& index, const std::vector<uint32_t>& tokens,
-                                std::string_view served = "", uint64_t seed = kSeed) {
+KvIndex::InstanceMatch MatchOne(const KvIndex& index, const std::vector<uint32_t>& tokens, std::string_view served = "",
+                                uint64_t seed = kSeed) {
   std::vector<uint64_t> seeds{seed};
   std::vector<KvIndex::InstanceMatch> out(1);
   index.Match(tokens, served, 1 << 20, seeds, out);
@@ -114,7 +114,7 @@ TEST(KvIndexTest, AllBlocksClearedEmptiesTheInstance) {
   KvIndex index = Index();
   index.Apply(kSeed, Batch(0, {Stored({1, 2}, std::nullopt, Tokens(0, 8))}));
   index.Apply(kSeed, Batch(1, {Stored({3}, std::nullopt, Tokens(40, 4)), KvAllBlocksCleared{},
-                              Stored({4}, std::nullopt, Tokens(80, 4))}));
+                               Stored({4}, std::nullopt, Tokens(80, 4))}));
   EXPECT_EQ(index.entries(kSeed), 1u);
   EXPECT_EQ(MatchOne(index, Tokens(0, 8)).matched_tokens, 0u);
   EXPECT_EQ(MatchOne(index, Tokens(40, 4)).matched_tokens, 0u);
@@ -157,7 +157,7 @@ TEST(KvIndexTest, GapMakesStaleUntilCleared) {
 TEST(KvIndexTest, ReplayFillsGapWithoutUndoingNewerEvents) {
   KvIndex index = Index();
   index.Apply(kSeed, Batch(0, {Stored({1}, std::nullopt, Tokens(0, 4))}));
-  index.Apply(kSeed, Removed(3, {2}));                                   // 1 and 2 lost
+  index.Apply(kSeed, Removed(3, {2}));  // 1 and 2 lost
   index.Apply(kSeed, Batch(4, {Stored({5}, std::nullopt, Tokens(40, 4))}));
   EXPECT_FALSE(index.fresh(kSeed));
   // Replayed: seq 1 stored block 2 (removed by seq 3) and block 5 (re-stored by seq 4 after).
@@ -316,7 +316,9 @@ TEST(KvIndexTest, GlobalBoundCountsCapacityAfterInstancesShrink) {
     for (uint64_t s = 0; s < kBatches; ++s) {
       std::vector<uint64_t> hashes(64);
       std::iota(hashes.begin(), hashes.end(), (inst << 32) + s * 64);
-      index.Apply(inst, Batch(s, {Stored(hashes, std::nullopt, Tokens(static_cast<uint32_t>(inst * 1000000 + s * 1000), 64 * kBs))}));
+      index.Apply(
+          inst,
+          Batch(s, {Stored(hashes, std::nullopt, Tokens(static_cast<uint32_t>(inst * 1000000 + s * 1000), 64 * kBs))}));
       ASSERT_LE(index.bytes(), max_bytes) << inst << " " << s;
     }
   }

@@ -19,8 +19,8 @@ inline constexpr uint32_t kNone = UINT32_MAX;
 // into a vector with a quarter of headroom; clears `free`. Returns old number -> new number
 // (kNone for slots that were free), for the caller's maps that point at nodes.
 template <typename Node>
-std::vector<uint32_t> Compact(std::vector<Node>& nodes, std::vector<uint32_t>& free, uint32_t& oldest,
-                              uint32_t& newest, size_t live) {
+std::vector<uint32_t> Compact(std::vector<Node>& nodes, std::vector<uint32_t>& free, uint32_t& oldest, uint32_t& newest,
+                              size_t live) {
   std::vector<uint32_t> renumbered(nodes.size(), kNone);
   std::vector<Node> out;
   out.reserve(live + live / 4 + 16);

@@ -139,8 +139,8 @@ GieSchedulerPolicy::Scores GieSchedulerPolicy::Score(const RouteRequest& r, cons
   s.total.resize(n);
   for (size_t k = 0; k < n; ++k) {
     // In the default profile's order: queue, KV cache, prefix.
-    s.total[k] = options_.queue_weight * std::clamp(s.queue[k], 0.0, 1.0) +
-                 options_.kv_cache_weight * s.kv_cache[k] + options_.prefix_weight * s.prefix[k];
+    s.total[k] = options_.queue_weight * std::clamp(s.queue[k], 0.0, 1.0) + options_.kv_cache_weight * s.kv_cache[k] +
+                 options_.prefix_weight * s.prefix[k];
   }
   return s;
 }

@@ -52,17 +52,17 @@
 namespace prefix_router {
 
 struct GieOptions {
-  uint32_t block_size = 64;                // DefaultBlockSize (characters = bytes here)
-  uint32_t max_prefix_blocks = 256;        // DefaultMaxPrefixBlocks
+  uint32_t block_size = 64;                  // DefaultBlockSize (characters = bytes here)
+  uint32_t max_prefix_blocks = 256;          // DefaultMaxPrefixBlocks
   uint32_t lru_capacity_per_server = 31250;  // DefaultLRUCapacityPerServer
   double queue_weight = 2;
   double kv_cache_weight = 2;
   double prefix_weight = 3;
-  bool auto_tune = true;                   // DefaultConfig.AutoTune
+  bool auto_tune = true;  // DefaultConfig.AutoTune
   // What the engines report of their KV cache (the same for every instance of a pool); 0 = not
   // reported.
-  uint32_t engine_block_size = 0;          // tokens per block (CacheBlockSize)
-  uint32_t engine_gpu_blocks = 0;          // blocks in the cache (CacheNumGPUBlocks)
+  uint32_t engine_block_size = 0;  // tokens per block (CacheBlockSize)
+  uint32_t engine_gpu_blocks = 0;  // blocks in the cache (CacheNumGPUBlocks)
 
   // GIE's averageCharactersPerToken: the block size in tokens to characters.
   static constexpr uint32_t kCharactersPerToken = 4;
@@ -95,7 +95,7 @@ class GiePrefixIndexer {
   std::unordered_map<Pod, uint32_t> MatchLongestPrefix(const std::vector<uint64_t>& hashes) const;
   void RemovePod(Pod pod);
   std::vector<Pod> Pods() const;
-  size_t PodEntries(Pod pod) const;  // hashes in that pod's LRU
+  size_t PodEntries(Pod pod) const;   // hashes in that pod's LRU
   size_t PodCapacity(Pod pod) const;  // 0 for a pod never added
 
  private:

@@ -47,9 +47,7 @@ GieOptions BlockSize4() {
 TEST(GiePrefixScorerTest, PluginCompletionExample) {
   GieSchedulerPolicy p(BlockSize4(), "llm-d-prefix");
   auto f = Fleet({"pod1", "pod2"});
-  auto prefix = [&](std::string_view model, std::string_view text) {
-    return p.Score(Req(model, text), *f).prefix;
-  };
+  auto prefix = [&](std::string_view model, std::string_view text) { return p.Score(Req(model, text), *f).prefix; };
   RouteRequest req1 = Req("model1", "aaaaaa");
   EXPECT_EQ(prefix("model1", "aaaaaa"), (std::vector<double>{0, 0}));
   p.OnDispatched(req1, Decision{0}, *f);
@@ -190,8 +188,8 @@ TEST(GieSchedulerTest, AutoTuneFollowsTheEngine) {
 // them all when it holds 6.
 TEST(GieSchedulerTest, LruCapacityFollowsTheEngine) {
   auto f = Fleet({"A", "B"});
-  const std::string text = std::string(64, 'a') + std::string(64, 'b') + std::string(64, 'c') +
-                           std::string(64, 'd') + std::string(64, 'e') + std::string(64, 'f');
+  const std::string text = std::string(64, 'a') + std::string(64, 'b') + std::string(64, 'c') + std::string(64, 'd') +
+                           std::string(64, 'e') + std::string(64, 'f');
   for (uint32_t blocks : {4u, 6u}) {
     GieOptions o;
     o.engine_block_size = 16;

@@ -7,17 +7,14 @@
 
 namespace prefix_router {
 
-uint64_t HaproxyTotalSlots(uint64_t served, uint32_t factor) {
-  return ((served + 1) * factor + 99) / 100;
-}
+uint64_t HaproxyTotalSlots(uint64_t served, uint32_t factor) { return ((served + 1) * factor + 99) / 100; }
 
-uint64_t HaproxyServerSlots(uint64_t tot_slots, uint64_t tot_weight, uint64_t cumulative_weight,
-                            uint64_t weight) {
+uint64_t HaproxyServerSlots(uint64_t tot_slots, uint64_t tot_weight, uint64_t cumulative_weight, uint64_t weight) {
   if (tot_weight == 0) return 1;
   const uint64_t per_weight = tot_slots / tot_weight;
   const uint64_t rem = tot_slots % tot_weight;
-  uint64_t slots = weight * per_weight + (cumulative_weight + weight) * rem / tot_weight -
-                   cumulative_weight * rem / tot_weight;
+  uint64_t slots =
+      weight * per_weight + (cumulative_weight + weight) * rem / tot_weight - cumulative_weight * rem / tot_weight;
   return slots == 0 ? 1 : slots;
 }
 
@@ -28,14 +25,13 @@ HaproxyRing::HaproxyRing(std::span<const uint64_t> seeds, std::span<const uint32
       points_.push_back(Point{static_cast<uint32_t>(Mix64(seeds[s] ^ Mix64(p))), s});
     }
   }
-  std::sort(points_.begin(), points_.end(), [](const Point& a, const Point& b) {
-    return a.key != b.key ? a.key < b.key : a.server < b.server;
-  });
+  std::sort(points_.begin(), points_.end(),
+            [](const Point& a, const Point& b) { return a.key != b.key ? a.key < b.key : a.server < b.server; });
 }
 
 size_t HaproxyRing::Start(uint32_t hash) const {
-  auto it = std::lower_bound(points_.begin(), points_.end(), hash,
-                             [](const Point& p, uint32_t h) { return p.key < h; });
+  auto it =
+      std::lower_bound(points_.begin(), points_.end(), hash, [](const Point& p, uint32_t h) { return p.key < h; });
   const size_t next = it == points_.end() ? 0 : static_cast<size_t>(it - points_.begin());
   const size_t prev = next == 0 ? points_.size() - 1 : next - 1;
   const uint32_t dp = hash - points_[prev].key;  // distances on the ring (wrapping)
@@ -65,9 +61,7 @@ Result<Decision> HaproxyChashPolicy::Pick(const RouteRequest& r, const FleetSnap
     want_seeds.push_back(f.placement_seed(i));
     want_weights.push_back(f.spec(i).weight);
   }
-  const auto excluded = [&](uint32_t i) {
-    return std::find(r.exclude.begin(), r.exclude.end(), i) != r.exclude.end();
-  };
+  const auto excluded = [&](uint32_t i) { return std::find(r.exclude.begin(), r.exclude.end(), i) != r.exclude.end(); };
   bool any = false;
   for (uint32_t i : servers) any = any || !excluded(i);
   if (!any) return Status::Unavailable("no available instance left for " + what);
@@ -88,10 +82,9 @@ Result<Decision> HaproxyChashPolicy::Pick(const RouteRequest& r, const FleetSnap
   }
   const uint64_t tot_slots = HaproxyTotalSlots(served, factor_);
   const auto eligible_by_load = [&](uint32_t s) {
-    const uint64_t slots = HaproxyServerSlots(tot_slots, tot_weight, cumulative[s],
-                                              uint64_t{weights[s]} * kHaproxyWeightScale);
-    return static_cast<uint64_t>(std::max(0, f.state(servers[s]).in_flight.load(std::memory_order_relaxed))) <
-           slots;
+    const uint64_t slots =
+        HaproxyServerSlots(tot_slots, tot_weight, cumulative[s], uint64_t{weights[s]} * kHaproxyWeightScale);
+    return static_cast<uint64_t>(std::max(0, f.state(servers[s]).in_flight.load(std::memory_order_relaxed))) < slots;
   };
 
   size_t pos = ring->Start(static_cast<uint32_t>(r.key.placement_hash()));
@@ -116,7 +109,7 @@ Result<Decision> HaproxyChashPolicy::Pick(const RouteRequest& r, const FleetSnap
     while (excluded(servers[points[pos].server])) pos = (pos + 1) % points.size();
     server = points[pos].server;
   }
-  const DecisionKind kind = gave_up ? DecisionKind::kSaturated
+  const DecisionKind kind = gave_up      ? DecisionKind::kSaturated
                             : steps == 0 ? DecisionKind::kAffinity
                                          : DecisionKind::kOverflow;
   return Decision{servers[server], kind, steps};

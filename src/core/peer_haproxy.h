@@ -45,8 +45,7 @@ inline constexpr uint32_t kHaproxyDefaultBalanceFactor = 150;
 
 // The slot formula above.
 uint64_t HaproxyTotalSlots(uint64_t served, uint32_t factor);
-uint64_t HaproxyServerSlots(uint64_t tot_slots, uint64_t tot_weight, uint64_t cumulative_weight,
-                            uint64_t weight);
+uint64_t HaproxyServerSlots(uint64_t tot_slots, uint64_t tot_weight, uint64_t cumulative_weight, uint64_t weight);
 
 // A consistent-hash ring over servers 0..n-1 (their positions in `seeds`).
 class HaproxyRing {

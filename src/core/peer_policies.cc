@@ -62,8 +62,8 @@ std::string StrategyOrigin(std::string_view name) {
   }
   if (auto factor = HaproxyFactor(name)) {
     return "our re-implementation of HAProxy's published consistent hashing with bounded loads "
-           "(src/lb_chash.c, 1.7+; hash-balance-factor " + std::to_string(*factor) +
-           (*factor == 0 ? ", HAProxy's default: plain consistent hashing)" : ")");
+           "(src/lb_chash.c, 1.7+; hash-balance-factor " +
+           std::to_string(*factor) + (*factor == 0 ? ", HAProxy's default: plain consistent hashing)" : ")");
   }
   if (name == StrategyName(Strategy::kDynamoKv)) {
     return "our re-implementation of Dynamo's published KV router (ai-dynamo/dynamo lib/llm/src/kv_router "

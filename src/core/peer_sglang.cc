@@ -58,7 +58,7 @@ struct SglangRadixTree::Node {
   std::string edge;
   uint64_t chars = 0;
   Node* parent = nullptr;
-  uint64_t id = 0;  // creation number: the salt of this node's tenant map
+  uint64_t id = 0;                                               // creation number: the salt of this node's tenant map
   std::unordered_map<uint32_t, std::unique_ptr<Node>> children;  // by first code point
   std::vector<std::pair<Tenant, uint64_t>> tenants;              // tenant -> last access time
 
@@ -273,8 +273,7 @@ Result<Decision> SglangCacheAwarePolicy::Pick(const RouteRequest& r, const Fleet
   const std::string what = r.served_name.empty() ? "the default pool" : "'" + std::string(r.served_name) + "'";
   if (workers.empty()) return Status::Unavailable("no instance serves " + what);
   const auto healthy = [&](uint32_t i) {
-    return f.state(i).routable() &&
-           std::find(r.exclude.begin(), r.exclude.end(), i) == r.exclude.end();
+    return f.state(i).routable() && std::find(r.exclude.begin(), r.exclude.end(), i) == r.exclude.end();
   };
   const auto load = [&](uint32_t i) {
     return static_cast<uint64_t>(std::max(0, f.state(i).in_flight.load(std::memory_order_relaxed)));
@@ -315,8 +314,7 @@ Result<Decision> SglangCacheAwarePolicy::Pick(const RouteRequest& r, const Fleet
   }
 
   const bool imbalanced = max_load - min_load > options_.balance_abs_threshold &&
-                          static_cast<float>(max_load) >
-                              static_cast<float>(min_load) * options_.balance_rel_threshold;
+                          static_cast<float>(max_load) > static_cast<float>(min_load) * options_.balance_rel_threshold;
   if (imbalanced) {
     tree.Insert(text, f.placement_seed(*least_loaded), now);
     return Decision{*least_loaded, DecisionKind::kOverflow, 0};

@@ -54,9 +54,9 @@ class SglangRadixTree {
   SglangRadixTree& operator=(const SglangRadixTree&) = delete;
 
   struct Match {
-    size_t chars = 0;               // matched characters (a partly matched edge counts its shared part)
-    size_t bytes = 0;               // the same in bytes
-    std::optional<Tenant> tenant;   // a tenant of the node the walk ended in; none = "empty"
+    size_t chars = 0;              // matched characters (a partly matched edge counts its shared part)
+    size_t bytes = 0;              // the same in bytes
+    std::optional<Tenant> tenant;  // a tenant of the node the walk ended in; none = "empty"
   };
 
   // REQUIRES: text is valid UTF-8 (all of these).
@@ -76,7 +76,7 @@ class SglangRadixTree {
 
   uint64_t TenantChars(Tenant tenant) const;  // 0 for an unknown tenant
   bool HasTenant(Tenant tenant) const { return chars_.count(tenant) != 0; }
-  std::vector<Tenant> Tenants() const;        // in no particular order
+  std::vector<Tenant> Tenants() const;  // in no particular order
   size_t node_count() const { return nodes_; }
 
  private:

@@ -235,7 +235,11 @@ TEST(SglangRadixTreeTest, SanitisesInvalidUtf8) {
   const std::string valid = "h\xC3\xA9llo \xE4\xBD\xA0";
   EXPECT_EQ(SanitiseUtf8(valid, &buffer).data(), valid.data());
   EXPECT_EQ(SanitiseUtf8("a\xC3", &buffer), "a\xEF\xBF\xBD");
-  EXPECT_EQ(SanitiseUtf8("\xFF" "b\xED\xA0\x80", &buffer), "\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(SanitiseUtf8("\xFF"
+                         "b\xED\xA0\x80",
+                         &buffer),
+            "\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
   // Characters sharing a lead byte are different children: no split inside a character.
   SglangRadixTree t;
   t.Insert("\xC3\xA9t\xC3\xA9", 1, 1);  // été

@@ -20,8 +20,7 @@ uint64_t PreferenceScore(uint64_t key_hash, const FleetSnapshot& fleet, uint32_t
   return ~std::bit_cast<uint64_t>(score);
 }
 
-uint32_t MostPreferred(uint64_t key_hash, const FleetSnapshot& fleet,
-                       std::span<const uint32_t> candidates) {
+uint32_t MostPreferred(uint64_t key_hash, const FleetSnapshot& fleet, std::span<const uint32_t> candidates) {
   uint32_t best = candidates[0];
   uint64_t best_score = PreferenceScore(key_hash, fleet, best);
   for (size_t k = 1; k < candidates.size(); ++k) {

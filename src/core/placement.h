@@ -40,8 +40,7 @@ inline uint64_t RendezvousHash(uint64_t key_hash, uint64_t instance_seed) {
 uint64_t PreferenceScore(uint64_t key_hash, const FleetSnapshot& fleet, uint32_t i);
 
 // The most preferred of `candidates`. REQUIRES: candidates is not empty.
-uint32_t MostPreferred(uint64_t key_hash, const FleetSnapshot& fleet,
-                       std::span<const uint32_t> candidates);
+uint32_t MostPreferred(uint64_t key_hash, const FleetSnapshot& fleet, std::span<const uint32_t> candidates);
 
 // Sorts `candidates` in place, most preferred first.
 void SortByPreference(uint64_t key_hash, const FleetSnapshot& fleet, std::span<uint32_t> candidates);

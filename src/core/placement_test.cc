@@ -190,9 +190,8 @@ TEST(PlacementTest, WeightedRemovalMovesOnlyItsKeys) {
 // order, weighted or not.
 TEST(PlacementTest, SpecOrderDoesNotChangePlacement) {
   const std::vector<std::string> names = Names(7);
-  const std::vector<std::string> shuffled = {"instance-4", "instance-0", "instance-6",
-                                             "instance-2", "instance-5", "instance-1",
-                                             "instance-3"};
+  const std::vector<std::string> shuffled = {"instance-4", "instance-0", "instance-6", "instance-2",
+                                             "instance-5", "instance-1", "instance-3"};
   auto a = MakeFleet(names);
   auto b = MakeFleet(shuffled);
   EXPECT_EQ(Owners(*a), Owners(*b));

@@ -14,31 +14,27 @@
 namespace prefix_router {
 namespace {
 
-std::string Range(uint32_t lo, uint32_t hi) {
-  return std::to_string(lo) + ".." + std::to_string(hi);
-}
+std::string Range(uint32_t lo, uint32_t hi) { return std::to_string(lo) + ".." + std::to_string(hi); }
 
 // The strategy registry (policy.h): the one place that names the strategies. A new strategy is
 // a row here, its own file beside the others, and a section in docs/policies.md.
 constexpr StrategyInfo kRegistry[] = {
-    {Strategy::kRandom, "random",
-     "uniform (weighted) among eligible instances; the managed service's default", MakeRandomPolicy},
+    {Strategy::kRandom, "random", "uniform (weighted) among eligible instances; the managed service's default",
+     MakeRandomPolicy},
     {Strategy::kLeastOutstanding, "least-outstanding-requests",
      "least load (routing.load_measure) per unit of weight; ties at random", MakeLeastOutstandingPolicy},
     {Strategy::kRoundRobin, "round-robin", "eligible instances in turn, weights ignored; a baseline",
      MakeRoundRobinPolicy},
     {Strategy::kPrefixAware, "prefix-aware",
-     "rendezvous placement of the prefix key, spill when full, bounded loads (balance_factor)",
-     MakePrefixAwarePolicy},
+     "rendezvous placement of the prefix key, spill when full, bounded loads (balance_factor)", MakePrefixAwarePolicy},
     {Strategy::kCacheAware, "cache-aware",
-     "least uncached prompt tokens plus queued work, from the blocks each instance was sent",
-     MakeCacheAwarePolicy},
+     "least uncached prompt tokens plus queued work, from the blocks each instance was sent", MakeCacheAwarePolicy},
     {Strategy::kKvAware, "kv-aware",
      "cache-aware's cost over the blocks the engines report in their KV events "
      "(cache-aware's view for stale streams)",
      MakeKvAwarePolicy},
-    {Strategy::kDynamoKv, "dynamo-kv",
-     "our re-implementation of Dynamo's KV router cost, on the engines' KV events", MakeDynamoKvPolicy},
+    {Strategy::kDynamoKv, "dynamo-kv", "our re-implementation of Dynamo's KV router cost, on the engines' KV events",
+     MakeDynamoKvPolicy},
 };
 
 }  // namespace
@@ -75,8 +71,7 @@ std::string_view SpillModeName(SpillMode m) {
 Result<SpillMode> ParseSpillMode(std::string_view name) {
   if (name == "next-preferred") return SpillMode::kNextPreferred;
   if (name == "least-loaded") return SpillMode::kLeastLoaded;
-  return Status::InvalidArgument("spill_mode: '" + std::string(name) +
-                                 "' is not one of next-preferred, least-loaded");
+  return Status::InvalidArgument("spill_mode: '" + std::string(name) + "' is not one of next-preferred, least-loaded");
 }
 
 std::string_view LoadMeasureName(LoadMeasure m) {
@@ -96,9 +91,7 @@ Result<LoadMeasure> ParseLoadMeasure(std::string_view name) {
                                  "' is not one of requests, prompt-tokens, engine");
 }
 
-std::string_view TokenizerSourceName(TokenizerSource t) {
-  return t == TokenizerSource::kEngine ? "engine" : "local";
-}
+std::string_view TokenizerSourceName(TokenizerSource t) { return t == TokenizerSource::kEngine ? "engine" : "local"; }
 
 Result<TokenizerSource> ParseTokenizerSource(std::string_view name) {
   if (name == "local") return TokenizerSource::kLocal;
@@ -106,9 +99,7 @@ Result<TokenizerSource> ParseTokenizerSource(std::string_view name) {
   return Status::InvalidArgument("tokenizer: '" + std::string(name) + "' is not one of local, engine");
 }
 
-std::string_view CompatibilityName(Compatibility c) {
-  return c == Compatibility::kSageMaker ? "sagemaker" : "none";
-}
+std::string_view CompatibilityName(Compatibility c) { return c == Compatibility::kSageMaker ? "sagemaker" : "none"; }
 
 Result<Compatibility> ParseCompatibility(std::string_view name) {
   if (name == "none") return Compatibility::kNone;
@@ -139,11 +130,9 @@ std::string_view DecisionKindName(DecisionKind k) {
 Status RoutingOptions::Validate() const {
   if (prefix_length < kMinPrefixLength || prefix_length > kMaxPrefixLength) {
     return Status::InvalidArgument("prefix_length: " + std::to_string(prefix_length) +
-                                   " is outside the allowed range " +
-                                   Range(kMinPrefixLength, kMaxPrefixLength));
+                                   " is outside the allowed range " + Range(kMinPrefixLength, kMaxPrefixLength));
   }
-  if (concurrency_threshold < kMinConcurrencyThreshold ||
-      concurrency_threshold > kMaxConcurrencyThreshold) {
+  if (concurrency_threshold < kMinConcurrencyThreshold || concurrency_threshold > kMaxConcurrencyThreshold) {
     return Status::InvalidArgument("concurrency_threshold: " + std::to_string(concurrency_threshold) +
                                    " is outside the allowed range " +
                                    Range(kMinConcurrencyThreshold, kMaxConcurrencyThreshold));
@@ -152,13 +141,11 @@ Status RoutingOptions::Validate() const {
     char buf[32];
     auto [end, ec] = std::to_chars(buf, buf + sizeof buf, balance_factor);
     const std::string shown = ec == std::errc() ? std::string(buf, end) : std::string("?");
-    return Status::InvalidArgument("balance_factor: " + shown +
-                                   " must be 0 (off) or between 1 and 100");
+    return Status::InvalidArgument("balance_factor: " + shown + " must be 0 (off) or between 1 and 100");
   }
   if (max_in_flight > kMaxPoolInFlight) {
     return Status::InvalidArgument("max_in_flight: " + std::to_string(max_in_flight) +
-                                   " is outside the allowed range " + Range(0, kMaxPoolInFlight) +
-                                   " (0 = no ceiling)");
+                                   " is outside the allowed range " + Range(0, kMaxPoolInFlight) + " (0 = no ceiling)");
   }
   const CacheAwareOptions& ca = cache_aware;
   if (ca.block_bytes < 16 || ca.block_bytes > 65536) {
@@ -182,10 +169,10 @@ Status RoutingOptions::Validate() const {
   }
   if (compatibility == Compatibility::kSageMaker) {
     // The preset's behaviour is these values; another one beside it is a contradiction.
-    const char* field = spill != SpillMode::kLeastLoaded    ? "spill_mode"
-                        : balance_factor != 0               ? "balance_factor"
+    const char* field = spill != SpillMode::kLeastLoaded         ? "spill_mode"
+                        : balance_factor != 0                    ? "balance_factor"
                         : load_measure != LoadMeasure::kRequests ? "load_measure"
-                                                            : nullptr;
+                                                                 : nullptr;
     if (field != nullptr) {
       return Status::InvalidArgument(std::string(field) +
                                      ": compatibility sagemaker fixes spill_mode least-loaded, balance_factor 0 "

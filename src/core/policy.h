@@ -109,8 +109,8 @@ inline constexpr uint32_t kMaxPoolInFlight = 1'000'000;
 
 // cache-aware settings (docs/policies.md, "cache-aware").
 struct CacheAwareOptions {
-  uint32_t block_bytes = 256;            // routing text per block (about 64 tokens)
-  uint32_t max_blocks = 4096;            // blocks hashed per request (1 MiB of text)
+  uint32_t block_bytes = 256;  // routing text per block (about 64 tokens)
+  uint32_t max_blocks = 4096;  // blocks hashed per request (1 MiB of text)
   // Per instance: 25,600 x 256 bytes / 4 = 1,638,400 tokens (102,400 engine blocks of 16), more
   // than llama-70b-h100x8's KV cache (about 86,000 blocks of 16, 1.38M tokens) with 19% to spare,
   // so that the indexes (kv-aware's and dynamo-kv's KvIndex too, see below) see the whole cache.
@@ -118,7 +118,7 @@ struct CacheAwareOptions {
   // The whole index: kv-aware's KvIndex gets 8/9 of it, 256 MiB, at KvIndex::kBytesPerEntry (160)
   // per engine block 1.68M blocks: 16 instances of 102,400 blocks; dynamo-kv's gets all of it.
   uint64_t max_index_bytes = 288ull << 20;
-  double load_weight = 0.1;              // cost of a queued prompt token vs an uncached one
+  double load_weight = 0.1;  // cost of a queued prompt token vs an uncached one
   bool operator==(const CacheAwareOptions&) const = default;
 };
 
@@ -133,7 +133,7 @@ struct CacheAwareOptions {
 // (DefaultPoolRouting).
 struct RoutingOptions {
   Strategy strategy = Strategy::kRandom;
-  uint32_t prefix_length = kDefaultPrefixLength;                // bytes (native) or characters
+  uint32_t prefix_length = kDefaultPrefixLength;                  // bytes (native) or characters
   uint32_t concurrency_threshold = kDefaultConcurrencyThreshold;  // in-flight per instance
   SpillMode spill = SpillMode::kNextPreferred;
   double balance_factor = kDefaultBalanceFactor;  // prefix-aware bounded load; 0 = off, 1..100
@@ -168,11 +168,11 @@ inline RoutingOptions DefaultPoolRouting() {
 }
 
 struct RouteRequest {
-  std::string_view served_name;        // model or adapter; "" = every instance
-  PrefixKey key;                       // used by prefix-aware
-  std::span<const uint32_t> exclude;   // instance indices already tried for this request
-  uint32_t work_tokens = 0;            // estimated prompt tokens (api::EstimatePromptTokens)
-  std::span<const uint64_t> blocks;    // cache-aware: the routing text's block chain
+  std::string_view served_name;       // model or adapter; "" = every instance
+  PrefixKey key;                      // used by prefix-aware
+  std::span<const uint32_t> exclude;  // instance indices already tried for this request
+  uint32_t work_tokens = 0;           // estimated prompt tokens (api::EstimatePromptTokens)
+  std::span<const uint64_t> blocks;   // cache-aware: the routing text's block chain
   // kv-aware: the prompt's token ids as the engines tokenize it (empty = not known; kv-aware then
   // decides as cache-aware does).
   std::span<const uint32_t> prompt_tokens;
@@ -191,7 +191,7 @@ std::string_view DecisionKindName(DecisionKind k);
 struct Decision {
   uint32_t instance = 0;  // index into the FleetSnapshot the pick was made on
   DecisionKind kind = DecisionKind::kRandom;
-  uint32_t rank = 0;      // position of `instance` in the key's preference order (prefix-aware)
+  uint32_t rank = 0;  // position of `instance` in the key's preference order (prefix-aware)
   // RouteRequest::request_id of the request it placed: Pick leaves it 0, the caller copies the
   // request's id here before OnDispatched, so that OnFirstToken and OnCompleted name the request.
   uint64_t request_id = 0;
@@ -204,8 +204,7 @@ class Policy {
  public:
   virtual ~Policy() = default;
   // Unavailable when no eligible, available and untried instance exists.
-  virtual Result<Decision> Pick(const RouteRequest& request, const FleetSnapshot& fleet,
-                                Rng& rng) const = 0;
+  virtual Result<Decision> Pick(const RouteRequest& request, const FleetSnapshot& fleet, Rng& rng) const = 0;
   virtual std::string_view name() const = 0;
 
   // Events for learning policies; called by the gateway or simulator after a pick is used, with

@@ -22,8 +22,7 @@ std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bo
 }
 
 Status NoCandidate(const RouteRequest& r, const FleetSnapshot& f) {
-  std::string what = r.served_name.empty() ? std::string("the default pool")
-                                           : "'" + std::string(r.served_name) + "'";
+  std::string what = r.served_name.empty() ? std::string("the default pool") : "'" + std::string(r.served_name) + "'";
   if (f.Eligible(r.served_name).empty()) return Status::Unavailable("no instance serves " + what);
   return Status::Unavailable("no available instance left for " + what);
 }
@@ -99,9 +98,8 @@ std::vector<uint64_t> Departures::Left(const FleetSnapshot& f) {
 }
 
 Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
-                    std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold,
-                    double load_weight, std::span<const uint8_t> over_share,
-                    std::span<const double> queued) {
+                    std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold, double load_weight,
+                    std::span<const uint8_t> over_share, std::span<const double> queued) {
   const uint64_t key = r.key.placement_hash();
   size_t best = SIZE_MAX;
   bool best_below = false;
@@ -114,8 +112,8 @@ Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<con
     const bool below = InFlight(f, i) < threshold && (over_share.empty() || over_share[k] == 0);
     const double uncached = prompt_tokens > cached[k] ? static_cast<double>(prompt_tokens - cached[k]) : 0;
     const double w = static_cast<double>(f.spec(i).weight);
-    const double cost = uncached + queued[k] / w +
-                        load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) / w;
+    const double cost =
+        uncached + queued[k] / w + load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) / w;
     const uint64_t score = PreferenceScore(key, f, i);
     if (best == SIZE_MAX || (below && !best_below) ||
         (below == best_below && (cost < best_cost || (cost == best_cost && score > best_score)))) {
@@ -125,10 +123,10 @@ Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<con
       best_score = score;
     }
   }
-  DecisionKind kind = !best_below                ? DecisionKind::kSaturated
-                      : longest == 0             ? DecisionKind::kLeastOutstanding
-                      : cached[best] == longest  ? DecisionKind::kAffinity
-                                                 : DecisionKind::kOverflow;
+  DecisionKind kind = !best_below               ? DecisionKind::kSaturated
+                      : longest == 0            ? DecisionKind::kLeastOutstanding
+                      : cached[best] == longest ? DecisionKind::kAffinity
+                                                : DecisionKind::kOverflow;
   Decision d{c[best], kind, 0};
   d.uncached_tokens = prompt_tokens > cached[best] ? prompt_tokens - cached[best] : 0;
   return d;

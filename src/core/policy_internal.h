@@ -119,9 +119,8 @@ class Departures {
 // those at the threshold. `queued` (one per candidate): the prompt tokens the instance still has
 // to compute for requests already sent there (PrefillQueue).
 Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
-                    std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold,
-                    double load_weight, std::span<const uint8_t> over_share,
-                    std::span<const double> queued);
+                    std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold, double load_weight,
+                    std::span<const uint8_t> over_share, std::span<const double> queued);
 
 // The uncached prompt tokens each instance still has to compute (cache-aware, kv-aware): a
 // dispatch adds its request's prompt tokens minus those the policy found cached on the chosen

@@ -25,8 +25,8 @@
 namespace prefix_router {
 namespace {
 
-constexpr Strategy kAllStrategies[] = {Strategy::kRandom, Strategy::kLeastOutstanding,
-                                       Strategy::kRoundRobin, Strategy::kPrefixAware};
+constexpr Strategy kAllStrategies[] = {Strategy::kRandom, Strategy::kLeastOutstanding, Strategy::kRoundRobin,
+                                       Strategy::kPrefixAware};
 
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
@@ -81,8 +81,7 @@ std::unique_ptr<Policy> MakePrefixAware(uint32_t threshold, SpillMode spill,
   return MakePolicy(o);
 }
 
-RouteRequest Request(const PrefixKey& key, std::string_view served_name = "",
-                     std::span<const uint32_t> exclude = {}) {
+RouteRequest Request(const PrefixKey& key, std::string_view served_name = "", std::span<const uint32_t> exclude = {}) {
   RouteRequest r;
   r.served_name = served_name;
   r.key = key;
@@ -91,17 +90,14 @@ RouteRequest Request(const PrefixKey& key, std::string_view served_name = "",
 }
 
 // The key's preference order over the instances eligible for `served_name`.
-std::vector<uint32_t> PreferenceOrder(const FleetSnapshot& f, const PrefixKey& key,
-                                      std::string_view served_name = "") {
+std::vector<uint32_t> PreferenceOrder(const FleetSnapshot& f, const PrefixKey& key, std::string_view served_name = "") {
   auto eligible = f.Eligible(served_name);
   std::vector<uint32_t> order(eligible.begin(), eligible.end());
   SortByPreference(key.placement_hash(), f, order);
   return order;
 }
 
-void SetLoad(const FleetSnapshot& f, uint32_t i, int32_t in_flight) {
-  f.state(i).in_flight.store(in_flight);
-}
+void SetLoad(const FleetSnapshot& f, uint32_t i, int32_t in_flight) { f.state(i).in_flight.store(in_flight); }
 
 // Picks and expects success.
 Decision MustPick(const Policy& p, const RouteRequest& r, const FleetSnapshot& f, Rng& rng) {
@@ -153,8 +149,8 @@ TEST(PolicyTest, ValidateConcurrencyThresholdRange) {
 TEST(PolicyTest, ValidateBalanceFactorRange) {
   RoutingOptions o;
   EXPECT_EQ(o.balance_factor, kDefaultBalanceFactor);
-  for (double bad : {0.5, 101.0, -1.0, 0.999, std::numeric_limits<double>::quiet_NaN(),
-                     std::numeric_limits<double>::infinity()}) {
+  for (double bad :
+       {0.5, 101.0, -1.0, 0.999, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     o.balance_factor = bad;
     ExpectInvalid(o, "balance_factor", "100");
   }
@@ -180,8 +176,7 @@ TEST(PolicyTest, ParseStrategyAcceptsDocumentedNames) {
     EXPECT_EQ(StrategyName(strategy), name);
     EXPECT_EQ(MakeStrategy(strategy)->name(), name);
   }
-  for (std::string_view bad : {"", "Random", "least-outstanding", "prefix_aware", "roundrobin",
-                               "prefix-aware "}) {
+  for (std::string_view bad : {"", "Random", "least-outstanding", "prefix_aware", "roundrobin", "prefix-aware "}) {
     Result<Strategy> parsed = ParseStrategy(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
@@ -468,8 +463,8 @@ int32_t BalanceCap(const FleetSnapshot& f, uint32_t i, double factor, uint32_t t
 // What balance_factor 0 must do: the first preferred instance below the threshold; else the
 // next preferred one below it (next-preferred) or the least loaded one, ties to the better rank
 // (least-loaded); else the least loaded one, saturated. No memory of earlier requests.
-Decision ThresholdOnlyPick(const FleetSnapshot& f, const std::vector<uint32_t>& order,
-                           int32_t threshold, SpillMode spill) {
+Decision ThresholdOnlyPick(const FleetSnapshot& f, const std::vector<uint32_t>& order, int32_t threshold,
+                           SpillMode spill) {
   const auto load = [&](uint32_t rank) { return f.state(order[rank]).in_flight.load(); };
   if (load(0) < threshold) return Decision{order[0], DecisionKind::kAffinity, 0};
   if (spill == SpillMode::kNextPreferred) {
@@ -481,12 +476,10 @@ Decision ThresholdOnlyPick(const FleetSnapshot& f, const std::vector<uint32_t>& 
   for (uint32_t rank = 1; rank < order.size(); ++rank) {
     if (load(rank) < load(best)) best = rank;
   }
-  return Decision{order[best],
-                  load(best) < threshold ? DecisionKind::kOverflow : DecisionKind::kSaturated, best};
+  return Decision{order[best], load(best) < threshold ? DecisionKind::kOverflow : DecisionKind::kSaturated, best};
 }
 
-void SetLoadsByRank(const FleetSnapshot& f, const std::vector<uint32_t>& order,
-                    std::initializer_list<int32_t> loads) {
+void SetLoadsByRank(const FleetSnapshot& f, const std::vector<uint32_t>& order, std::initializer_list<int32_t> loads) {
   uint32_t rank = 0;
   for (int32_t load : loads) SetLoad(f, order[rank++], load);
 }
@@ -557,9 +550,8 @@ TEST(PolicyTest, PrefixAwareBalanceCapIsNeverBelowFour) {
 // Loads by rank {4, 2, 1, 0, 0, 0, 0} on 7 instances: 7 in flight, so the cap is its floor, 4,
 // and the first choice is full far below the threshold (64). The key spills: rank 1 with
 // next-preferred, rank 3 (the best-ranked idle instance) with least-loaded. Returns the pick.
-Decision SpillFromFullFirstChoice(const Policy& p, const FleetSnapshot& f,
-                                  const std::vector<uint32_t>& order, SpillMode spill, Rng& rng,
-                                  const PrefixKey& key) {
+Decision SpillFromFullFirstChoice(const Policy& p, const FleetSnapshot& f, const std::vector<uint32_t>& order,
+                                  SpillMode spill, Rng& rng, const PrefixKey& key) {
   SetLoadsByRank(f, order, {4, 2, 1, 0, 0, 0, 0});
   EXPECT_EQ(BalanceCap(f, order[0], kDefaultBalanceFactor, 64), 4);
   const Decision d = MustPick(p, Request(key), f, rng);
@@ -752,8 +744,7 @@ TEST(PolicyTest, PrefixAwareBalancedMovesOnlyWhenAnInstanceIsFull) {
     requests_with_a_full_instance += any_full;
     const Decision d = MustPick(*p, Request(KeyAt(k)), *f, rng);
     ASSERT_NE(d.kind, DecisionKind::kSaturated);
-    ASSERT_LT(f->state(d.instance).in_flight.load(),
-              BalanceCap(*f, d.instance, kDefaultBalanceFactor, 64))
+    ASSERT_LT(f->state(d.instance).in_flight.load(), BalanceCap(*f, d.instance, kDefaultBalanceFactor, 64))
         << "request " << n << " went to a full instance";
     auto [it, first_request] = last.try_emplace(k, d.instance);
     if (first_request) {
@@ -888,8 +879,8 @@ TEST(PolicyTest, PrefixAwareShareBoundNewcomerStartsAtFairShare) {
 // Shares over a long run: 640 keys requested uniformly at random on 7 instances. Keys hash
 // unevenly, so without a balance factor shares spread beyond 13.3-15.4%; with the default
 // factor every instance's share of the last 4,000 requests is within 13.6-15.0%.
-std::vector<double> SharesOfLastRequests(Policy& p, const FleetSnapshot& f, uint32_t total,
-                                         uint32_t last, uint64_t seed) {
+std::vector<double> SharesOfLastRequests(Policy& p, const FleetSnapshot& f, uint32_t total, uint32_t last,
+                                         uint64_t seed) {
   Rng rng(seed), keys(seed + 1);
   std::vector<double> counts(f.size(), 0);
   for (uint32_t i = 0; i < f.size(); ++i) SetLoad(f, i, 2);  // busy, far below the load cap
@@ -990,8 +981,7 @@ TEST(PolicyTest, PrefixAwareReplicatedKeyGrowsWhenItsHomesAreOverTheirShare) {
     auto p = MakePrefixAware(64, SpillMode::kNextPreferred);
     Rng rng(56);
     const std::vector<int> others_by_rank =
-        homes_over_share ? std::vector<int>{16, 16, 14, 15, 15, 15, 14}
-                         : std::vector<int>{13, 13, 15, 15, 16, 16, 17};
+        homes_over_share ? std::vector<int>{16, 16, 14, 15, 15, 15, 14} : std::vector<int>{13, 13, 15, 15, 16, 16, 17};
     std::vector<int> others(7);
     for (uint32_t rank = 0; rank < 7; ++rank) others[order[rank]] = others_by_rank[rank];
     for (int round = 0; round < 40; ++round) {
@@ -1115,8 +1105,7 @@ TEST(PolicyTest, PrefixAwareNewKeyPlacedByLoadKeepsItsFirstChoice) {
 
   auto exact = MakePrefixAware(64, SpillMode::kNextPreferred, kThresholdOnly);
   for (int n = 0; n < 3000; ++n) DispatchKey(*exact, *f, KeyAt(60000 + n), 1);
-  EXPECT_EQ(MustPick(*exact, Request(KeyAt(90000)), *f, rng).instance,
-            PreferenceOrder(*f, KeyAt(90000))[0]);
+  EXPECT_EQ(MustPick(*exact, Request(KeyAt(90000)), *f, rng).instance, PreferenceOrder(*f, KeyAt(90000))[0]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1125,9 +1114,8 @@ TEST(PolicyTest, PrefixAwareNewKeyPlacedByLoadKeepsItsFirstChoice) {
 // Every strategy sends a request only to instances that serve its model or adapter, and
 // reaches each of them; a name nobody serves (and no wildcard) is Unavailable.
 TEST(PolicyTest, PicksOnlyEligibleInstances) {
-  auto f = MakeFleet({Spec("a", {"llama"}), Spec("b", {"llama", "llama-lora-sql"}),
-                      Spec("c", {"mistral"}), Spec("d", {"mistral", "llama-lora-sql"}),
-                      Spec("e", {"qwen"})});
+  auto f = MakeFleet({Spec("a", {"llama"}), Spec("b", {"llama", "llama-lora-sql"}), Spec("c", {"mistral"}),
+                      Spec("d", {"mistral", "llama-lora-sql"}), Spec("e", {"qwen"})});
   for (Strategy s : kAllStrategies) {
     auto p = MakeStrategy(s);
     Rng rng(17);
@@ -1372,10 +1360,10 @@ TEST(PolicyTest, PrefixAwareLeastLoadedSpillByPromptTokens) {
   Rng rng(3);
   const PrefixKey key = KeyAt(77);
   const std::vector<uint32_t> order = PreferenceOrder(*f, key);
-  SetWork(*f, order[0], 4, 400);      // at the threshold: full
-  SetWork(*f, order[1], 1, 30'000);   // one long prefill
-  SetWork(*f, order[2], 3, 600);      // three short requests: least work below the threshold
-  SetWork(*f, order[3], 4, 10);       // least work, but at the threshold
+  SetWork(*f, order[0], 4, 400);     // at the threshold: full
+  SetWork(*f, order[1], 1, 30'000);  // one long prefill
+  SetWork(*f, order[2], 3, 600);     // three short requests: least work below the threshold
+  SetWork(*f, order[3], 4, 10);      // least work, but at the threshold
   Decision d = MustPick(*p, Request(key), *f, rng);
   EXPECT_EQ(d.instance, order[2]);
   EXPECT_EQ(d.kind, DecisionKind::kOverflow);
@@ -1421,8 +1409,7 @@ TEST(PolicyTest, LeastOutstandingBreaksTiesAtRandom) {
 // round-robin visits the eligible instances in turn: every window of N consecutive picks
 // covers all N, and the sequence repeats with period N.
 TEST(PolicyTest, RoundRobinCyclesThroughEligibleInstances) {
-  auto f = MakeFleet({Spec("a", {"m1"}), Spec("b", {"m2"}), Spec("c", {"m1"}), Spec("d"),
-                      Spec("e", {"m1"})});
+  auto f = MakeFleet({Spec("a", {"m1"}), Spec("b", {"m2"}), Spec("c", {"m1"}), Spec("d"), Spec("e", {"m1"})});
   auto p = MakeStrategy(Strategy::kRoundRobin);
   Rng rng(0);
   const std::vector<uint32_t> eligible = {0, 2, 3, 4};  // m1 servers and the wildcard

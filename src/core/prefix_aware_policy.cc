@@ -39,15 +39,13 @@ class PrefixAwarePolicy final : public Policy {
     auto c = Candidates(r, f, true);
     if (c.empty()) return NoCandidate(r, f);
     const uint64_t key = r.key.placement_hash();
-    const KeyDemand::Reading demand =
-        balance_factor_ > 0 ? demand_.Read(key) : KeyDemand::Reading{};
+    const KeyDemand::Reading demand = balance_factor_ > 0 ? demand_.Read(key) : KeyDemand::Reading{};
     const Limits limits = MakeLimits(f, c, demand.reuse);
     if (balance_factor_ > 0) {
       if (limits.busy) {
         if (auto d = PickReplica(r, f, c, limits, key, demand.share)) return *d;
       }
-      const bool new_key_by_load =
-          !demand.seen && r.exclude.empty() && PlacedByLoad(key, demand.reuse);
+      const bool new_key_by_load = !demand.seen && r.exclude.empty() && PlacedByLoad(key, demand.reuse);
       return PickBalanced(r, f, c, limits, key, new_key_by_load);
     }
     if (r.exclude.empty()) {  // fast path: the first choice usually takes it
@@ -81,17 +79,14 @@ class PrefixAwarePolicy final : public Policy {
   // requests spilled on seed 5, P50 1.10 x least-outstanding-requests; 0.1% with it, 0.96 x).
   // Nullopt when the key needs one home, or when all its homes are at their limits (it then
   // spills as any key does, without moving: its homes are already several).
-  std::optional<Decision> PickReplica(const RouteRequest& r, const FleetSnapshot& f,
-                                      std::span<uint32_t> c, const Limits& limits, uint64_t key,
-                                      double share) const {
+  std::optional<Decision> PickReplica(const RouteRequest& r, const FleetSnapshot& f, std::span<uint32_t> c,
+                                      const Limits& limits, uint64_t key, double share) const {
     const double n = static_cast<double>(c.size());
-    const auto homes = static_cast<uint32_t>(
-        std::min(n, std::ceil(share * n / (1 + kShareTolerance) - 1e-9)));
+    const auto homes = static_cast<uint32_t>(std::min(n, std::ceil(share * n / (1 + kShareTolerance) - 1e-9)));
     if (homes < 2) return std::nullopt;
     SortByPreference(key, f, c);
     uint32_t best = LeastLoadedRank(r, f, c, homes, limits);
-    for (uint32_t count = homes; best != UINT32_MAX && count < c.size() &&
-                                 !limits.AtMostFairShare(f, c[best]);) {
+    for (uint32_t count = homes; best != UINT32_MAX && count < c.size() && !limits.AtMostFairShare(f, c[best]);) {
       best = LeastLoadedRank(r, f, c, ++count, limits);
     }
     if (r.exclude.empty()) homes_.Erase(key);  // replicated: no single moved home
@@ -119,9 +114,8 @@ class PrefixAwarePolicy final : public Policy {
     const double u = static_cast<double>(Mix64(key ^ 0x6e65772d6b657973ull) >> 11) * 0x1.0p-53;
     return u >= reuse;
   }
-  std::optional<Decision> PlaceNewKey(const RouteRequest& r, const FleetSnapshot& f,
-                                      std::span<uint32_t> c, const Limits& limits,
-                                      uint64_t key) const {
+  std::optional<Decision> PlaceNewKey(const RouteRequest& r, const FleetSnapshot& f, std::span<uint32_t> c,
+                                      const Limits& limits, uint64_t key) const {
     SortByPreference(key, f, c);
     const uint32_t best = LeastLoadedRank(r, f, c, static_cast<uint32_t>(c.size()), limits);
     if (best == UINT32_MAX) return std::nullopt;
@@ -130,8 +124,7 @@ class PrefixAwarePolicy final : public Policy {
 
   // Among c[0..count) (in preference order): the rank of the least loaded untried instance below
   // its limit (load per weight, ties to the better rank); UINT32_MAX when there is none.
-  uint32_t LeastLoadedRank(const RouteRequest& r, const FleetSnapshot& f,
-                           std::span<const uint32_t> c, uint32_t count,
+  uint32_t LeastLoadedRank(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c, uint32_t count,
                            const Limits& limits) const {
     uint32_t best = UINT32_MAX;
     double best_load = 0;
@@ -198,7 +191,7 @@ class PrefixAwarePolicy final : public Policy {
     bool passed_full = false;  // a better-ranked untried instance was at its limit
     uint32_t first_untried_rank = UINT32_MAX;
     uint32_t spill_rank = UINT32_MAX;  // next preferred below its limit but above its fair share
-    bool share_spill = false;  // the first choice is over its share (not just busy)
+    bool share_spill = false;          // the first choice is over its share (not just busy)
     for (uint32_t rank = 0; rank < c.size(); ++rank) {
       if (IsExcluded(r, c[rank])) continue;
       if (first_untried_rank == UINT32_MAX) first_untried_rank = rank;
@@ -254,9 +247,8 @@ class PrefixAwarePolicy final : public Policy {
         best_below = below;
       }
     }
-    const DecisionKind kind = InFlight(f, c[best_rank]) < limits.For(f, c[best_rank])
-                                  ? DecisionKind::kOverflow
-                                  : DecisionKind::kSaturated;
+    const DecisionKind kind =
+        InFlight(f, c[best_rank]) < limits.For(f, c[best_rank]) ? DecisionKind::kOverflow : DecisionKind::kSaturated;
     return Decision{c[best_rank], kind, best_rank};
   }
 
@@ -333,7 +325,6 @@ class PrefixAwarePolicy final : public Policy {
     return l;
   }
 
-
   int32_t threshold_;
   SpillMode spill_;
   double balance_factor_;
@@ -349,6 +340,8 @@ class PrefixAwarePolicy final : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakePrefixAwarePolicy(const RoutingOptions& o) { return std::make_unique<PrefixAwarePolicy>(o); }
+std::unique_ptr<Policy> MakePrefixAwarePolicy(const RoutingOptions& o) {
+  return std::make_unique<PrefixAwarePolicy>(o);
+}
 
 }  // namespace prefix_router

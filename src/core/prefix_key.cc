@@ -104,8 +104,7 @@ size_t Utf8PrefixBytes(std::string_view s, size_t max_chars, size_t* chars) {
   return pos;
 }
 
-TextPrefixHasher::TextPrefixHasher(size_t max_chars, std::string* record)
-    : max_chars_(max_chars), record_(record) {
+TextPrefixHasher::TextPrefixHasher(size_t max_chars, std::string* record) : max_chars_(max_chars), record_(record) {
   // Required before the first reset_withSeed of a state not made by XXH3_createState(): that
   // reset skips deriving the secret when the old state's seed field already equals the seed,
   // so uninitialised memory could leave a stale secret and give a wrong, unstable key.

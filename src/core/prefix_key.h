@@ -58,9 +58,7 @@ struct KeyNormalisation {
   std::vector<std::string> exclude_fields;
   std::vector<std::string> exclude_patterns;
 
-  bool enabled() const {
-    return canonical_json || !exclude_fields.empty() || !exclude_patterns.empty();
-  }
+  bool enabled() const { return canonical_json || !exclude_fields.empty() || !exclude_patterns.empty(); }
   bool operator==(const KeyNormalisation&) const = default;
 };
 

@@ -109,16 +109,14 @@ size_t ReferencePrefixBytes(std::string_view s, size_t max_chars, size_t* chars)
 }
 
 // Keys `text` in one Append call; `record` receives the keyed text.
-PrefixKey TextKey(std::string_view text, size_t max_chars, std::string_view group = "",
-                  std::string* record = nullptr) {
+PrefixKey TextKey(std::string_view text, size_t max_chars, std::string_view group = "", std::string* record = nullptr) {
   TextPrefixHasher hasher(max_chars, record);
   hasher.Append(text);
   return hasher.Finish(group);
 }
 
 // Keys `pieces` appended in order.
-PrefixKey TextKeyOfPieces(const std::vector<std::string>& pieces, size_t max_chars,
-                          std::string* record = nullptr) {
+PrefixKey TextKeyOfPieces(const std::vector<std::string>& pieces, size_t max_chars, std::string* record = nullptr) {
   TextPrefixHasher hasher(max_chars, record);
   for (const auto& p : pieces) hasher.Append(p);
   return hasher.Finish("");
@@ -195,7 +193,7 @@ TEST(PrefixKeyTest, CountCodePointsEdgeCases) {
   EXPECT_EQ(CountCodePoints("日"), 1u);
   EXPECT_EQ(CountCodePoints("😀"), 1u);
   EXPECT_EQ(CountCodePoints("aé日😀"), 4u);
-  EXPECT_EQ(CountCodePoints(Repeat("😀", 300)), 300u);       // 1200 bytes
+  EXPECT_EQ(CountCodePoints(Repeat("😀", 300)), 300u);      // 1200 bytes
   EXPECT_EQ(CountCodePoints(Repeat("aé日😀", 100)), 400u);  // 1000 bytes
 }
 
@@ -232,8 +230,8 @@ TEST(PrefixKeyTest, Utf8PrefixBytesEdgeCases) {
 // character boundary, including cuts at and around block boundaries.
 TEST(PrefixKeyTest, Utf8PrefixBytesInsideLongRunOfFourByteCharacters) {
   const std::string run = Repeat("😀", 200);  // 800 bytes
-  for (size_t max_chars : {size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{127},
-                           size_t{128}, size_t{129}, size_t{199}, size_t{200}}) {
+  for (size_t max_chars : {size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{127}, size_t{128}, size_t{129},
+                           size_t{199}, size_t{200}}) {
     size_t chars = 0;
     EXPECT_EQ(Utf8PrefixBytes(run, max_chars, &chars), 4 * max_chars) << max_chars;
     EXPECT_EQ(chars, max_chars);
@@ -263,8 +261,7 @@ TEST(PrefixKeyTest, Utf8PrefixBytesMatchesReferenceOnMixedText) {
       size_t chars = 0;
       size_t expected_chars = 0;
       const size_t expected = ReferencePrefixBytes(text, max_chars, &expected_chars);
-      ASSERT_EQ(Utf8PrefixBytes(text, max_chars, &chars), expected)
-          << "trial " << trial << " max_chars " << max_chars;
+      ASSERT_EQ(Utf8PrefixBytes(text, max_chars, &chars), expected) << "trial " << trial << " max_chars " << max_chars;
       ASSERT_EQ(chars, expected_chars);
     }
   }
@@ -326,10 +323,9 @@ TEST(PrefixKeyTest, TextKeyOfPiecesEqualsKeyOfWhole) {
   Rng rng(7);
   const std::string text = RandomUtf8(rng, 600) + Repeat("😀", 150);
   const size_t total = CountCodePoints(text);
-  const std::vector<std::vector<size_t>> splits = {
-      {1}, {1, 2, 3, 5, 8}, {7, 1}, {100}, {97, 300, 3}, {400}};
-  for (size_t max_chars : {size_t{0}, size_t{1}, size_t{2}, size_t{64}, size_t{255},
-                           size_t{256}, size_t{257}, size_t{500}, total - 1, total, total + 10}) {
+  const std::vector<std::vector<size_t>> splits = {{1}, {1, 2, 3, 5, 8}, {7, 1}, {100}, {97, 300, 3}, {400}};
+  for (size_t max_chars : {size_t{0}, size_t{1}, size_t{2}, size_t{64}, size_t{255}, size_t{256}, size_t{257},
+                           size_t{500}, total - 1, total, total + 10}) {
     std::string whole_record;
     const PrefixKey whole = TextKey(text, max_chars, "", &whole_record);
     for (const auto& sizes : splits) {
@@ -434,22 +430,20 @@ TEST(PrefixKeyTest, NativeAndTextAgreeOnAscii) {
   Rng rng(3);
   std::string ascii;
   for (int i = 0; i < 5000; ++i) ascii += static_cast<char>(0x20 + rng.Uniform(0x5F));
-  for (size_t len : {size_t{0}, size_t{1}, size_t{16}, size_t{17}, size_t{128}, size_t{129},
-                     size_t{240}, size_t{241}, size_t{1024}, size_t{2048}, size_t{5000}}) {
+  for (size_t len : {size_t{0}, size_t{1}, size_t{16}, size_t{17}, size_t{128}, size_t{129}, size_t{240}, size_t{241},
+                     size_t{1024}, size_t{2048}, size_t{5000}}) {
     const std::string_view body(ascii.data(), len);
     for (size_t limit : {size_t{1024}, size_t{2048}, size_t{4096}}) {
       EXPECT_EQ(NativePrefixKey(body, limit, ""), TextKey(body, limit)) << len << "/" << limit;
       EXPECT_EQ(NativePrefixKey(body, limit, "grp"), TextKey(body, limit, "grp"));
-      EXPECT_EQ(NativePrefixKey(body, limit, ""),
-                TextKeyOfPieces(SplitIntoPieces(body, {100, 300, 7}), limit));
+      EXPECT_EQ(NativePrefixKey(body, limit, ""), TextKeyOfPieces(SplitIntoPieces(body, {100, 300, 7}), limit));
     }
   }
 }
 
 // ToHex is 32 lowercase hex digits, the high word then the low word.
 TEST(PrefixKeyTest, ToHexIs32LowercaseDigitsHighThenLow) {
-  EXPECT_EQ((PrefixKey{0x0123456789abcdefULL, 0xfedcba9876543210ULL}.ToHex()),
-            "fedcba98765432100123456789abcdef");
+  EXPECT_EQ((PrefixKey{0x0123456789abcdefULL, 0xfedcba9876543210ULL}.ToHex()), "fedcba98765432100123456789abcdef");
   EXPECT_EQ(PrefixKey{}.ToHex(), std::string(32, '0'));
   const std::string hex = NativePrefixKey("anything", 2048, "").ToHex();
   ASSERT_EQ(hex.size(), 32u);
@@ -463,8 +457,7 @@ TEST(PrefixKeyTest, ToHexIs32LowercaseDigitsHighThenLow) {
 TEST(PrefixKeyTest, GoldenKeysAreStableAcrossProcessesAndBuilds) {
   EXPECT_EQ(NativePrefixKey("hello world", 2048, "").ToHex(), "c20eb54294faee1b5f6cd5f1c33850b6");
   EXPECT_EQ(NativePrefixKey("hello world", 5, "").ToHex(), "93eca87b19b471315d08cb83a39f69ca");
-  EXPECT_EQ(NativePrefixKey("hello world", 2048, "tenant-a").ToHex(),
-            "f998ccccdb0b256d08e7c8f856133ca3");
+  EXPECT_EQ(NativePrefixKey("hello world", 2048, "tenant-a").ToHex(), "f998ccccdb0b256d08e7c8f856133ca3");
   std::string record;
   EXPECT_EQ(TextKey("héllo w日rld", 5, "", &record).ToHex(), "fdb61931e1a2e93a3c7025dc6a78cd06");
   EXPECT_EQ(record, "héllo");

@@ -40,9 +40,7 @@ class Rng {
   }
 
   // Uniform in [0, n). REQUIRES: n > 0. Lemire's multiply-shift; the bias is below 2^-32.
-  uint32_t Uniform(uint32_t n) {
-    return static_cast<uint32_t>(((Next() >> 32) * static_cast<uint64_t>(n)) >> 32);
-  }
+  uint32_t Uniform(uint32_t n) { return static_cast<uint32_t>(((Next() >> 32) * static_cast<uint64_t>(n)) >> 32); }
 
   // Uniform in [0, 1).
   double NextDouble() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }

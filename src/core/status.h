@@ -15,13 +15,13 @@ namespace prefix_router {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // the caller's input is malformed or out of range
-  kNotFound,          // a named thing (model, instance) does not exist
-  kUnavailable,       // nothing can serve the request now
-  kResourceExhausted, // a size or count limit was exceeded
-  kInternal,          // an invariant broke
-  kFailedPrecondition,// the request conflicts with the current state (a name already taken,
-                      // a change that would leave a pool without instances)
+  kInvalidArgument,     // the caller's input is malformed or out of range
+  kNotFound,            // a named thing (model, instance) does not exist
+  kUnavailable,         // nothing can serve the request now
+  kResourceExhausted,   // a size or count limit was exceeded
+  kInternal,            // an invariant broke
+  kFailedPrecondition,  // the request conflicts with the current state (a name already taken,
+                        // a change that would leave a pool without instances)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -32,20 +32,12 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string msg) {
-    return Status(StatusCode::kInvalidArgument, std::move(msg));
-  }
+  static Status InvalidArgument(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
   static Status NotFound(std::string msg) { return Status(StatusCode::kNotFound, std::move(msg)); }
-  static Status Unavailable(std::string msg) {
-    return Status(StatusCode::kUnavailable, std::move(msg));
-  }
-  static Status ResourceExhausted(std::string msg) {
-    return Status(StatusCode::kResourceExhausted, std::move(msg));
-  }
+  static Status Unavailable(std::string msg) { return Status(StatusCode::kUnavailable, std::move(msg)); }
+  static Status ResourceExhausted(std::string msg) { return Status(StatusCode::kResourceExhausted, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(StatusCode::kInternal, std::move(msg)); }
-  static Status FailedPrecondition(std::string msg) {
-    return Status(StatusCode::kFailedPrecondition, std::move(msg));
-  }
+  static Status FailedPrecondition(std::string msg) { return Status(StatusCode::kFailedPrecondition, std::move(msg)); }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
@@ -63,8 +55,8 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}     // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {

@@ -7,9 +7,9 @@
 #include <ctime>
 #include <deque>
 
-#include "base/json_text.h"
 #include "api/error.h"
 #include "api/native_request.h"
+#include "base/json_text.h"
 #include "engine_model/engine_request.h"
 #include "engine_model/tokenizer.h"
 
@@ -101,8 +101,7 @@ Result<std::unique_ptr<EngineServer>> EngineServer::Create(EngineOptions o) {
   } else if (Status s = o.kv_events.Validate(); !s.ok()) {
     return s;
   }
-  return std::unique_ptr<EngineServer>(
-      new EngineServer(std::move(o), std::move(*profile), std::move(publisher)));
+  return std::unique_ptr<EngineServer>(new EngineServer(std::move(o), std::move(*profile), std::move(publisher)));
 }
 
 EngineServer::EngineServer(EngineOptions options, engine_model::Profile profile,
@@ -117,8 +116,8 @@ EngineServer::EngineServer(EngineOptions options, engine_model::Profile profile,
                                    {"model_name"})),
       cache_queries_(registry_.AddCounter("vllm:prefix_cache_queries_total",
                                           "Prompt tokens looked up in the prefix cache", {"model_name"})),
-      cache_hits_(registry_.AddCounter("vllm:prefix_cache_hits_total",
-                                       "Prompt tokens served from the prefix cache", {"model_name"})),
+      cache_hits_(registry_.AddCounter("vllm:prefix_cache_hits_total", "Prompt tokens served from the prefix cache",
+                                       {"model_name"})),
       prompt_tokens_(registry_.AddCounter("vllm:prompt_tokens_total", "Prompt tokens processed", {"model_name"})),
       generation_tokens_(registry_.AddCounter("vllm:generation_tokens_total", "Tokens generated", {"model_name"})),
       preemptions_(registry_.AddCounter("vllm:num_preemptions_total", "Preempted requests", {"model_name"})),
@@ -126,11 +125,10 @@ EngineServer::EngineServer(EngineOptions options, engine_model::Profile profile,
                                       {"model_name", "finished_reason"})),
       ttft_(registry_.AddHistogram("vllm:time_to_first_token_seconds",
                                    "Modelled time to first token, per-request overhead included", {"model_name"},
-                                   {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-                                    5.0, 7.5, 10.0, 20.0, 40.0, 80.0})),
-      queue_time_(registry_.AddHistogram("vllm:request_queue_time_seconds",
-                                         "Modelled time from arrival to admission", {"model_name"},
-                                         metrics::Histogram::LatencyBuckets())) {
+                                   {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                                    7.5, 10.0, 20.0, 40.0, 80.0})),
+      queue_time_(registry_.AddHistogram("vllm:request_queue_time_seconds", "Modelled time from arrival to admission",
+                                         {"model_name"}, metrics::Histogram::LatencyBuckets())) {
   registry_.AddCollector([this] {
     const std::string& m = options_.model;
     running_.WithLabels({m}).Set(static_cast<double>(scheduler_.num_running()));
@@ -156,8 +154,7 @@ EngineServer::EngineServer(EngineOptions options, engine_model::Profile profile,
 EngineServer::~EngineServer() { Stop(); }
 
 double EngineServer::WallModelNow() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count() /
-         options_.time_scale;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count() / options_.time_scale;
 }
 
 Status EngineServer::Start() {
@@ -166,17 +163,16 @@ Status EngineServer::Start() {
   wake_ = std::make_unique<net::steady_timer>(server_->context(0), net::steady_timer::time_point::max());
   net::co_spawn(server_->context(0), Loop(), net::detached);
   std::string components;
-  for (const auto& c : options_.inference_components) components += (components.empty() ? ", inference components " : ", ") + c;
+  for (const auto& c : options_.inference_components)
+    components += (components.empty() ? ", inference components " : ", ") + c;
   spdlog::info("engine emulator on {}:{}: profile {}, model {}, {} KV blocks of {} tokens, time scale {}{}{}",
-               options_.host, server_->port(), profile_.name, options_.model,
-               profile_.config.capacity_blocks, profile_.config.block_size, options_.time_scale,
+               options_.host, server_->port(), profile_.name, options_.model, profile_.config.capacity_blocks,
+               profile_.config.block_size, options_.time_scale,
                options_.enable_prompt_tokens_details ? ", prompt tokens details on" : "", components);
   if (kv_publisher_) {
-    spdlog::info("engine emulator: KV events on {} (topic \"{}\", {} encoding){}{}",
-                 kv_publisher_->endpoint(), options_.kv_events.topic,
-                 api::KvEventEncodingName(options_.kv_events.encoding),
-                 kv_publisher_->replay_endpoint().empty() ? "" : ", replay on ",
-                 kv_publisher_->replay_endpoint());
+    spdlog::info("engine emulator: KV events on {} (topic \"{}\", {} encoding){}{}", kv_publisher_->endpoint(),
+                 options_.kv_events.topic, api::KvEventEncodingName(options_.kv_events.encoding),
+                 kv_publisher_->replay_endpoint().empty() ? "" : ", replay on ", kv_publisher_->replay_endpoint());
   }
   return Status::Ok();
 }
@@ -217,8 +213,8 @@ net::awaitable<void> EngineServer::Loop() {
     virtual_now_ += r.duration;
     const double wall = r.duration * options_.time_scale;
     if (wall >= kMinSleepSeconds) {
-      step_timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::duration<double>(wall)));
+      step_timer.expires_after(
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wall)));
       co_await step_timer.async_wait(http::kTuple);
     } else {
       co_await net::post(executor, net::use_awaitable);
@@ -290,9 +286,9 @@ net::awaitable<void> EngineServer::HandleModels(http::Exchange& ex) {
     return out + "\"";
   };
   auto entry = [&](const std::string& id, const std::string& parent) {
-    return fmt::format(R"({{"id":{},"object":"model","created":{},"owned_by":"vllm","root":{},"parent":{},"max_model_len":{}}})",
-                       quote(id), created, quote(id), parent.empty() ? "null" : quote(parent),
-                       profile_.config.max_model_len);
+    return fmt::format(
+        R"({{"id":{},"object":"model","created":{},"owned_by":"vllm","root":{},"parent":{},"max_model_len":{}}})",
+        quote(id), created, quote(id), parent.empty() ? "null" : quote(parent), profile_.config.max_model_len);
   };
   std::string body = "{\"object\":\"list\",\"data\":[" + entry(options_.model, "");
   for (const auto& a : options_.adapters) body += "," + entry(a, options_.model);
@@ -365,7 +361,7 @@ net::awaitable<void> EngineServer::HandleGenerate(http::Exchange& ex, std::strin
   Usage usage;
   usage.prompt_tokens = prompt_tokens;
   usage.prompt_tokens_details = options_.enable_prompt_tokens_details;
-  std::string text;      // non-streaming: the whole output
+  std::string text;         // non-streaming: the whole output
   std::string pending_out;  // streaming: events not yet written
   std::string unsent_text;  // streaming: generated text not yet in an event
   uint32_t unsent_tokens = 0;

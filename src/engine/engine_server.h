@@ -45,8 +45,8 @@
 #include "engine/kv_event_publisher.h"
 #include "engine_model/profiles.h"
 #include "engine_model/scheduler.h"
-#include "metrics/metrics.h"
 #include "http/server.h"
+#include "metrics/metrics.h"
 
 namespace prefix_router::engine {
 
@@ -56,9 +56,9 @@ struct EngineOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8001;
   std::string profile = "llama-70b-h100x8";
-  double time_scale = 1.0;                 // wall seconds per modelled second, > 0
-  std::string model = "llama";             // the served base model name
-  std::vector<std::string> adapters;       // LoRA adapters served beside it
+  double time_scale = 1.0;            // wall seconds per modelled second, > 0
+  std::string model = "llama";        // the served base model name
+  std::vector<std::string> adapters;  // LoRA adapters served beside it
   // Inference components served beside it (names as api::ValidateInferenceComponentName).
   std::vector<std::string> inference_components;
   // Overrides of the profile (0 = keep the profile's value).
@@ -97,8 +97,7 @@ class EngineServer final : public http::Handler {
 
  private:
   struct Pending;
-  EngineServer(EngineOptions options, engine_model::Profile profile,
-               std::unique_ptr<KvEventPublisher> kv_publisher);
+  EngineServer(EngineOptions options, engine_model::Profile profile, std::unique_ptr<KvEventPublisher> kv_publisher);
 
   net::awaitable<void> Loop();
   net::awaitable<void> HandleGenerate(http::Exchange& ex, std::string_view path);

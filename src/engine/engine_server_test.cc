@@ -40,9 +40,9 @@ using Clock = std::chrono::steady_clock;
 using engine_model::ChatMessage;
 using pt::ClientResponse;
 using pt::Eventually;
-using pt::Metric;
 using pt::Get;
 using pt::HttpClient;
+using pt::Metric;
 using pt::Post;
 using pt::StreamedResponse;
 
@@ -201,12 +201,10 @@ struct Timing {
 };
 
 std::optional<Timing> ParseTiming(const std::string& header) {
-  static const std::regex kFormat(
-      R"(^queue=(\d+\.\d{6}); ttft=(\d+\.\d{6}); (?:cached=(\d+); )?prompt=(\d+)$)");
+  static const std::regex kFormat(R"(^queue=(\d+\.\d{6}); ttft=(\d+\.\d{6}); (?:cached=(\d+); )?prompt=(\d+)$)");
   std::smatch m;
   if (!std::regex_match(header, m, kFormat)) return std::nullopt;
-  return Timing{std::stod(m[1]), std::stod(m[2]),
-                m[3].matched ? static_cast<uint32_t>(std::stoul(m[3])) : 0u,
+  return Timing{std::stod(m[1]), std::stod(m[2]), m[3].matched ? static_cast<uint32_t>(std::stoul(m[3])) : 0u,
                 static_cast<uint32_t>(std::stoul(m[4])), m[3].matched};
 }
 
@@ -304,7 +302,7 @@ TEST(EngineServerTest, ChatCompletionShapeAndUsage) {
   EXPECT_EQ(t.prompt, prompt);
   EXPECT_TRUE(t.has_cached);
   EXPECT_EQ(t.cached, 0u);
-  EXPECT_EQ(t.queue, 0.0);  // an idle engine admits at once
+  EXPECT_EQ(t.queue, 0.0);   // an idle engine admits at once
   EXPECT_GT(t.ttft, 0.005);  // at least tiny-test's 5 ms request overhead
 }
 
@@ -334,8 +332,7 @@ TEST(EngineServerTest, CompletionsShape) {
   auto engine = StartEngine(Options("tiny-test", 0.01));
   ASSERT_NE(engine, nullptr);
   const std::string prompt = Words(30, 7);
-  const ClientResponse r =
-      Post(engine->port(), kCompletions, R"({"model":"llama","prompt":)" + Quote(prompt) + "}");
+  const ClientResponse r = Post(engine->port(), kCompletions, R"({"model":"llama","prompt":)" + Quote(prompt) + "}");
   ASSERT_EQ(r.status(), 200) << r.body();
   const json::value v = Parse(r.body());
   EXPECT_EQ(Str(v, {"object"}), "text_completion");
@@ -346,8 +343,7 @@ TEST(EngineServerTest, CompletionsShape) {
   EXPECT_EQ(Int(v, {"usage", "prompt_tokens"}), 31);  // <|begin_of_text|> + 30 words
   EXPECT_EQ(TimingOf(r.Header(kTiming)).prompt, 31u);
 
-  const ClientResponse ids =
-      Post(engine->port(), kCompletions, R"({"prompt":[1000,1001,1002,1003],"max_tokens":3})");
+  const ClientResponse ids = Post(engine->port(), kCompletions, R"({"prompt":[1000,1001,1002,1003],"max_tokens":3})");
   ASSERT_EQ(ids.status(), 200) << ids.body();
   EXPECT_EQ(Int(Parse(ids.body()), {"usage", "prompt_tokens"}), 4);
   EXPECT_EQ(Int(Parse(ids.body()), {"usage", "completion_tokens"}), 3);
@@ -455,9 +451,9 @@ TEST(EngineServerTest, StreamingChatFollowsOpenAiFormat) {
   ASSERT_NE(engine, nullptr);
   const auto messages = Question("Stream me a story.");
   HttpClient client(engine->port());
-  ASSERT_FALSE(client.Send(pt::MakeRequest(bhttp::verb::post, kChat,
-                                           ChatBody(messages, {.max_tokens = 9, .stream = true}),
-                                           {{"Content-Type", "application/json"}})));
+  ASSERT_FALSE(
+      client.Send(pt::MakeRequest(bhttp::verb::post, kChat, ChatBody(messages, {.max_tokens = 9, .stream = true}),
+                                  {{"Content-Type", "application/json"}})));
   const StreamedResponse s = client.ReadStreamed();
   ASSERT_TRUE(s.complete) << s.error.message();
   EXPECT_EQ(s.status, 200);
@@ -509,9 +505,9 @@ TEST(EngineServerTest, StreamIntervalGroupsTokensAfterTheFirst) {
   ASSERT_NE(engine, nullptr);
   const auto messages = Question("Stream me a story in chunks.");
   HttpClient client(engine->port());
-  ASSERT_FALSE(client.Send(pt::MakeRequest(bhttp::verb::post, kChat,
-                                           ChatBody(messages, {.max_tokens = 10, .stream = true}),
-                                           {{"Content-Type", "application/json"}})));
+  ASSERT_FALSE(
+      client.Send(pt::MakeRequest(bhttp::verb::post, kChat, ChatBody(messages, {.max_tokens = 10, .stream = true}),
+                                  {{"Content-Type", "application/json"}})));
   const StreamedResponse s = client.ReadStreamed();
   ASSERT_TRUE(s.complete) << s.error.message();
   const std::vector<std::string> data = SseData(s.body);
@@ -559,10 +555,10 @@ TEST(EngineServerTest, StreamingUsageOnlyWhenRequested) {
 
   // A streamed completion: text_completion chunks with "text", then finish, usage, [DONE].
   HttpClient c2(engine->port());
-  ASSERT_FALSE(c2.Send(pt::MakeRequest(
-      bhttp::verb::post, kCompletions,
-      R"({"prompt":"a b c d","max_tokens":3,"stream":true,"stream_options":{"include_usage":true}})",
-      {{"Content-Type", "application/json"}})));
+  ASSERT_FALSE(c2.Send(
+      pt::MakeRequest(bhttp::verb::post, kCompletions,
+                      R"({"prompt":"a b c d","max_tokens":3,"stream":true,"stream_options":{"include_usage":true}})",
+                      {{"Content-Type", "application/json"}})));
   const StreamedResponse s2 = c2.ReadStreamed();
   ASSERT_TRUE(s2.complete);
   const std::vector<std::string> d2 = SseData(s2.body);
@@ -581,9 +577,9 @@ TEST(EngineServerTest, StreamingUsageOnlyWhenRequested) {
 // The usage chunk of a streamed chat request with include_usage (after a test failure: null).
 json::value StreamedUsage(uint16_t port, const std::vector<Msg>& messages, std::string* timing) {
   HttpClient client(port);
-  EXPECT_FALSE(client.Send(pt::MakeRequest(
-      bhttp::verb::post, kChat, ChatBody(messages, {.max_tokens = 4, .stream = true, .include_usage = true}),
-      {{"Content-Type", "application/json"}})));
+  EXPECT_FALSE(client.Send(pt::MakeRequest(bhttp::verb::post, kChat,
+                                           ChatBody(messages, {.max_tokens = 4, .stream = true, .include_usage = true}),
+                                           {{"Content-Type", "application/json"}})));
   const StreamedResponse s = client.ReadStreamed();
   EXPECT_TRUE(s.complete) << s.error.message();
   *timing = s.Header(kTiming);
@@ -730,11 +726,9 @@ TEST(EngineServerTest, UnknownAdapterIs404InVllmShape) {
   const ClientResponse r = Post(engine->port(), kChat, ChatBody(Question("hi"), {.model = "other-lora"}));
   ExpectVllmError(r, 404, "NotFoundError");
   EXPECT_NE(Str(Parse(r.body()), {"error", "message"}).find("other-lora"), std::string::npos) << r.body();
-  ExpectVllmError(Post(engine->port(), kCompletions, R"({"model":"other-lora","prompt":"x"})"), 404,
+  ExpectVllmError(Post(engine->port(), kCompletions, R"({"model":"other-lora","prompt":"x"})"), 404, "NotFoundError");
+  ExpectVllmError(Post(engine->port(), kChat, ChatBody(Question("hi"), {.stream = true, .model = "other-lora"})), 404,
                   "NotFoundError");
-  ExpectVllmError(
-      Post(engine->port(), kChat, ChatBody(Question("hi"), {.stream = true, .model = "other-lora"})), 404,
-      "NotFoundError");
   EXPECT_EQ(Metric(engine->port(), R"(vllm:prefix_cache_queries_total{model_name="llama"})"), 0);
 }
 
@@ -775,10 +769,10 @@ TEST(EngineServerTest, AdapterWorksAndKeepsItsOwnCacheBlocks) {
     }
     return TimingOf(r.Header(kTiming)).cached;
   };
-  EXPECT_EQ(cached(""), 0u);              // base, cold
-  EXPECT_EQ(cached("sql-lora"), 0u);      // the base model's blocks do not count for the adapter
-  EXPECT_GT(cached("sql-lora"), 100u);    // the adapter's own blocks do
-  EXPECT_GT(cached("llama"), 100u);       // and the base model's are still there
+  EXPECT_EQ(cached(""), 0u);            // base, cold
+  EXPECT_EQ(cached("sql-lora"), 0u);    // the base model's blocks do not count for the adapter
+  EXPECT_GT(cached("sql-lora"), 100u);  // the adapter's own blocks do
+  EXPECT_GT(cached("llama"), 100u);     // and the base model's are still there
 }
 
 // ------------------------------------------------------------------------ inference components
@@ -904,8 +898,7 @@ TEST(EngineServerTest, MalformedRequestsAre400) {
                   "BadRequestError");
   ExpectVllmError(Post(port, kCompletions, R"({"prompt":{}})"), 400, "BadRequestError");
   // Longer than tiny-test's 4,096-token context: rejected as vLLM rejects it.
-  ExpectVllmError(Post(port, kCompletions, R"({"prompt":)" + Quote(Words(4100, 3)) + "}"), 400,
-                  "BadRequestError");
+  ExpectVllmError(Post(port, kCompletions, R"({"prompt":)" + Quote(Words(4100, 3)) + "}"), 400, "BadRequestError");
   EXPECT_EQ(Metric(port, kRunning), 0);
   EXPECT_EQ(Metric(port, kWaiting), 0);
   // The engine still serves.
@@ -950,9 +943,9 @@ TEST(EngineServerTest, ClientGoneWhileWaitingFreesItsRequest) {
   ASSERT_NE(engine, nullptr);
   const uint16_t port = engine->port();
   HttpClient client(port);
-  ASSERT_FALSE(client.Send(pt::MakeRequest(bhttp::verb::post, kChat,
-                                           ChatBody(Question("take your time"), {.max_tokens = 3000}),
-                                           {{"Content-Type", "application/json"}})));
+  ASSERT_FALSE(
+      client.Send(pt::MakeRequest(bhttp::verb::post, kChat, ChatBody(Question("take your time"), {.max_tokens = 3000}),
+                                  {{"Content-Type", "application/json"}})));
   ASSERT_TRUE(Eventually([&] { return Metric(port, kRunning) == 1; }));
   client.Close();
   EXPECT_TRUE(Eventually([&] { return Metric(port, kRunning) == 0; }, 3000ms));

@@ -28,8 +28,8 @@ Status OpenEnd(zmq::Socket& s, const std::string& endpoint, std::string_view fla
 }  // namespace
 
 bool KvEndpointBinds(std::string_view e) {
-  return e.find('*') != std::string_view::npos || e.find("::") != std::string_view::npos ||
-         e.starts_with("ipc://") || e.starts_with("inproc://");
+  return e.find('*') != std::string_view::npos || e.find("::") != std::string_view::npos || e.starts_with("ipc://") ||
+         e.starts_with("inproc://");
 }
 
 Status KvEventsOptions::Validate() const {
@@ -80,8 +80,7 @@ KvEventPublisher::~KvEventPublisher() {
   if (replay_thread_.joinable()) replay_thread_.join();
 }
 
-void KvEventPublisher::OnBlockStored(uint64_t hash, uint64_t parent_hash,
-                                     std::span<const uint32_t> token_ids,
+void KvEventPublisher::OnBlockStored(uint64_t hash, uint64_t parent_hash, std::span<const uint32_t> token_ids,
                                      std::string_view adapter) {
   // The next block of the chain the last event stored extends that event, as vLLM reports the
   // blocks a request computed in a step.
@@ -120,9 +119,7 @@ void KvEventPublisher::Flush() {
   if (pending_.events.empty()) return;
   const uint64_t seq = next_seq_.load(std::memory_order_relaxed);
   pending_.seq = seq;
-  pending_.ts = std::chrono::duration<double>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
+  pending_.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::string payload = api::EncodeKvEventBatch(pending_, options_.encoding);
   pending_.events.clear();
   const std::string seq_frame = api::EncodeKvSeq(seq);
@@ -144,8 +141,8 @@ void KvEventPublisher::ReplayLoop() {
     if (!m.ok()) continue;  // timeout, or an oversized request (discarded)
     if (m->size() != 3 || !(*m)[1].empty()) continue;
     const std::string& identity = (*m)[0];
-    Result<uint64_t> start = api::DecodeKvSeq(std::span<const uint8_t>(
-        reinterpret_cast<const uint8_t*>((*m)[2].data()), (*m)[2].size()));
+    Result<uint64_t> start =
+        api::DecodeKvSeq(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>((*m)[2].data()), (*m)[2].size()));
     if (!start.ok()) continue;
     replay_requests_.fetch_add(1, std::memory_order_relaxed);
     std::vector<std::pair<uint64_t, std::string>> replies;

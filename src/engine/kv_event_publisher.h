@@ -36,9 +36,9 @@
 namespace prefix_router::engine {
 
 struct KvEventsOptions {
-  std::string endpoint;         // "" = no events published
-  std::string topic;            // the first frame; vLLM's default is ""
-  std::string replay_endpoint;  // "" = no replay socket
+  std::string endpoint;           // "" = no events published
+  std::string topic;              // the first frame; vLLM's default is ""
+  std::string replay_endpoint;    // "" = no replay socket
   uint32_t buffer_steps = 10000;  // batches kept for replay (vLLM's default)
   int hwm = 100000;               // PUB high-water mark (vLLM's default)
   api::KvEventEncoding encoding = api::KvEventEncoding::kMap;
@@ -81,7 +81,7 @@ class KvEventPublisher final : public engine_model::KvEventListener {
   KvEventsOptions options_;
   zmq::Context context_;  // declared first: destroyed after the sockets
   zmq::Socket pub_;
-  zmq::Socket router_;    // owned by replay_thread_ once it runs
+  zmq::Socket router_;  // owned by replay_thread_ once it runs
   std::string endpoint_;
   std::string replay_endpoint_;
   KvEventBatch pending_;  // engine thread

@@ -24,8 +24,7 @@ class BlockHashIndex {
   static constexpr uint32_t kAbsent = UINT32_MAX;
 
   explicit BlockHashIndex(uint32_t max_entries)
-      : slots_(std::bit_ceil(std::max<size_t>(2 * static_cast<size_t>(max_entries), 8))),
-        mask_(slots_.size() - 1) {}
+      : slots_(std::bit_ceil(std::max<size_t>(2 * static_cast<size_t>(max_entries), 8))), mask_(slots_.size() - 1) {}
 
   // The value stored for `hash`, or kAbsent.
   uint32_t Find(uint64_t hash) const {

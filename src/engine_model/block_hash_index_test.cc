@@ -17,8 +17,7 @@ TEST(BlockHashIndexTest, MatchesAReferenceMapUnderChurn) {
   Rng rng(99);
   for (int op = 0; op < 20000; ++op) {
     // Few distinct low bits (homes 28..31 and 0..3) force long clusters that wrap.
-    const uint64_t key =
-        (static_cast<uint64_t>(rng.Uniform(64)) << 5) | ((28 + rng.Uniform(8)) & 31);
+    const uint64_t key = (static_cast<uint64_t>(rng.Uniform(64)) << 5) | ((28 + rng.Uniform(8)) & 31);
     if (rng.Uniform(2) == 0 && reference.size() < 16) {
       const uint32_t value = rng.Uniform(1000);
       const bool inserted = index.Insert(key, value);

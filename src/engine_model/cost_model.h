@@ -97,17 +97,17 @@ struct StepShape {
 struct StepCostModel {
   ModelSpec model;
   GpuSpec gpu;
-  uint32_t num_gpus = 1;           // tensor-parallel group serving one instance
-  double mfu = 0.5;                // achieved fraction of peak FLOP/s
-  double mbu = 0.5;                // achieved fraction of peak HBM bandwidth
-  double fixed_step_overhead = 0;  // seconds per step
-  double per_sequence_cpu = 0;     // seconds per scheduled sequence per step
-  double all_reduce_latency = 0;   // seconds per all-reduce (num_gpus > 1)
-  double all_reduce_bandwidth = 0; // bytes of activations per second per all-reduce; > 0 if TP
-  bool overlap_all_reduce = false; // all-reduces hidden under the GEMMs (see above)
-  double step_jitter = 0;          // log-standard-deviation of the per-step factor; 0 = none
-  double request_overhead = 0;     // seconds per request, outside the engine (see above)
-  double tokenize_per_token = 0;   // seconds per prompt token on the API server's tokenizer
+  uint32_t num_gpus = 1;            // tensor-parallel group serving one instance
+  double mfu = 0.5;                 // achieved fraction of peak FLOP/s
+  double mbu = 0.5;                 // achieved fraction of peak HBM bandwidth
+  double fixed_step_overhead = 0;   // seconds per step
+  double per_sequence_cpu = 0;      // seconds per scheduled sequence per step
+  double all_reduce_latency = 0;    // seconds per all-reduce (num_gpus > 1)
+  double all_reduce_bandwidth = 0;  // bytes of activations per second per all-reduce; > 0 if TP
+  bool overlap_all_reduce = false;  // all-reduces hidden under the GEMMs (see above)
+  double step_jitter = 0;           // log-standard-deviation of the per-step factor; 0 = none
+  double request_overhead = 0;      // seconds per request, outside the engine (see above)
+  double tokenize_per_token = 0;    // seconds per prompt token on the API server's tokenizer
 
   double LinearSeconds(const StepShape& s) const {
     const double compute = 2.0 * model.n_params * s.tokens / (num_gpus * gpu.peak_flops * mfu);
@@ -117,13 +117,11 @@ struct StepCostModel {
   double AttentionSeconds(const StepShape& s) const {
     const double flops = 4.0 * model.n_layers * model.hidden_size * s.attention_context;
     const double bytes = model.KvBytesPerToken() * s.kv_read_tokens;
-    return flops / (num_gpus * gpu.peak_flops * mfu) +
-           bytes / (num_gpus * gpu.hbm_bandwidth * mbu);
+    return flops / (num_gpus * gpu.peak_flops * mfu) + bytes / (num_gpus * gpu.hbm_bandwidth * mbu);
   }
   double AllReduceSeconds(const StepShape& s) const {
     if (num_gpus <= 1 || all_reduce_bandwidth <= 0) return 0;
-    const double per_op = all_reduce_latency + s.tokens * model.hidden_size * model.dtype_bytes /
-                                                   all_reduce_bandwidth;
+    const double per_op = all_reduce_latency + s.tokens * model.hidden_size * model.dtype_bytes / all_reduce_bandwidth;
     return 2.0 * model.n_layers * per_op;
   }
   // Expected duration of a step (the jitter factor has mean 1); 0 for an empty one.
@@ -131,10 +129,8 @@ struct StepCostModel {
     if (s.tokens <= 0) return 0;
     const double linear = LinearSeconds(s);
     const double all_reduce = AllReduceSeconds(s);
-    const double gemm_and_comm =
-        overlap_all_reduce ? std::max(linear, all_reduce) : linear + all_reduce;
-    return fixed_step_overhead + per_sequence_cpu * s.sequences + gemm_and_comm +
-           AttentionSeconds(s);
+    const double gemm_and_comm = overlap_all_reduce ? std::max(linear, all_reduce) : linear + all_reduce;
+    return fixed_step_overhead + per_sequence_cpu * s.sequences + gemm_and_comm + AttentionSeconds(s);
   }
   // Time on the API server's tokenizer for a prompt of `prompt_tokens` tokens.
   double TokenizeSeconds(double prompt_tokens) const { return tokenize_per_token * prompt_tokens; }

@@ -1,7 +1,7 @@
 #include "engine_model/engine_request.h"
 
-#include <boost/json.hpp>
 #include <xxhash.h>
+#include <boost/json.hpp>
 
 namespace prefix_router::engine_model {
 namespace json = boost::json;
@@ -225,8 +225,8 @@ std::vector<uint32_t> PromptTokens(const EngineHttpRequest& r) {
   return RenderCompletion(r.prompt);
 }
 
-std::string CompletionBody(const EngineHttpRequest& r, const std::string& id, int64_t created,
-                           const std::string& text, const Usage& usage) {
+std::string CompletionBody(const EngineHttpRequest& r, const std::string& id, int64_t created, const std::string& text,
+                           const Usage& usage) {
   if (r.shape == RequestShape::kTgi) return "[{\"generated_text\":" + Quote(text) + "}]";
   std::string out = Head(r, id, created, false);
   if (r.shape == RequestShape::kChat) {
@@ -239,8 +239,8 @@ std::string CompletionBody(const EngineHttpRequest& r, const std::string& id, in
   return out;
 }
 
-std::string StreamChunk(const EngineHttpRequest& r, const std::string& id, int64_t created,
-                        const std::string& text, bool first) {
+std::string StreamChunk(const EngineHttpRequest& r, const std::string& id, int64_t created, const std::string& text,
+                        bool first) {
   std::string out = "data: " + Head(r, id, created, true);
   if (r.shape == RequestShape::kChat) {
     out += ",\"choices\":[{\"index\":0,\"delta\":{";

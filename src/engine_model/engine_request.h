@@ -29,7 +29,7 @@ enum class RequestShape { kChat, kCompletion, kTgi };
 
 struct EngineHttpRequest {
   RequestShape shape = RequestShape::kChat;
-  std::string model;                               // "" = the base model
+  std::string model;                                // "" = the base model
   std::vector<engine_model::ChatMessage> messages;  // kChat
   std::string prompt;                               // kCompletion / kTgi text prompt
   std::vector<uint32_t> prompt_ids;                 // kCompletion given as token ids
@@ -76,16 +76,15 @@ struct Usage {
 };
 
 // Whole responses and stream chunks in OpenAI's shapes. `id` like "chatcmpl-42".
-std::string CompletionBody(const EngineHttpRequest& r, const std::string& id, int64_t created,
-                           const std::string& text, const Usage& usage);
+std::string CompletionBody(const EngineHttpRequest& r, const std::string& id, int64_t created, const std::string& text,
+                           const Usage& usage);
 // One SSE event ("data: {...}\n\n") carrying `text` (the first chunk of a chat stream also
 // carries the assistant role).
-std::string StreamChunk(const EngineHttpRequest& r, const std::string& id, int64_t created,
-                        const std::string& text, bool first);
+std::string StreamChunk(const EngineHttpRequest& r, const std::string& id, int64_t created, const std::string& text,
+                        bool first);
 // The final event with finish_reason "length", then the usage event if requested, then
 // "data: [DONE]\n\n".
-std::string StreamEnd(const EngineHttpRequest& r, const std::string& id, int64_t created,
-                      const Usage& usage);
+std::string StreamEnd(const EngineHttpRequest& r, const std::string& id, int64_t created, const Usage& usage);
 // vLLM's error shape (since 0.10.1, OpenAI-compatible):
 // {"error":{"message":...,"type":"NotFoundError","param":null,"code":404}}.
 std::string VllmErrorBody(int status, std::string_view type, std::string_view message);

@@ -36,16 +36,18 @@ TEST(EngineRequestTest, ParsesChatBodies) {
   EXPECT_TRUE(r->stream);
   EXPECT_TRUE(r->include_usage);
 
-  auto m = ParseEngineRequest("/v1/chat/completions",
-                              R"({"messages":[{"role":"user","content":"x"}],"max_tokens":5,"max_completion_tokens":7})");
+  auto m =
+      ParseEngineRequest("/v1/chat/completions",
+                         R"({"messages":[{"role":"user","content":"x"}],"max_tokens":5,"max_completion_tokens":7})");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->max_tokens, 7u);
   EXPECT_EQ(m->model, "");
   EXPECT_FALSE(m->stream);
 
   // A null max_completion_tokens (clients that send every field) leaves max_tokens in force.
-  auto n = ParseEngineRequest("/v1/chat/completions",
-                              R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":null,"max_tokens":5})");
+  auto n =
+      ParseEngineRequest("/v1/chat/completions",
+                         R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":null,"max_tokens":5})");
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->max_tokens, 5u);
 }
@@ -95,8 +97,8 @@ TEST(EngineRequestTest, TokenizeMatchesGenerationPromptTokens) {
   ASSERT_TRUE(ids.ok());
   EXPECT_EQ(ids->tokens, (std::vector<uint32_t>{9, 8, 7}));
 
-  for (std::string_view bad : {"[]", "{}", R"({"prompt":3})", R"({"messages":[]})",
-                               R"({"prompt":"x","add_special_tokens":"yes"})", "{"}) {
+  for (std::string_view bad :
+       {"[]", "{}", R"({"prompt":3})", R"({"messages":[]})", R"({"prompt":"x","add_special_tokens":"yes"})", "{"}) {
     EXPECT_FALSE(ParseTokenizeRequest(bad).ok()) << bad;
   }
   EXPECT_EQ(TokenizeResponseBody({5, 6}, 4096), R"({"count":2,"max_model_len":4096,"tokens":[5,6],"token_strs":null})");
@@ -151,8 +153,9 @@ TEST(EngineRequestTest, RejectsInvalidBodies) {
 
 // Responses and stream events are valid JSON in OpenAI's shapes, with text escaped.
 TEST(EngineRequestTest, WritesOpenAiShapes) {
-  auto r = ParseEngineRequest("/v1/chat/completions",
-                              R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})");
+  auto r = ParseEngineRequest(
+      "/v1/chat/completions",
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})");
   ASSERT_TRUE(r.ok());
   const Usage usage{10, 2, 0};
   const json::value body = json::parse(CompletionBody(*r, "chatcmpl-1", 5, "a \"quoted\"\n", usage));
@@ -178,8 +181,9 @@ TEST(EngineRequestTest, WritesOpenAiShapes) {
 // cached tokens (--enable-prompt-tokens-details) and the count is above 0; otherwise null in a
 // whole response and absent from a stream's usage chunk.
 TEST(EngineRequestTest, PromptTokensDetailsAsVllm) {
-  auto r = ParseEngineRequest("/v1/chat/completions",
-                              R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})");
+  auto r =
+      ParseEngineRequest("/v1/chat/completions",
+                         R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})");
   ASSERT_TRUE(r.ok());
   auto whole = [&](const Usage& u) { return json::parse(CompletionBody(*r, "c", 5, "t", u)).at("usage"); };
   auto streamed = [&](const Usage& u) {

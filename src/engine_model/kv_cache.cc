@@ -34,18 +34,15 @@ uint64_t BlockHash(uint64_t parent_hash, std::span<const uint32_t> tokens, uint6
 
 Status KvCacheConfig::Validate() const {
   if (block_size < 1 || block_size > kMaxBlockSize) {
-    return Status::InvalidArgument("block_size must be in [1, " + std::to_string(kMaxBlockSize) +
-                                   "], got " + std::to_string(block_size));
+    return Status::InvalidArgument("block_size must be in [1, " + std::to_string(kMaxBlockSize) + "], got " +
+                                   std::to_string(block_size));
   }
   if (capacity_blocks < 1) return Status::InvalidArgument("capacity_blocks must be >= 1, got 0");
   return Status::Ok();
 }
 
 KvCache::KvCache(KvCacheConfig config, KvEventListener* listener)
-    : config_(config),
-      listener_(listener),
-      blocks_(config.capacity_blocks),
-      by_hash_(config.capacity_blocks) {
+    : config_(config), listener_(listener), blocks_(config.capacity_blocks), by_hash_(config.capacity_blocks) {
   assert(config_.Validate().ok());
   for (uint32_t b = 0; b < config_.capacity_blocks; ++b) PushBack(b);
 }
@@ -103,8 +100,7 @@ void KvCache::ExtendHashes(std::span<const uint32_t> tokens, uint64_t adapter_ha
   }
 }
 
-size_t KvCache::LongestCachedPrefix(std::span<const uint32_t> tokens,
-                                    std::string_view adapter) const {
+size_t KvCache::LongestCachedPrefix(std::span<const uint32_t> tokens, std::string_view adapter) const {
   const size_t bs = config_.block_size;
   const uint64_t adapter_hash = AdapterHash(adapter);
   uint64_t parent = kRootParentHash;
@@ -116,8 +112,8 @@ size_t KvCache::LongestCachedPrefix(std::span<const uint32_t> tokens,
   return b;
 }
 
-Result<size_t> KvCache::Allocate(uint64_t request_id, std::span<const uint32_t> tokens,
-                                 std::string_view adapter, size_t max_new_tokens) {
+Result<size_t> KvCache::Allocate(uint64_t request_id, std::span<const uint32_t> tokens, std::string_view adapter,
+                                 size_t max_new_tokens) {
   if (tokens.empty()) return Status::InvalidArgument("a request needs at least one token");
   if (max_new_tokens == 0) return Status::InvalidArgument("max_new_tokens must be >= 1");
   if (live_.contains(request_id)) {
@@ -232,8 +228,7 @@ void KvCache::MarkComputed(uint64_t request_id, size_t num_computed_tokens) {
     blk.hash = hash;
     if (listener_ != nullptr) {
       listener_->OnBlockStored(hash, b == 0 ? kRootParentHash : seq.hashes[b - 1],
-                               std::span<const uint32_t>(seq.tokens).subspan(b * bs, bs),
-                               seq.adapter);
+                               std::span<const uint32_t>(seq.tokens).subspan(b * bs, bs), seq.adapter);
     }
   }
   seq.registered = std::max(seq.registered, complete);
@@ -266,8 +261,7 @@ void KvCache::Free(uint64_t request_id) {
 
 Status KvCache::ResetPrefixCache() {
   if (free_count_ != config_.capacity_blocks) {
-    return Status::Unavailable(std::to_string(config_.capacity_blocks - free_count_) +
-                               " KV blocks are still in use");
+    return Status::Unavailable(std::to_string(config_.capacity_blocks - free_count_) + " KV blocks are still in use");
   }
   for (Block& blk : blocks_) {
     blk.registered = false;

@@ -75,8 +75,8 @@ class KvEventListener {
   virtual ~KvEventListener() = default;
   // A full block was registered: its hash, its parent's (kRootParentHash for a first block),
   // its block_size token ids (valid during the call only) and the adapter ("" = base model).
-  virtual void OnBlockStored(uint64_t hash, uint64_t parent_hash,
-                             std::span<const uint32_t> token_ids, std::string_view adapter) = 0;
+  virtual void OnBlockStored(uint64_t hash, uint64_t parent_hash, std::span<const uint32_t> token_ids,
+                             std::string_view adapter) = 0;
   // A registered block was evicted; its hash is forgotten.
   virtual void OnBlockRemoved(uint64_t hash) = 0;
   // ResetPrefixCache dropped every registered block.
@@ -101,9 +101,7 @@ struct KvCacheStats {
   uint64_t evicted_blocks = 0;  // registered blocks evicted to make room
 
   // Fraction of blocks in use, as vllm:kv_cache_usage_perc.
-  double usage() const {
-    return capacity_blocks == 0 ? 0.0 : static_cast<double>(used_blocks) / capacity_blocks;
-  }
+  double usage() const { return capacity_blocks == 0 ? 0.0 : static_cast<double>(used_blocks) / capacity_blocks; }
 };
 
 class KvCache {
@@ -124,8 +122,8 @@ class KvCache {
   // Returns the number of cached prompt tokens (a multiple of block_size, at most
   // tokens.size() - 1). ResourceExhausted, with no side effect, when fewer free blocks than
   // needed exist; InvalidArgument if the id is live, `tokens` is empty or max_new_tokens is 0.
-  Result<size_t> Allocate(uint64_t request_id, std::span<const uint32_t> tokens,
-                          std::string_view adapter, size_t max_new_tokens = SIZE_MAX);
+  Result<size_t> Allocate(uint64_t request_id, std::span<const uint32_t> tokens, std::string_view adapter,
+                          size_t max_new_tokens = SIZE_MAX);
 
   // Takes blocks so that the request's first `num_tokens` tokens are held (a later prefill
   // chunk). ResourceExhausted, with no side effect, when too few blocks are free.
@@ -187,8 +185,7 @@ class KvCache {
   // Takes blocks so that `seq` holds `num_tokens` tokens; ResourceExhausted if too few are free.
   Status HoldTokens(Sequence& seq, size_t num_tokens, uint64_t request_id);
   // Hashes of full blocks [hashes.size(), tokens.size() / block_size) appended to `hashes`.
-  void ExtendHashes(std::span<const uint32_t> tokens, uint64_t adapter_hash,
-                    std::vector<uint64_t>& hashes) const;
+  void ExtendHashes(std::span<const uint32_t> tokens, uint64_t adapter_hash, std::vector<uint64_t>& hashes) const;
   void Unlink(uint32_t b);
   void PushFront(uint32_t b);
   void PushBack(uint32_t b);

@@ -26,8 +26,7 @@ std::vector<uint32_t> Concat(std::vector<uint32_t> a, const std::vector<uint32_t
 }
 
 // Allocates, computes everything and frees: what a finished request leaves in the cache.
-size_t RunToCompletion(KvCache& kv, uint64_t id, const std::vector<uint32_t>& tokens,
-                       std::string_view adapter = "") {
+size_t RunToCompletion(KvCache& kv, uint64_t id, const std::vector<uint32_t>& tokens, std::string_view adapter = "") {
   Result<size_t> cached = kv.Allocate(id, tokens, adapter);
   EXPECT_TRUE(cached.ok()) << cached.status().ToString();
   if (!cached.ok()) return 0;
@@ -55,9 +54,7 @@ struct RecordingListener : KvEventListener {
   void OnAllCleared() override { ++cleared; }
 };
 
-KvCacheConfig Config(uint32_t block_size, uint32_t capacity) {
-  return KvCacheConfig{block_size, capacity};
-}
+KvCacheConfig Config(uint32_t block_size, uint32_t capacity) { return KvCacheConfig{block_size, capacity}; }
 
 // A block matches only after the same whole prefix: equal blocks behind different prefixes miss.
 TEST(KvCacheTest, BlockHashesChainOverThePrefix) {
@@ -143,8 +140,7 @@ TEST(KvCacheTest, HitsOnTheFreeQueueAreNotFreeSpace) {
   KvCache kv(Config(4, 4));
   const auto x = Tokens(1, 8);
   RunToCompletion(kv, 1, x);
-  EXPECT_EQ(kv.Allocate(2, Concat(x, Tokens(2, 12)), "").status().code(),
-            StatusCode::kResourceExhausted);
+  EXPECT_EQ(kv.Allocate(2, Concat(x, Tokens(2, 12)), "").status().code(), StatusCode::kResourceExhausted);
   Result<size_t> ok = kv.Allocate(3, Concat(x, Tokens(3, 8)), "");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(*ok, 8u);
@@ -225,8 +221,7 @@ TEST(KvCacheTest, AppendFailsCleanlyWhenFull) {
   ASSERT_TRUE(kv.Allocate(1, Tokens(1, 11), "").ok());
   const uint32_t t = 1234;
   EXPECT_TRUE(kv.AppendTokens(1, std::span<const uint32_t>(&t, 1)).ok());
-  EXPECT_EQ(kv.AppendTokens(1, std::span<const uint32_t>(&t, 1)).code(),
-            StatusCode::kResourceExhausted);
+  EXPECT_EQ(kv.AppendTokens(1, std::span<const uint32_t>(&t, 1)).code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(kv.NumTokens(1), 12u);
   EXPECT_TRUE(kv.CheckInvariants().ok());
 }
@@ -333,8 +328,7 @@ TEST(KvCacheTest, RandomOperationsKeepInvariants) {
       kv.Free(live[i]);
       live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
     }
-    ASSERT_TRUE(kv.CheckInvariants().ok())
-        << "op " << op << ": " << kv.CheckInvariants().ToString();
+    ASSERT_TRUE(kv.CheckInvariants().ok()) << "op " << op << ": " << kv.CheckInvariants().ToString();
   }
   EXPECT_GT(kv.stats().hit_tokens, 0u);
   EXPECT_GT(events.removed.size(), 0u);

@@ -16,8 +16,7 @@ Profile Llama70bH100x8() {
       "Llama 3.1 70B bf16 on 8x H100 80GB SXM (TP 8), vLLM defaults; TTFT calibrated to "
       "~280 ms uncached / ~63 ms cached for an 8,000-token prompt";
   SchedulerConfig& c = profile.config;
-  c.cost.model =
-      ModelSpec{p::kParams, p::kLayers, p::kHidden, p::kKvHeads, p::kHeadDim, p::kDtypeBytes};
+  c.cost.model = ModelSpec{p::kParams, p::kLayers, p::kHidden, p::kKvHeads, p::kHeadDim, p::kDtypeBytes};
   c.cost.gpu = GpuSpec{p::kPeakFlops, p::kHbmBandwidth, p::kHbmBytes};
   c.cost.num_gpus = p::kGpus;
   c.cost.mbu = p::kMbu;
@@ -42,8 +41,7 @@ Profile Llama70bH100x8() {
 Profile TinyTest() {
   Profile profile;
   profile.name = "tiny-test";
-  profile.description =
-      "small fast engine for tests: 1B model, 256 KV blocks of 16, 8 seqs, 512 tokens/step";
+  profile.description = "small fast engine for tests: 1B model, 256 KV blocks of 16, 8 seqs, 512 tokens/step";
   SchedulerConfig& c = profile.config;
   // A 1B model shaped like Llama 3.2 1B (16 layers, 2048 hidden, 8 KV heads of 64), bf16.
   c.cost.model = ModelSpec{1e9, 16, 2048, 8, 64, 2};
@@ -66,12 +64,10 @@ Profile TinyTest() {
 
 }  // namespace
 
-uint32_t KvCapacityBlocks(const ModelSpec& model, const GpuSpec& gpu, uint32_t num_gpus,
-                          double gpu_memory_utilization, double reserve_bytes_per_gpu,
-                          uint32_t block_size) {
+uint32_t KvCapacityBlocks(const ModelSpec& model, const GpuSpec& gpu, uint32_t num_gpus, double gpu_memory_utilization,
+                          double reserve_bytes_per_gpu, uint32_t block_size) {
   const double usable =
-      num_gpus * (gpu.hbm_bytes * gpu_memory_utilization - reserve_bytes_per_gpu) -
-      model.WeightBytes();
+      num_gpus * (gpu.hbm_bytes * gpu_memory_utilization - reserve_bytes_per_gpu) - model.WeightBytes();
   const double block_bytes = model.KvBytesPerToken() * block_size;
   if (usable <= 0 || block_bytes <= 0) return 0;
   return static_cast<uint32_t>(std::floor(usable / block_bytes));
@@ -101,11 +97,9 @@ double IdleTtft(const SchedulerConfig& c, uint32_t prompt_tokens, uint32_t cache
 }
 
 Status Calibrate(SchedulerConfig& c, const Calibration& target) {
-  if (!(target.uncached_ttft > 0) || !(target.cached_ttft > 0) ||
-      target.cached_ttft >= target.uncached_ttft) {
-    return Status::InvalidArgument("calibration needs 0 < cached (" +
-                                   std::to_string(target.cached_ttft * 1e3) + " ms) < uncached (" +
-                                   std::to_string(target.uncached_ttft * 1e3) + " ms)");
+  if (!(target.uncached_ttft > 0) || !(target.cached_ttft > 0) || target.cached_ttft >= target.uncached_ttft) {
+    return Status::InvalidArgument("calibration needs 0 < cached (" + std::to_string(target.cached_ttft * 1e3) +
+                                   " ms) < uncached (" + std::to_string(target.uncached_ttft * 1e3) + " ms)");
   }
   if (target.prompt_tokens < 2 * c.block_size) {
     return Status::InvalidArgument("calibration prompt must span at least two KV blocks");
@@ -126,11 +120,10 @@ Status Calibrate(SchedulerConfig& c, const Calibration& target) {
     cost.overlap_all_reduce = true;
     ceiling = 1.0;
     if (excess(ceiling) > 0) {
-      return Status::InvalidArgument(
-          "calibration out of reach: " + std::to_string(target.uncached_ttft * 1e3) +
-          " ms uncached is less than " + std::to_string(target.cached_ttft * 1e3) +
-          " ms cached plus the fastest prefill this hardware can do (MFU 1, all-reduces "
-          "overlapped)");
+      return Status::InvalidArgument("calibration out of reach: " + std::to_string(target.uncached_ttft * 1e3) +
+                                     " ms uncached is less than " + std::to_string(target.cached_ttft * 1e3) +
+                                     " ms cached plus the fastest prefill this hardware can do (MFU 1, all-reduces "
+                                     "overlapped)");
     }
   }
   double lo = 1e-3;
@@ -168,8 +161,8 @@ Result<Calibration> ParseCalibration(std::string_view text) {
     const std::string_view value = eq == std::string_view::npos ? "" : part.substr(eq + 1);
     double ms = 0;
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
-    if (eq == std::string_view::npos || ec != std::errc() || end != value.data() + value.size() ||
-        !(ms > 0) || ms > 1e6) {
+    if (eq == std::string_view::npos || ec != std::errc() || end != value.data() + value.size() || !(ms > 0) ||
+        ms > 1e6) {
       return Status::InvalidArgument("calibration part \"" + std::string(part) +
                                      "\": want uncached=MS or cached=MS, MS a positive number");
     }
@@ -195,8 +188,7 @@ Result<Profile> FindProfile(std::string_view name) {
     if (!known.empty()) known += ", ";
     known += n;
   }
-  return Status::NotFound("unknown engine profile \"" + std::string(name) + "\" (known: " + known +
-                          ")");
+  return Status::NotFound("unknown engine profile \"" + std::string(name) + "\" (known: " + known + ")");
 }
 
 }  // namespace prefix_router::engine_model

@@ -75,9 +75,8 @@ Result<Profile> FindProfile(std::string_view name);
 
 // KV capacity in blocks, as vLLM sizes it: the memory it may use on all GPUs, less the weights
 // and the activation/runtime reserve, divided by the bytes of one block; rounded down.
-uint32_t KvCapacityBlocks(const ModelSpec& model, const GpuSpec& gpu, uint32_t num_gpus,
-                          double gpu_memory_utilization, double reserve_bytes_per_gpu,
-                          uint32_t block_size);
+uint32_t KvCapacityBlocks(const ModelSpec& model, const GpuSpec& gpu, uint32_t num_gpus, double gpu_memory_utilization,
+                          double reserve_bytes_per_gpu, uint32_t block_size);
 
 namespace llama70b_h100x8 {
 

@@ -123,8 +123,8 @@ TEST(ProfilesTest, ParseCalibration) {
   ASSERT_TRUE(one.ok());
   EXPECT_DOUBLE_EQ(one->uncached_ttft, 0.280);
   EXPECT_DOUBLE_EQ(one->cached_ttft, 0.100);
-  for (const char* bad : {"", "uncached", "uncached=", "uncached=-1", "uncached=2x", "warm=3",
-                          "uncached=280,,cached=63"}) {
+  for (const char* bad :
+       {"", "uncached", "uncached=", "uncached=-1", "uncached=2x", "warm=3", "uncached=280,,cached=63"}) {
     EXPECT_FALSE(ParseCalibration(bad).ok()) << bad;
   }
 }

@@ -40,12 +40,10 @@ Status SchedulerConfig::Validate() const {
   if (Status s = KvCacheConfig{block_size, capacity_blocks}.Validate(); !s.ok()) return s;
   if (max_num_seqs < 1 || max_num_seqs > max_num_batched_tokens) {
     return Status::InvalidArgument("max_num_seqs must be in [1, max_num_batched_tokens = " +
-                                   std::to_string(max_num_batched_tokens) + "], got " +
-                                   std::to_string(max_num_seqs));
+                                   std::to_string(max_num_batched_tokens) + "], got " + std::to_string(max_num_seqs));
   }
   if (max_model_len < 2) {
-    return Status::InvalidArgument("max_model_len must be >= 2, got " +
-                                   std::to_string(max_model_len));
+    return Status::InvalidArgument("max_model_len must be >= 2, got " + std::to_string(max_model_len));
   }
   const std::pair<double, const char*> positives[] = {
       {cost.model.n_params, "cost.model.n_params"},
@@ -67,22 +65,17 @@ Status SchedulerConfig::Validate() const {
     return Status::InvalidArgument("cost.mfu and cost.mbu must be <= 1");
   }
   const std::pair<double, const char*> non_negatives[] = {
-      {cost.fixed_step_overhead, "cost.fixed_step_overhead"},
-      {cost.per_sequence_cpu, "cost.per_sequence_cpu"},
-      {cost.all_reduce_latency, "cost.all_reduce_latency"},
-      {cost.all_reduce_bandwidth, "cost.all_reduce_bandwidth"},
-      {cost.request_overhead, "cost.request_overhead"},
-      {cost.tokenize_per_token, "cost.tokenize_per_token"},
+      {cost.fixed_step_overhead, "cost.fixed_step_overhead"}, {cost.per_sequence_cpu, "cost.per_sequence_cpu"},
+      {cost.all_reduce_latency, "cost.all_reduce_latency"},   {cost.all_reduce_bandwidth, "cost.all_reduce_bandwidth"},
+      {cost.request_overhead, "cost.request_overhead"},       {cost.tokenize_per_token, "cost.tokenize_per_token"},
   };
   for (const auto& [v, field] : non_negatives) {
     if (!(v >= 0)) {
-      return Status::InvalidArgument(std::string(field) + " must be >= 0, got " +
-                                     std::to_string(v));
+      return Status::InvalidArgument(std::string(field) + " must be >= 0, got " + std::to_string(v));
     }
   }
   if (!(cost.step_jitter >= 0 && cost.step_jitter <= 0.5)) {
-    return Status::InvalidArgument("cost.step_jitter must be in [0, 0.5], got " +
-                                   std::to_string(cost.step_jitter));
+    return Status::InvalidArgument("cost.step_jitter must be in [0, 0.5], got " + std::to_string(cost.step_jitter));
   }
   return Status::Ok();
 }
@@ -106,20 +99,19 @@ Status StepScheduler::Submit(EngineRequest request, double now) {
   if (request.max_tokens < 1) return Status::InvalidArgument("max_tokens must be >= 1, got 0");
   const size_t total = request.prompt.size() + request.max_tokens;
   if (total > config_.max_model_len) {
-    return Status::InvalidArgument("prompt (" + std::to_string(request.prompt.size()) +
-                                   " tokens) + max_tokens (" + std::to_string(request.max_tokens) +
-                                   ") exceeds max_model_len " +
+    return Status::InvalidArgument("prompt (" + std::to_string(request.prompt.size()) + " tokens) + max_tokens (" +
+                                   std::to_string(request.max_tokens) + ") exceeds max_model_len " +
                                    std::to_string(config_.max_model_len));
   }
   const size_t capacity_tokens = static_cast<size_t>(config_.capacity_blocks) * config_.block_size;
   if (total > capacity_tokens) {
     return Status::InvalidArgument("prompt + max_tokens (" + std::to_string(total) +
-                                   " tokens) exceeds the KV cache capacity of " +
-                                   std::to_string(capacity_tokens) + " tokens");
+                                   " tokens) exceeds the KV cache capacity of " + std::to_string(capacity_tokens) +
+                                   " tokens");
   }
   auto r = std::make_unique<Request>();
-  r->ready = std::max(now, tokenizer_free_at_) +
-             config_.cost.TokenizeSeconds(static_cast<double>(request.prompt.size()));
+  r->ready =
+      std::max(now, tokenizer_free_at_) + config_.cost.TokenizeSeconds(static_cast<double>(request.prompt.size()));
   tokenizer_free_at_ = r->ready;
   r->spec = std::move(request);
   r->arrival = now;
@@ -253,8 +245,7 @@ const StepResult& StepScheduler::Step(double now) {
     if (r->scheduled == 0) continue;
     shape.Add(static_cast<double>(r->computed), static_cast<double>(r->scheduled));
     ++result_.num_scheduled_seqs;
-    (r->decoding ? result_.num_decode_tokens : result_.num_prefill_tokens) +=
-        static_cast<uint32_t>(r->scheduled);
+    (r->decoding ? result_.num_decode_tokens : result_.num_prefill_tokens) += static_cast<uint32_t>(r->scheduled);
   }
   if (shape.tokens <= 0) {
     // Idle: nothing runs and the head of the queue is still being tokenized.

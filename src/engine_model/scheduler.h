@@ -69,7 +69,6 @@ struct SchedulerConfig {
   StepCostModel cost;
   uint64_t seed = 0;  // of the step-time jitter: same seed, same steps
 
-
   // InvalidArgument naming the field when a value is out of range (block_size 1..256,
   // capacity_blocks >= 1, 1 <= max_num_seqs <= max_num_batched_tokens, max_model_len >= 2,
   // positive mfu, mbu, peaks and model sizes, non-negative overheads and costs, step_jitter in
@@ -160,8 +159,8 @@ class StepScheduler {
   SchedulerConfig config_;
   KvCache kv_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // live requests
-  std::vector<Request*> running_;  // admission order: most recently admitted last
-  std::deque<Request*> waiting_;   // FCFS; preempted requests re-enter at the front
+  std::vector<Request*> running_;                                    // admission order: most recently admitted last
+  std::deque<Request*> waiting_;                                     // FCFS; preempted requests re-enter at the front
   std::vector<uint32_t> scratch_tokens_;
   Rng jitter_rng_;
   double tokenizer_free_at_ = 0;  // when the API server's tokenizer is next idle

@@ -35,8 +35,7 @@ SchedulerConfig Profile(std::string_view name) {
   return p->config;
 }
 
-EngineRequest Req(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens,
-                  std::string adapter = "") {
+EngineRequest Req(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens, std::string adapter = "") {
   return EngineRequest{id, std::move(prompt), std::move(adapter), max_tokens, id * 7919};
 }
 
@@ -95,9 +94,7 @@ Trace Drive(StepScheduler& s, std::vector<Arrival> arrivals, double now = 0) {
           o.finished = e;
           o.has_finished = true;
           break;
-        case EventKind::kPreempted:
-          ++o.preemptions;
-          break;
+        case EventKind::kPreempted: ++o.preemptions; break;
       }
     }
   }
@@ -112,9 +109,7 @@ Trace DriveAll(StepScheduler& s, std::vector<EngineRequest> requests, double now
 }
 
 // Client-visible TTFT: the engine's plus the per-request overhead outside it.
-double ClientTtft(const StepScheduler& s, const Outcome& o) {
-  return o.first.ttft + s.config().cost.request_overhead;
-}
+double ClientTtft(const StepScheduler& s, const Outcome& o) { return o.first.ttft + s.config().cost.request_overhead; }
 
 // Two requests sharing an 8,000-token prefix: the second is served from the cache, fast.
 TEST(StepSchedulerTest, SharedPrefixIsServedFromCache) {
@@ -197,8 +192,7 @@ TEST(StepSchedulerTest, ChunkedPrefillRespectsTheTokenBudget) {
     prefill_total += step.num_prefill_tokens;
     if (step.num_prefill_tokens > 0 && step.num_decode_tokens == 3) {
       ++prefill_steps_with_decodes;
-      EXPECT_EQ(step.num_prefill_tokens + step.num_decode_tokens,
-                std::min<uint32_t>(512, step.num_prefill_tokens + 3));
+      EXPECT_EQ(step.num_prefill_tokens + step.num_decode_tokens, std::min<uint32_t>(512, step.num_prefill_tokens + 3));
     }
   }
   EXPECT_EQ(prefill_total, 3u * 40u + 2000u);
@@ -210,9 +204,8 @@ TEST(StepSchedulerTest, ChunkedPrefillRespectsTheTokenBudget) {
 // Blocks filled while decoding are registered: resending prompt + reply hits past the prompt.
 TEST(StepSchedulerTest, FollowUpTurnHitsBlocksWrittenWhileDecoding) {
   StepScheduler s(Profile("tiny-test"));
-  const std::vector<ChatMessage> turn1 = {
-      {"system", "You are a helpful assistant that answers in short sentences."},
-      {"user", "List a few rivers of Europe, with one fact about each of them."}};
+  const std::vector<ChatMessage> turn1 = {{"system", "You are a helpful assistant that answers in short sentences."},
+                                          {"user", "List a few rivers of Europe, with one fact about each of them."}};
   const std::vector<uint32_t> prompt1 = RenderChat(turn1);
   EngineRequest r1 = Req(1, prompt1, 60);
   const uint64_t seed = r1.output_seed;
@@ -335,10 +328,9 @@ std::vector<Arrival> MixedWorkload(uint64_t seed, int n) {
 bool SameEvents(const std::vector<RequestEvent>& a, const std::vector<RequestEvent>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].kind != b[i].kind || a[i].request_id != b[i].request_id ||
-        a[i].token_index != b[i].token_index || a[i].token_id != b[i].token_id ||
-        a[i].cached_tokens != b[i].cached_tokens || a[i].queue_wait != b[i].queue_wait ||
-        a[i].ttft != b[i].ttft) {
+    if (a[i].kind != b[i].kind || a[i].request_id != b[i].request_id || a[i].token_index != b[i].token_index ||
+        a[i].token_id != b[i].token_id || a[i].cached_tokens != b[i].cached_tokens ||
+        a[i].queue_wait != b[i].queue_wait || a[i].ttft != b[i].ttft) {
       return false;
     }
   }

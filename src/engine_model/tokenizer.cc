@@ -44,8 +44,7 @@ size_t EmitWord(std::string_view s, size_t start, size_t lead, Emit& emit) {
   size_t p = start + lead;
   while (true) {
     size_t code_points = 0;
-    while (p < s.size() && code_points < kMaxPieceCodePoints &&
-           IsWordByte(static_cast<unsigned char>(s[p]))) {
+    while (p < s.size() && code_points < kMaxPieceCodePoints && IsWordByte(static_cast<unsigned char>(s[p]))) {
       p += CodePointBytes(s, p);
       ++code_points;
     }
@@ -140,8 +139,7 @@ size_t GeneratedPiece(uint64_t seed, size_t index, char* buf) {
 
 uint32_t PieceTokenId(std::string_view piece) {
   return kFirstTextTokenId +
-         static_cast<uint32_t>(XXH3_64bits_withSeed(piece.data(), piece.size(), kTokenSeed) %
-                               kTextVocabSize);
+         static_cast<uint32_t>(XXH3_64bits_withSeed(piece.data(), piece.size(), kTokenSeed) % kTextVocabSize);
 }
 
 void Tokenize(std::string_view text, std::vector<uint32_t>& out) {
@@ -187,9 +185,7 @@ std::vector<uint32_t> RenderChat(const std::vector<ChatMessage>& messages) {
   return out;
 }
 
-uint64_t OutputSeed(std::span<const uint32_t> prompt) {
-  return XXH3_64bits(prompt.data(), prompt.size_bytes());
-}
+uint64_t OutputSeed(std::span<const uint32_t> prompt) { return XXH3_64bits(prompt.data(), prompt.size_bytes()); }
 
 std::vector<uint32_t> RenderCompletion(std::string_view prompt) {
   std::vector<uint32_t> out;

@@ -95,8 +95,7 @@ TEST(TokenizerTest, TokenizeAppends) {
 // Cutting a text after its first k tokens keeps exactly those k tokens, for every k, through
 // attached spaces, long words, whitespace runs and multi-byte code points.
 TEST(TokenizerTest, TokenPrefixKeepsTheFirstTokens) {
-  const std::string text = std::string(kProse.substr(0, 400)) +
-                           "  x          y h\xC3\xA9llos-w\xC3\xB6rldwide\n\nend.";
+  const std::string text = std::string(kProse.substr(0, 400)) + "  x          y h\xC3\xA9llos-w\xC3\xB6rldwide\n\nend.";
   const std::vector<uint32_t> all = Tok(text);
   for (size_t k = 0; k <= all.size(); ++k) {
     const size_t n = TokenPrefixBytes(text, k);

@@ -45,9 +45,7 @@ std::string_view CodeOf(const Status& s) {
   }
 }
 
-std::string_view Target(const http::Request& req) {
-  return std::string_view(req.target().data(), req.target().size());
-}
+std::string_view Target(const http::Request& req) { return std::string_view(req.target().data(), req.target().size()); }
 
 // For logs: the path without the query (which nothing reads, and which could carry anything).
 std::string_view PathOf(const http::Request& req) {
@@ -55,10 +53,8 @@ std::string_view PathOf(const http::Request& req) {
   return t.substr(0, t.find('?'));
 }
 
-http::StringResponse Refused(const http::Request& req, int status, const std::string& message,
-                             std::string_view code) {
-  spdlog::warn("admin: {} {} refused ({}): {}", std::string_view(req.method_string()), PathOf(req),
-               status, message);
+http::StringResponse Refused(const http::Request& req, int status, const std::string& message, std::string_view code) {
+  spdlog::warn("admin: {} {} refused ({}): {}", std::string_view(req.method_string()), PathOf(req), status, message);
   return AdminError(status, message, code);
 }
 
@@ -131,13 +127,20 @@ std::optional<std::string> DecodeBase64(std::string_view in) {
   int bits = 0;
   for (char ch : in) {
     int v;
-    if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
-    else if (ch >= 'a' && ch <= 'z') v = ch - 'a' + 26;
-    else if (ch >= '0' && ch <= '9') v = ch - '0' + 52;
-    else if (ch == '+') v = 62;
-    else if (ch == '/') v = 63;
-    else if (ch == '=') break;
-    else return std::nullopt;
+    if (ch >= 'A' && ch <= 'Z')
+      v = ch - 'A';
+    else if (ch >= 'a' && ch <= 'z')
+      v = ch - 'a' + 26;
+    else if (ch >= '0' && ch <= '9')
+      v = ch - '0' + 52;
+    else if (ch == '+')
+      v = 62;
+    else if (ch == '/')
+      v = 63;
+    else if (ch == '=')
+      break;
+    else
+      return std::nullopt;
     acc = (acc << 6) | static_cast<uint32_t>(v);
     bits += 6;
     if (bits >= 8) {
@@ -269,9 +272,10 @@ http::StringResponse AdminApi::Handle(const http::Request& req) const {
   }
   const std::string path(target.substr(0, target.find('?')));
   if (!allow.empty()) {
-    auto res = Refused(req, 405, "method " + std::string(req.method_string()) + " is not allowed on " + path +
-                                     " (allowed: " + allow + ")",
-                       "method_not_allowed");
+    auto res = Refused(
+        req, 405,
+        "method " + std::string(req.method_string()) + " is not allowed on " + path + " (allowed: " + allow + ")",
+        "method_not_allowed");
     res.set(bhttp::field::allow, allow);
     return res;
   }
@@ -320,8 +324,7 @@ void AdminApi::AddInstanceRoutes() {
     Result<ReloadReport> r = LoadAndReload(gateway_, loader_, "admin");
     if (!r.ok()) {
       // The message is the configuration's (it names the field); the running config stays.
-      return AdminError(400, "invalid configuration, nothing changed: " + r.status().message(),
-                        "invalid_config");
+      return AdminError(400, "invalid configuration, nothing changed: " + r.status().message(), "invalid_config");
     }
     return JsonResponse(200, json::object{{"reloaded", true},
                                           {"changes", Strings(r->changes)},
@@ -334,8 +337,7 @@ void AdminApi::AddStatusRoutes() {
   // Neither may be cached: the numbers are live, and a proxy must not keep an operator's page.
   // Always here (behind the admin token, when one is set); the client listener serves it too
   // unless metrics.listener: admin.
-  Route(bhttp::verb::get, "/metrics",
-        [&g](const http::Request&, const PathParams&) { return g.MetricsResponse(); });
+  Route(bhttp::verb::get, "/metrics", [&g](const http::Request&, const PathParams&) { return g.MetricsResponse(); });
   Route(bhttp::verb::get, "/status", [](const http::Request&, const PathParams&) {
     http::StringResponse res{bhttp::status::ok, 11};
     res.set(bhttp::field::content_type, "text/html; charset=utf-8");
@@ -396,11 +398,10 @@ http::net::awaitable<void> AdminServer::Handle(http::Exchange& ex) {
     const bool ok = it != req.end() && PresentsToken(std::string_view(it->value().data(), it->value().size()), token_);
     if (!ok) {
       const bool absent = it == req.end();
-      spdlog::warn("admin: {} {} refused (401): {} bearer token", std::string_view(req.method_string()),
-                   PathOf(req), absent ? "no" : "wrong");
-      http::StringResponse res =
-          AdminError(401, "this admin endpoint needs the header Authorization: Bearer <admin token>",
-                     "invalid_api_key");
+      spdlog::warn("admin: {} {} refused (401): {} bearer token", std::string_view(req.method_string()), PathOf(req),
+                   absent ? "no" : "wrong");
+      http::StringResponse res = AdminError(
+          401, "this admin endpoint needs the header Authorization: Bearer <admin token>", "invalid_api_key");
       res.set(bhttp::field::www_authenticate, "Bearer realm=\"prefix-router admin\"");
       // A browser shows its login dialog for this one (any user name, the token as password).
       res.insert(bhttp::field::www_authenticate, "Basic realm=\"prefix-router admin\", charset=\"UTF-8\"");

@@ -51,8 +51,7 @@ using PathParams = std::map<std::string, std::string, std::less<>>;
 
 class AdminApi {
  public:
-  using RouteHandler =
-      std::function<http::StringResponse(const http::Request& request, const PathParams& params)>;
+  using RouteHandler = std::function<http::StringResponse(const http::Request& request, const PathParams& params)>;
 
   // `loader` re-reads the configuration for /admin/reload (may be empty: reload is then 409).
   AdminApi(Gateway& gateway, ConfigLoader loader);
@@ -85,8 +84,7 @@ class AdminServer final : public http::Handler {
  public:
   // REQUIRES: config.enabled and validated (listen_host/port and token filled).
   // `timeouts` are the client timeouts of the main configuration.
-  AdminServer(const AdminConfig& config, const TimeoutsConfig& timeouts, Gateway& gateway,
-              ConfigLoader loader);
+  AdminServer(const AdminConfig& config, const TimeoutsConfig& timeouts, Gateway& gateway, ConfigLoader loader);
   ~AdminServer() override;
 
   Status Start();

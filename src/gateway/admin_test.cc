@@ -10,9 +10,9 @@
 
 #include <boost/json.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
-#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -36,12 +36,12 @@ namespace pt = prefix_router::testing;
 namespace bhttp = http::bhttp;
 namespace json = boost::json;
 using pt::Behavior;
-using testing::LogCapture;
-using testing::TempFile;
 using pt::ClientResponse;
 using pt::Eventually;
 using pt::FakeUpstream;
 using pt::Headers;
+using testing::LogCapture;
+using testing::TempFile;
 
 constexpr std::string_view kToken = "adm1n-T0ken-7f3a9c";  // distinctive, to search logs for it
 using testing::kChat;
@@ -81,7 +81,9 @@ json::value Json(const ClientResponse& r) {
 }
 
 std::string Str(const json::value& v) { return v.is_string() ? std::string(v.as_string().c_str()) : "<not a string>"; }
-int64_t Int(const json::value& v) { return v.is_int64() ? v.as_int64() : v.is_uint64() ? static_cast<int64_t>(v.as_uint64()) : -999; }
+int64_t Int(const json::value& v) {
+  return v.is_int64() ? v.as_int64() : v.is_uint64() ? static_cast<int64_t>(v.as_uint64()) : -999;
+}
 
 // Checks status and the OpenAI error shape; returns the message.
 std::string ExpectError(const ClientResponse& r, int status, std::string_view code) {
@@ -253,9 +255,8 @@ TEST(AdminConfigTest, RestartRequiredNamesFieldsReadOnlyAtStart) {
   b.timeouts.connect = 1;
   b.health.interval = 1;
   b.admin.enabled = true;
-  EXPECT_EQ(RestartRequired(a, b),
-            (std::vector<std::string>{"listen", "io_threads", "limits.max_connections",
-                                      "timeouts.connect", "health.interval", "admin.listen"}));
+  EXPECT_EQ(RestartRequired(a, b), (std::vector<std::string>{"listen", "io_threads", "limits.max_connections",
+                                                             "timeouts.connect", "health.interval", "admin.listen"}));
   GatewayConfig c = b;
   c.admin.token = Secret("another");
   EXPECT_EQ(RestartRequired(b, c), std::vector<std::string>{"admin.token"});
@@ -265,8 +266,7 @@ TEST(AdminConfigTest, RestartRequiredNamesFieldsReadOnlyAtStart) {
   GatewayConfig d = b;
   d.timeouts.kv_events_silence = 5;
   d.timeouts.tokenize = 0.5;
-  EXPECT_EQ(RestartRequired(b, d),
-            (std::vector<std::string>{"timeouts.tokenize", "timeouts.kv_events_silence"}));
+  EXPECT_EQ(RestartRequired(b, d), (std::vector<std::string>{"timeouts.tokenize", "timeouts.kv_events_silence"}));
 }
 
 // --------------------------------------------------------------------------------- listener
@@ -280,9 +280,9 @@ TEST(AdminTest, TokenIsRequiredAndAccepted) {
   auto admin = StartAdmin(*g, kToken);
   const uint16_t port = admin->port();
   const std::string partial(kToken.substr(0, 6));
-  for (const Headers& h : {Headers{}, Headers{{"Authorization", "Basic " + std::string(kToken)}},
-                           Bearer("wrong"), Bearer(partial), Bearer(std::string(kToken) + "x"),
-                           Headers{{"Authorization", std::string(kToken)}}}) {
+  for (const Headers& h :
+       {Headers{}, Headers{{"Authorization", "Basic " + std::string(kToken)}}, Bearer("wrong"), Bearer(partial),
+        Bearer(std::string(kToken) + "x"), Headers{{"Authorization", std::string(kToken)}}}) {
     const ClientResponse r = Admin(port, bhttp::verb::get, "/admin/instances", "", h);
     ExpectError(r, 401, "invalid_api_key");
     EXPECT_EQ(r.Header("www-authenticate"), "Bearer realm=\"prefix-router admin\"");
@@ -291,8 +291,9 @@ TEST(AdminTest, TokenIsRequiredAndAccepted) {
   // An unauthenticated request learns nothing, not even which routes exist.
   ExpectError(Admin(port, bhttp::verb::get, "/nope", "", {}), 401, "invalid_api_key");
   EXPECT_EQ(Admin(port, bhttp::verb::get, "/admin/instances").status(), 200);
-  EXPECT_EQ(Admin(port, bhttp::verb::get, "/admin/instances", "",
-                  {{"Authorization", "bearer  " + std::string(kToken)}}).status(), 200);
+  EXPECT_EQ(Admin(port, bhttp::verb::get, "/admin/instances", "", {{"Authorization", "bearer  " + std::string(kToken)}})
+                .status(),
+            200);
   // Without a token configured (loopback only) no header is needed.
   auto open_admin = StartAdmin(*g, "");
   EXPECT_EQ(Admin(open_admin->port(), bhttp::verb::get, "/admin/instances", "", {}).status(), 200);
@@ -348,8 +349,7 @@ TEST(AdminTest, BadRequestsGetClearErrorsAndChangeNothing) {
   std::string m = ExpectError(Admin(port, verb::post, "/admin/instances", R"({"name":"a","url":"http://127.0.0.1:1"})"),
                               409, "conflict");
   EXPECT_NE(m.find("'a' already exists"), std::string::npos) << m;
-  m = ExpectError(Admin(port, verb::post, "/admin/instances", R"({"name":"c","url":"ftp://x"})"), 400,
-                  "invalid_value");
+  m = ExpectError(Admin(port, verb::post, "/admin/instances", R"({"name":"c","url":"ftp://x"})"), 400, "invalid_value");
   EXPECT_NE(m.find("url: 'ftp://x' is not http(s)://host[:port][/path]"), std::string::npos) << m;
   m = ExpectError(Admin(port, verb::post, "/admin/instances", R"({"name":"c","url":"http://127.0.0.1:1","weight":0})"),
                   400, "invalid_value");
@@ -387,7 +387,7 @@ TEST(AdminTest, AddRemoveDrainWhileRequestsAreInFlight) {
   // raced the changes on a loaded machine).
   for (int i = 0; i < 3; ++i) fakes[i]->HoldResponses(true);
   GatewayConfig config = ConfigFor(fakes);
-  config.instances.resize(3);  // d joins later
+  config.instances.resize(3);                       // d joins later
   config.routing.strategy = Strategy::kRoundRobin;  // exactly 3 requests on each instance
   auto g = StartGateway(config);
   ASSERT_NE(g, nullptr);
@@ -465,8 +465,8 @@ TEST(AdminTest, ActionsAreLoggedAndTheTokenNever) {
   responses.push_back(Admin(port, bhttp::verb::get, "/admin/instances", "", Bearer(wrong)));
   responses.push_back(Admin(port, bhttp::verb::post, "/admin/instances/c/drain"));
   responses.push_back(Admin(port, bhttp::verb::delete_, "/admin/instances/c"));
-  responses.push_back(Admin(port, bhttp::verb::post, "/admin/instances",
-                            R"({"name":"c2","url":")" + fakes[2]->url() + "\"}"));
+  responses.push_back(
+      Admin(port, bhttp::verb::post, "/admin/instances", R"({"name":"c2","url":")" + fakes[2]->url() + "\"}"));
   responses.push_back(Admin(port, bhttp::verb::post, "/admin/reload"));
   responses.push_back(Admin(port, bhttp::verb::post, "/admin/instances", R"({"url":"bad"})"));
   admin->Stop();

@@ -4,10 +4,10 @@
 //
 // Each task is fn(k) for k in [0, n). `fn` is taken by reference and must be a named object of
 // the caller (not a temporary): a coroutine lambda's frame points at the lambda, so the lambda
-// must stay where it is until every task has finished, which the call waits for. Tasks run on the same executor, so a strand-free
-// executor (one I/O thread) serialises them between suspensions. A task that throws does not
-// stop the others; once all have ended, the first exception is rethrown to the caller (and so
-// reaches its loop's completion handler: gateway/background.h).
+// must stay where it is until every task has finished, which the call waits for. Tasks run on the same executor, so a
+// strand-free executor (one I/O thread) serialises them between suspensions. A task that throws does not stop the
+// others; once all have ended, the first exception is rethrown to the caller (and so reaches its loop's completion
+// handler: gateway/background.h).
 #pragma once
 
 #include <cstddef>

@@ -23,18 +23,16 @@ void ReportBackgroundEnd(std::string_view name, std::exception_ptr error, metric
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
     what = e.what();
-  } catch (...) {
-  }
+  } catch (...) {}
   failures.Inc();
   LogEvent(spdlog::level::err, "background task failed", {{"task", name}, {"error", what}});
 }
 
-void SpawnBackground(const http::net::any_io_executor& executor, std::string_view name,
-                     http::net::awaitable<void> task, metrics::Counter& failures) {
-  http::net::co_spawn(executor, std::move(task),
-                      [name = std::string(name), &failures](std::exception_ptr error) {
-                        ReportBackgroundEnd(name, error, failures);
-                      });
+void SpawnBackground(const http::net::any_io_executor& executor, std::string_view name, http::net::awaitable<void> task,
+                     metrics::Counter& failures) {
+  http::net::co_spawn(executor, std::move(task), [name = std::string(name), &failures](std::exception_ptr error) {
+    ReportBackgroundEnd(name, error, failures);
+  });
 }
 
 }  // namespace prefix_router::gateway

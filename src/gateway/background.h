@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "metrics/metrics.h"
 #include "http/server.h"
+#include "metrics/metrics.h"
 
 namespace prefix_router::gateway {
 
@@ -24,8 +24,8 @@ metrics::Family<metrics::Counter>& BackgroundFailuresFamily(metrics::Registry& r
 
 // Runs `task` on `executor`; `failures` counts its escaped exception, if any. `failures` must
 // outlive the coroutine (a child of the gateway's registry does).
-void SpawnBackground(const http::net::any_io_executor& executor, std::string_view name,
-                     http::net::awaitable<void> task, metrics::Counter& failures);
+void SpawnBackground(const http::net::any_io_executor& executor, std::string_view name, http::net::awaitable<void> task,
+                     metrics::Counter& failures);
 
 // The completion handler itself, for tests: logs and counts `error` when it is not null.
 void ReportBackgroundEnd(std::string_view name, std::exception_ptr error, metrics::Counter& failures);

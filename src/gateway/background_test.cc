@@ -20,12 +20,13 @@ TEST(BackgroundTest, ThrowingLoopIsLoggedAndCounted) {
   metrics::Registry registry;
   metrics::Family<metrics::Counter>& family = BackgroundFailuresFamily(registry);
   net::io_context ctx;
-  SpawnBackground(ctx.get_executor(), "health",
-                  []() -> net::awaitable<void> {
-                    co_await net::post(co_await net::this_coro::executor, net::use_awaitable);
-                    throw std::runtime_error("boom in the loop");
-                  }(),
-                  family.WithLabels({"health"}));
+  SpawnBackground(
+      ctx.get_executor(), "health",
+      []() -> net::awaitable<void> {
+        co_await net::post(co_await net::this_coro::executor, net::use_awaitable);
+        throw std::runtime_error("boom in the loop");
+      }(),
+      family.WithLabels({"health"}));
   ctx.run();
   EXPECT_EQ(family.WithLabels({"health"}).Value(), 1u);
   const std::string text = log.text();
@@ -44,12 +45,13 @@ TEST(BackgroundTest, CleanEndIsSilent) {
   metrics::Counter& failures = BackgroundFailuresFamily(registry).WithLabels({"sample"});
   net::io_context ctx;
   bool ran = false;
-  SpawnBackground(ctx.get_executor(), "sample",
-                  [](bool& r) -> net::awaitable<void> {
-                    r = true;
-                    co_return;
-                  }(ran),
-                  failures);
+  SpawnBackground(
+      ctx.get_executor(), "sample",
+      [](bool& r) -> net::awaitable<void> {
+        r = true;
+        co_return;
+      }(ran),
+      failures);
   ctx.run();
   EXPECT_TRUE(ran);
   EXPECT_EQ(failures.Value(), 0u);
@@ -68,9 +70,9 @@ TEST(BackgroundTest, AllOfRethrowsAfterEveryTaskEnded) {
     if (k == 1) throw std::runtime_error("one instance's poll failed");
     ++finished;
   };
-  SpawnBackground(ctx.get_executor(), "discovery",
-                  [](const decltype(task)& t) -> net::awaitable<void> { co_await AllOf(3, t); }(task),
-                  failures);
+  SpawnBackground(
+      ctx.get_executor(), "discovery",
+      [](const decltype(task)& t) -> net::awaitable<void> { co_await AllOf(3, t); }(task), failures);
   ctx.run();
   EXPECT_EQ(finished, 2);
   EXPECT_EQ(failures.Value(), 1u);

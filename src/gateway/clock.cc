@@ -34,8 +34,7 @@ GatewayClock::duration GatewayWaitTraits::to_wait_duration(const GatewayClock::t
 }
 
 ManualGatewayClock::ManualGatewayClock() {
-  const GatewayClock::rep start =
-      std::chrono::duration_cast<GatewayClock::duration>(std::chrono::hours(1000)).count();
+  const GatewayClock::rep start = std::chrono::duration_cast<GatewayClock::duration>(std::chrono::hours(1000)).count();
   [[maybe_unused]] GatewayClock::rep was = kReal;
   [[maybe_unused]] const bool installed = manual_ticks.compare_exchange_strong(was, start);
   assert(installed && "only one ManualGatewayClock at a time");

@@ -44,9 +44,7 @@ std::string Child(const std::string& path, std::string_view key) {
   return out;
 }
 
-std::string Index(const std::string& path, size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
+std::string Index(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
 
 // "'abc'", "a map", ...: what the user wrote, for "expected X, got Y".
 std::string Describe(const YAML::Node& n) {
@@ -61,8 +59,7 @@ std::string Describe(const YAML::Node& n) {
 }
 
 Status TypeError(const std::string& path, std::string_view expected, const YAML::Node& n) {
-  return Status::InvalidArgument(path + ": expected " + std::string(expected) + ", got " +
-                                 Describe(n));
+  return Status::InvalidArgument(path + ": expected " + std::string(expected) + ", got " + Describe(n));
 }
 
 // Replaces the leading "field: " of a message from the core (ParseStrategy, ParseSpillMode)
@@ -81,13 +78,11 @@ Status ReadUnsigned(const YAML::Node& n, const std::string& path, T& out) {
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
   if (!s.empty() && s.front() == '-' && s.size() > 1 &&
       std::all_of(s.begin() + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return Status::InvalidArgument(path + ": expected a non-negative integer, got '" +
-                                   n.Scalar() + "'");
+    return Status::InvalidArgument(path + ": expected a non-negative integer, got '" + n.Scalar() + "'");
   }
   uint64_t v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
-  if (s.empty() || ptr != s.data() + s.size() ||
-      (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+  if (s.empty() || ptr != s.data() + s.size() || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
     return TypeError(path, "an integer", n);
   }
   if (ec == std::errc::result_out_of_range || v > std::numeric_limits<T>::max()) {
@@ -119,21 +114,20 @@ Status ReadString(const YAML::Node& n, const std::string& path, std::string& out
   return Status::Ok();
 }
 
-using FieldFn = std::function<Status(const std::string& key, const YAML::Node& value,
-                                     const std::string& field_path)>;
+using FieldFn = std::function<Status(const std::string& key, const YAML::Node& value, const std::string& field_path)>;
 
 // Calls `fn` for each entry of the map at `path`, in document order. Unknown, duplicate and
 // non-string keys are errors. A null node (a section written with nothing under it) is an empty
 // map.
-Status ForEachField(const YAML::Node& map, const std::string& path,
-                    const std::vector<std::string_view>& known, const FieldFn& fn) {
+Status ForEachField(const YAML::Node& map, const std::string& path, const std::vector<std::string_view>& known,
+                    const FieldFn& fn) {
   if (map.IsNull()) return Status::Ok();
   if (!map.IsMap()) return TypeError(path.empty() ? "config" : path, "a map", map);
   std::vector<std::string> seen;
   for (auto it = map.begin(); it != map.end(); ++it) {
     if (!it->first.IsScalar()) {
-      return Status::InvalidArgument((path.empty() ? "config" : path) +
-                                     ": field names must be strings, got " + Describe(it->first));
+      return Status::InvalidArgument((path.empty() ? "config" : path) + ": field names must be strings, got " +
+                                     Describe(it->first));
     }
     const std::string& key = it->first.Scalar();
     const std::string field_path = Child(path, key);
@@ -206,10 +200,15 @@ Status ReadManagedRouting(const YAML::Node& n, const std::string& path, const Ro
         if (key == "RoutingStrategy") {
           std::string name;
           if (Status st = ReadString(v, p, name); !st.ok()) return st;
-          if (name == "RANDOM") strategy = std::string(StrategyName(Strategy::kRandom));
-          else if (name == "LEAST_OUTSTANDING_REQUESTS") strategy = std::string(StrategyName(Strategy::kLeastOutstanding));
-          else if (name == "PREFIX_AWARE") strategy = std::string(StrategyName(Strategy::kPrefixAware));
-          else return Status::InvalidArgument(p + ": '" + name + "' is not one of RANDOM, LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE");
+          if (name == "RANDOM")
+            strategy = std::string(StrategyName(Strategy::kRandom));
+          else if (name == "LEAST_OUTSTANDING_REQUESTS")
+            strategy = std::string(StrategyName(Strategy::kLeastOutstanding));
+          else if (name == "PREFIX_AWARE")
+            strategy = std::string(StrategyName(Strategy::kPrefixAware));
+          else
+            return Status::InvalidArgument(p + ": '" + name +
+                                           "' is not one of RANDOM, LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE");
           return Status::Ok();
         }
         inner = true;
@@ -285,10 +284,9 @@ Status ReadSection(const YAML::Node& n, const std::string& section, GatewayConfi
   for (const ConfigField& f : ConfigSchema()) {
     if (f.scalar() && !f.routing() && f.section() == section) known.push_back(f.key());
   }
-  return ForEachField(n, section, known,
-                      [&config](const std::string&, const YAML::Node& v, const std::string& p) {
-                        return ReadField(*FindConfigField(p), v, p, config);
-                      });
+  return ForEachField(n, section, known, [&config](const std::string&, const YAML::Node& v, const std::string& p) {
+    return ReadField(*FindConfigField(p), v, p, config);
+  });
 }
 
 Status ReadStrings(const YAML::Node& n, const std::string& path, std::vector<std::string>& out) {
@@ -305,8 +303,8 @@ Status ReadStrings(const YAML::Node& n, const std::string& path, std::vector<std
 
 // The routing fields under `prefix` ("", "cache_aware.", "key_normalisation.") of a `routing`
 // or `pools.NAME` section at `path`, read through the schema into `out`.
-Status ReadRoutingLevel(const YAML::Node& n, const std::string& path, const std::string& prefix,
-                        RoutingPatch& out, std::optional<YAML::Node>* managed = nullptr) {
+Status ReadRoutingLevel(const YAML::Node& n, const std::string& path, const std::string& prefix, RoutingPatch& out,
+                        std::optional<YAML::Node>* managed = nullptr) {
   std::vector<std::string_view> known;
   for (const ConfigField& f : ConfigSchema()) {
     if (!f.path.starts_with("routing.")) continue;
@@ -317,7 +315,8 @@ Status ReadRoutingLevel(const YAML::Node& n, const std::string& path, const std:
   }
   if (managed != nullptr) known.push_back("RoutingConfig");
   return ForEachField(
-      n, path, known, [&out, &prefix, managed](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+      n, path, known,
+      [&out, &prefix, managed](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         const std::string rel = prefix + key;
         if (rel == "RoutingConfig") {  // read once the section's own fields are known
           managed->emplace(v);
@@ -384,49 +383,45 @@ Status ReadInstanceTls(const YAML::Node& n, const std::string& path, InstanceCon
 }
 
 Status ReadKvEvents(const YAML::Node& n, const std::string& path, KvEventsConfig& out) {
-  return ForEachField(n, path, {"endpoint", "topic", "replay_endpoint"},
-                      [&out](const std::string& key, const YAML::Node& v, const std::string& p) {
-                        return ReadString(v, p,
-                                          key == "endpoint" ? out.endpoint
-                                          : key == "topic"  ? out.topic
-                                                            : out.replay_endpoint);
-                      });
+  return ForEachField(
+      n, path, {"endpoint", "topic", "replay_endpoint"},
+      [&out](const std::string& key, const YAML::Node& v, const std::string& p) {
+        return ReadString(v, p, key == "endpoint" ? out.endpoint : key == "topic" ? out.topic : out.replay_endpoint);
+      });
 }
 
 Status ReadInstance(const YAML::Node& n, const std::string& path, InstanceConfig& out) {
   if (!n.IsMap()) return TypeError(path, "a map with url (and optionally name, weight, models)", n);
-  return ForEachField(
-      n, path,
-      {"name", "url", "weight", "models", "discover_models", "resolve", "upstream_tls", "authorization_env",
-       "authorization_file", "kv_events"},
-      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
-        if (key == "name") return ReadString(v, p, out.name);
-        if (key == "url") return ReadString(v, p, out.url);
-        if (key == "weight") return ReadUnsigned(v, p, out.weight);
-        if (key == "discover_models") {
-          bool b = false;
-          if (Status s = ReadBool(v, p, b); !s.ok()) return s;
-          out.discover_models = b;
-          return Status::Ok();
-        }
-        if (key == "resolve") {
-          std::string mode;
-          if (Status s = ReadString(v, p, mode); !s.ok()) return s;
-          Result<ResolveMode> r = ParseResolveMode(mode);
-          if (!r.ok()) return WithPath(r.status(), p);
-          out.resolve = *r;
-          return Status::Ok();
-        }
-        if (key == "upstream_tls") return ReadInstanceTls(v, p, out);
-        if (key == "authorization_env") return ReadString(v, p, out.authorization_env);
-        if (key == "authorization_file") return ReadString(v, p, out.authorization_file);
-        if (key == "kv_events") return ReadKvEvents(v, p, out.kv_events);
-        return ReadModels(v, p, out.models);
-      });
+  return ForEachField(n, path,
+                      {"name", "url", "weight", "models", "discover_models", "resolve", "upstream_tls",
+                       "authorization_env", "authorization_file", "kv_events"},
+                      [&out](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+                        if (key == "name") return ReadString(v, p, out.name);
+                        if (key == "url") return ReadString(v, p, out.url);
+                        if (key == "weight") return ReadUnsigned(v, p, out.weight);
+                        if (key == "discover_models") {
+                          bool b = false;
+                          if (Status s = ReadBool(v, p, b); !s.ok()) return s;
+                          out.discover_models = b;
+                          return Status::Ok();
+                        }
+                        if (key == "resolve") {
+                          std::string mode;
+                          if (Status s = ReadString(v, p, mode); !s.ok()) return s;
+                          Result<ResolveMode> r = ParseResolveMode(mode);
+                          if (!r.ok()) return WithPath(r.status(), p);
+                          out.resolve = *r;
+                          return Status::Ok();
+                        }
+                        if (key == "upstream_tls") return ReadInstanceTls(v, p, out);
+                        if (key == "authorization_env") return ReadString(v, p, out.authorization_env);
+                        if (key == "authorization_file") return ReadString(v, p, out.authorization_file);
+                        if (key == "kv_events") return ReadKvEvents(v, p, out.kv_events);
+                        return ReadModels(v, p, out.models);
+                      });
 }
 
-Status ReadInstances(const YAML::Node& n, const std::string& path,
-                     std::vector<InstanceConfig>& out) {
+Status ReadInstances(const YAML::Node& n, const std::string& path, std::vector<InstanceConfig>& out) {
   out.clear();
   if (n.IsNull()) return Status::Ok();
   if (!n.IsSequence()) return TypeError(path, "a list of instances", n);
@@ -438,15 +433,13 @@ Status ReadInstances(const YAML::Node& n, const std::string& path,
   return Status::Ok();
 }
 
-Status ReadPools(const YAML::Node& n, const std::string& path,
-                 std::vector<std::pair<std::string, RoutingPatch>>& out) {
+Status ReadPools(const YAML::Node& n, const std::string& path, std::vector<std::pair<std::string, RoutingPatch>>& out) {
   out.clear();
   if (n.IsNull()) return Status::Ok();
   if (!n.IsMap()) return TypeError(path, "a map of served name to routing settings", n);
   for (auto it = n.begin(); it != n.end(); ++it) {
     if (!it->first.IsScalar() || it->first.Scalar().empty()) {
-      return Status::InvalidArgument(path + ": pool names must be non-empty strings, got " +
-                                     Describe(it->first));
+      return Status::InvalidArgument(path + ": pool names must be non-empty strings, got " + Describe(it->first));
     }
     const std::string& name = it->first.Scalar();
     const std::string pool_path = Child(path, name);
@@ -468,8 +461,7 @@ Status ReadClients(const YAML::Node& n, const std::string& path, GatewayConfig& 
   ClientsConfig& out = config.clients;
   out.enabled = true;
   return ForEachField(
-      n, path, {"keys_file", "keys"},
-      [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+      n, path, {"keys_file", "keys"}, [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key == "keys_file") return ReadField(*FindConfigField(p), v, p, config);
         out.keys.clear();
         if (v.IsNull()) return Status::Ok();
@@ -507,8 +499,7 @@ struct TenantLimitsPatch {
   }
 };
 
-Status ReadLimitField(const std::string& key, const YAML::Node& v, const std::string& p,
-                      TenantLimitsPatch& out) {
+Status ReadLimitField(const std::string& key, const YAML::Node& v, const std::string& p, TenantLimitsPatch& out) {
   uint64_t value = 0;
   if (Status s = ReadUnsigned(v, p, value); !s.ok()) return s;
   (key == "requests_per_minute" ? out.requests_per_minute
@@ -526,8 +517,7 @@ struct RateLimitsPatch {
 
 Status ReadRateLimits(const YAML::Node& n, const std::string& path, GatewayConfig& config, RateLimitsPatch& out) {
   return ForEachField(
-      n, path,
-      {"requests_per_minute", "request_burst", "tokens_per_minute", "token_burst", "max_tenants", "tenants"},
+      n, path, {"requests_per_minute", "request_burst", "tokens_per_minute", "token_burst", "max_tenants", "tenants"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
         if (key != "tenants") return ReadField(*FindConfigField(p), v, p, config);
         out.tenants_set = true;
@@ -536,8 +526,7 @@ Status ReadRateLimits(const YAML::Node& n, const std::string& path, GatewayConfi
         if (!v.IsMap()) return TypeError(p, "a map of tenant name to limits", v);
         for (auto it = v.begin(); it != v.end(); ++it) {
           if (!it->first.IsScalar() || it->first.Scalar().empty()) {
-            return Status::InvalidArgument(p + ": tenant names must be non-empty strings, got " +
-                                           Describe(it->first));
+            return Status::InvalidArgument(p + ": tenant names must be non-empty strings, got " + Describe(it->first));
           }
           const std::string& name = it->first.Scalar();
           const std::string tenant_path = Child(p, name);
@@ -548,12 +537,11 @@ Status ReadRateLimits(const YAML::Node& n, const std::string& path, GatewayConfi
             return TypeError(tenant_path, "a map of limits", it->second);
           }
           TenantLimitsPatch patch;
-          Status s = ForEachField(
-              it->second, tenant_path,
-              {"requests_per_minute", "request_burst", "tokens_per_minute", "token_burst"},
-              [&patch](const std::string& k, const YAML::Node& x, const std::string& xp) {
-                return ReadLimitField(k, x, xp, patch);
-              });
+          Status s = ForEachField(it->second, tenant_path,
+                                  {"requests_per_minute", "request_burst", "tokens_per_minute", "token_burst"},
+                                  [&patch](const std::string& k, const YAML::Node& x, const std::string& xp) {
+                                    return ReadLimitField(k, x, xp, patch);
+                                  });
           if (!s.ok()) return s;
           out.tenants.emplace_back(name, patch);
         }
@@ -563,42 +551,58 @@ Status ReadRateLimits(const YAML::Node& n, const std::string& path, GatewayConfi
 
 Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
   if (!root.IsMap() && !root.IsNull()) {
-    return Status::InvalidArgument("config: the top level must be a map of fields, got " +
-                                   Describe(root));
+    return Status::InvalidArgument("config: the top level must be a map of fields, got " + Describe(root));
   }
   RoutingPatch routing;
   bool pools_set = false;
   std::vector<std::pair<std::string, RoutingPatch>> pools;
   RateLimitsPatch rate_limits;
   std::optional<YAML::Node> managed;  // the managed service's RoutingConfig block
-  Status s = ForEachField(
-      root, "",
-      {"listen", "io_threads", "decision_headers", "routing", "pools", "instances", "limits",
-       "timeouts", "retries", "health", "log", "admin", "unknown_path_status", "clients",
-       "rate_limits", "discovery", "engine_metrics", "tls", "upstream_tls", "metrics", "RoutingConfig"},
-      [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
-        if (key == "RoutingConfig") {  // read once `routing` is known
-          managed.emplace(v);
-          return Status::Ok();
-        }
-        if (key == "clients") return ReadClients(v, p, config);
-        if (key == "rate_limits") return ReadRateLimits(v, p, config, rate_limits);
-        if (key == "routing") return ReadRouting(v, p, routing);
-        if (key == "pools") {
-          pools_set = true;
-          return ReadPools(v, p, pools);
-        }
-        if (key == "instances") return ReadInstances(v, p, config.instances);
-        if (const ConfigField* field = FindConfigField(key); field != nullptr && field->scalar()) {
-          return ReadField(*field, v, p, config);  // listen, io_threads, ...
-        }
-        // The sections that turn a feature on by being present (even when empty: then the
-        // missing fields are named by the validation).
-        if (key == "admin") config.admin.enabled = true;
-        if (key == "engine_metrics") config.engine_metrics.enabled = true;
-        if (key == "tls") config.tls.enabled = true;
-        return ReadSection(v, p, config);  // limits, timeouts, retries, health, log, ...
-      });
+  Status s = ForEachField(root, "",
+                          {"listen",
+                           "io_threads",
+                           "decision_headers",
+                           "routing",
+                           "pools",
+                           "instances",
+                           "limits",
+                           "timeouts",
+                           "retries",
+                           "health",
+                           "log",
+                           "admin",
+                           "unknown_path_status",
+                           "clients",
+                           "rate_limits",
+                           "discovery",
+                           "engine_metrics",
+                           "tls",
+                           "upstream_tls",
+                           "metrics",
+                           "RoutingConfig"},
+                          [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+                            if (key == "RoutingConfig") {  // read once `routing` is known
+                              managed.emplace(v);
+                              return Status::Ok();
+                            }
+                            if (key == "clients") return ReadClients(v, p, config);
+                            if (key == "rate_limits") return ReadRateLimits(v, p, config, rate_limits);
+                            if (key == "routing") return ReadRouting(v, p, routing);
+                            if (key == "pools") {
+                              pools_set = true;
+                              return ReadPools(v, p, pools);
+                            }
+                            if (key == "instances") return ReadInstances(v, p, config.instances);
+                            if (const ConfigField* field = FindConfigField(key); field != nullptr && field->scalar()) {
+                              return ReadField(*field, v, p, config);  // listen, io_threads, ...
+                            }
+                            // The sections that turn a feature on by being present (even when empty: then the
+                            // missing fields are named by the validation).
+                            if (key == "admin") config.admin.enabled = true;
+                            if (key == "engine_metrics") config.engine_metrics.enabled = true;
+                            if (key == "tls") config.tls.enabled = true;
+                            return ReadSection(v, p, config);  // limits, timeouts, retries, health, log, ...
+                          });
   if (!s.ok()) return s;
   if (managed) {
     if (Status m = ReadManagedRouting(*managed, "RoutingConfig", routing, "routing", routing); !m.ok()) return m;
@@ -640,11 +644,9 @@ Status OutOfRange(const std::string& path, const std::string& value, const std::
   return Status::InvalidArgument(path + ": " + value + " is outside the allowed range " + range);
 }
 
-Status CheckCount(const std::string& path, uint64_t v, uint64_t lo, uint64_t hi,
-                  const std::string& note = "") {
+Status CheckCount(const std::string& path, uint64_t v, uint64_t lo, uint64_t hi, const std::string& note = "") {
   if (v >= lo && v <= hi) return Status::Ok();
-  return OutOfRange(path, std::to_string(v),
-                    std::to_string(lo) + ".." + std::to_string(hi) + note);
+  return OutOfRange(path, std::to_string(v), std::to_string(lo) + ".." + std::to_string(hi) + note);
 }
 
 // (0, hi] seconds; written so that NaN fails.
@@ -685,8 +687,8 @@ bool IsDigits(std::string_view s) {
 // IPv4 addresses and DNS names (letters, digits, '-', '.', '_' for container names).
 bool IsHostName(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+           c == '_';
   });
 }
 
@@ -695,8 +697,7 @@ bool IsHostName(std::string_view s) {
 bool IsIPv6(std::string_view s) {
   const size_t percent = s.find('%');
   const std::string_view address = s.substr(0, percent);
-  const std::string_view zone =
-      percent == std::string_view::npos ? std::string_view("z") : s.substr(percent + 1);
+  const std::string_view zone = percent == std::string_view::npos ? std::string_view("z") : s.substr(percent + 1);
   return address.find(':') != std::string_view::npos &&
          std::all_of(address.begin(), address.end(),
                      [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.'; }) &&
@@ -704,7 +705,7 @@ bool IsIPv6(std::string_view s) {
 }
 
 struct HostPort {
-  std::string host;          // without brackets for IPv6
+  std::string host;  // without brackets for IPv6
   std::optional<uint64_t> port;
   bool ipv6 = false;
 };
@@ -744,9 +745,9 @@ std::string JoinHostPort(const std::string& host, uint16_t port, bool ipv6) {
 }
 
 bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() &&
-         std::equal(prefix.begin(), prefix.end(), s.begin(),
-                    [](char p, char c) { return std::tolower(static_cast<unsigned char>(c)) == p; });
+  return s.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), s.begin(), [](char p, char c) {
+           return std::tolower(static_cast<unsigned char>(c)) == p;
+         });
 }
 
 // Names travel in response headers (x-prefix-router-instance): visible ASCII only.
@@ -757,9 +758,8 @@ bool IsHeaderSafe(std::string_view s) {
 Status ValidateListen(GatewayConfig& config) {
   const std::optional<HostPort> hp = SplitHostPort(config.listen);
   if (!hp || !hp->port) {
-    return Status::InvalidArgument(
-        "listen: '" + config.listen +
-        "' is not host:port (an IPv4 address, a host name or [IPv6], e.g. 127.0.0.1:8080)");
+    return Status::InvalidArgument("listen: '" + config.listen +
+                                   "' is not host:port (an IPv4 address, a host name or [IPv6], e.g. 127.0.0.1:8080)");
   }
   if (*hp->port > 65535) {
     return OutOfRange("listen", "port " + std::to_string(*hp->port), "0..65535 (0 = any free port)");
@@ -814,8 +814,7 @@ Status LoadAdminToken(AdminConfig& admin) {
   }
   // Sent in a header: visible ASCII only (a stray control character would never match).
   if (!IsHeaderSafe(value)) {
-    return Status::InvalidArgument(std::string(admin.token_file.empty() ? "admin.token_env"
-                                                                        : "admin.token_file") +
+    return Status::InvalidArgument(std::string(admin.token_file.empty() ? "admin.token_env" : "admin.token_file") +
                                    ": the token must be visible ASCII without spaces");
   }
   admin.token = Secret(std::move(value));
@@ -884,8 +883,7 @@ Status ValidateAdmin(AdminConfig& admin) {
   if (!admin.enabled) return Status::Ok();
   const std::optional<HostPort> hp = SplitHostPort(admin.listen);
   if (!hp || !hp->port) {
-    return Status::InvalidArgument("admin.listen: '" + admin.listen +
-                                   "' is not host:port (e.g. 127.0.0.1:9090)");
+    return Status::InvalidArgument("admin.listen: '" + admin.listen + "' is not host:port (e.g. 127.0.0.1:9090)");
   }
   if (*hp->port > 65535) {
     return OutOfRange("admin.listen", "port " + std::to_string(*hp->port), "0..65535 (0 = any free port)");
@@ -895,10 +893,10 @@ Status ValidateAdmin(AdminConfig& admin) {
   }
   if (Status s = LoadAdminToken(admin); !s.ok()) return s;
   if (!admin.token.empty() && admin.token.size() < kMinRemoteAdminTokenBytes && !IsLoopbackHost(hp->host)) {
-    return Status::InvalidArgument(
-        "admin.listen: '" + admin.listen + "' is not a loopback address, and the admin token is shorter than " +
-        std::to_string(kMinRemoteAdminTokenBytes) +
-        " characters; use a long random token there (e.g. openssl rand -hex 32)");
+    return Status::InvalidArgument("admin.listen: '" + admin.listen +
+                                   "' is not a loopback address, and the admin token is shorter than " +
+                                   std::to_string(kMinRemoteAdminTokenBytes) +
+                                   " characters; use a long random token there (e.g. openssl rand -hex 32)");
   }
   if (admin.token.empty() && !IsLoopbackHost(hp->host)) {
     return Status::InvalidArgument(
@@ -922,8 +920,8 @@ constexpr size_t kMaxTenantNameBytes = 128;
 // Tenant names appear in logs, error messages and rate_limits.tenants: a short, plain alphabet.
 bool IsTenantName(std::string_view s) {
   return !s.empty() && s.size() <= kMaxTenantNameBytes && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '-' || c == ':' || c == '@';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-' || c == ':' || c == '@';
   });
 }
 
@@ -1063,11 +1061,10 @@ Status ValidateTenantLimits(const TenantLimits& l, const std::string& path) {
     uint64_t max;
     const char* note;
   };
-  for (const Bound& b :
-       {Bound{"requests_per_minute", l.requests_per_minute, kMaxRequestsPerMinute, " (0 = no limit)"},
-        Bound{"request_burst", l.request_burst, kMaxRequestsPerMinute, " (0 = requests_per_minute)"},
-        Bound{"tokens_per_minute", l.tokens_per_minute, kMaxTokensPerMinute, " (0 = no limit)"},
-        Bound{"token_burst", l.token_burst, kMaxTokensPerMinute, " (0 = tokens_per_minute)"}}) {
+  for (const Bound& b : {Bound{"requests_per_minute", l.requests_per_minute, kMaxRequestsPerMinute, " (0 = no limit)"},
+                         Bound{"request_burst", l.request_burst, kMaxRequestsPerMinute, " (0 = requests_per_minute)"},
+                         Bound{"tokens_per_minute", l.tokens_per_minute, kMaxTokensPerMinute, " (0 = no limit)"},
+                         Bound{"token_burst", l.token_burst, kMaxTokensPerMinute, " (0 = tokens_per_minute)"}}) {
     if (Status s = CheckCount(Child(path, b.field), b.value, 0, b.max, b.note); !s.ok()) return s;
   }
   return Status::Ok();
@@ -1102,9 +1099,7 @@ Status ValidateRateLimits(const RateLimitsConfig& rl, const ClientsConfig& clien
 bool ListenersClash(const std::string& host_a, uint16_t port_a, const std::string& host_b, uint16_t port_b) {
   if (port_a == 0 || port_a != port_b) return false;
   auto wildcard = [](const std::string& h) { return h.empty() || h == "0.0.0.0" || h == "::"; };
-  auto canonical = [](const std::string& h) -> std::string {
-    return h == "localhost" ? "127.0.0.1" : h;
-  };
+  auto canonical = [](const std::string& h) -> std::string { return h == "localhost" ? "127.0.0.1" : h; };
   return wildcard(host_a) || wildcard(host_b) || canonical(host_a) == canonical(host_b);
 }
 
@@ -1119,10 +1114,8 @@ Status ParseInstanceUrl(InstanceConfig& instance, const std::string& path, bool&
   const bool https = StartsWithNoCase(url, "https://");
   if (!https && !StartsWithNoCase(url, "http://")) return Status::InvalidArgument(path + ": '" + shown + form);
   std::string_view rest = std::string_view(url).substr(https ? 8 : 7);
-  if (rest.find_first_of("?#") != std::string_view::npos ||
-      !IsHeaderSafe(rest)) {
-    return Status::InvalidArgument(path + ": '" + shown + form +
-                                   " (no query, fragment, spaces or control characters)");
+  if (rest.find_first_of("?#") != std::string_view::npos || !IsHeaderSafe(rest)) {
+    return Status::InvalidArgument(path + ": '" + shown + form + " (no query, fragment, spaces or control characters)");
   }
   const size_t slash = rest.find('/');
   const std::string_view authority = rest.substr(0, slash);
@@ -1148,9 +1141,7 @@ Status ParseInstanceUrl(InstanceConfig& instance, const std::string& path, bool&
 // A ZMQ endpoint the gateway connects to: tcp://host:port (no wildcard: it names the engine),
 // ipc://path or inproc://name, visible ASCII.
 Status CheckKvEndpoint(const std::string& field, const std::string& e) {
-  auto bad = [&](std::string_view why) {
-    return Status::InvalidArgument(field + ": '" + e + "' " + std::string(why));
-  };
+  auto bad = [&](std::string_view why) { return Status::InvalidArgument(field + ": '" + e + "' " + std::string(why)); };
   if (e.size() > 1024 || !IsHeaderSafe(e)) return bad("must be visible ASCII, at most 1024 bytes");
   if (e.starts_with("ipc://") || e.starts_with("inproc://")) {
     if (e == "ipc://" || e == "inproc://") return bad("needs a name");
@@ -1203,9 +1194,8 @@ Status ValidateInstances(GatewayConfig& config) {
     }
     for (size_t j = 0; j < i; ++j) {
       if (config.instances[j].name == instance.name) {
-        return Status::InvalidArgument(path + ".name: '" + instance.name +
-                                       "' is also the name of instances[" + std::to_string(j) +
-                                       "]; instance names must be unique");
+        return Status::InvalidArgument(path + ".name: '" + instance.name + "' is also the name of instances[" +
+                                       std::to_string(j) + "]; instance names must be unique");
       }
     }
     if (Status s = CheckCount(path + ".weight", instance.weight, 1, kMaxInstanceWeight); !s.ok()) {
@@ -1286,8 +1276,7 @@ Status ValidateRouting(const RoutingOptions& options, const std::string& path) {
   const double f = options.balance_factor;
   if (f != 0 && !(f >= kMinBalanceFactor && f <= kMaxBalanceFactor)) {  // NaN fails too
     return OutOfRange(Child(path, "balance_factor"), FormatNumber(f),
-                      FormatNumber(kMinBalanceFactor) + ".." + FormatNumber(kMaxBalanceFactor) +
-                          " (or 0 = off)");
+                      FormatNumber(kMinBalanceFactor) + ".." + FormatNumber(kMaxBalanceFactor) + " (or 0 = off)");
   }
   if (Status s = options.Validate(); !s.ok()) return Status(s.code(), path + "." + s.message());
   if (auto n = api::KeyNormaliser::Create(options.key_normalisation); !n.ok()) {
@@ -1305,10 +1294,9 @@ Status ValidatePools(const GatewayConfig& config) {
     if (name.empty()) return Status::InvalidArgument("pools: pool names must not be empty");
     if (!base::IsValidUtf8(name)) return Status::InvalidArgument("pools: pool names must be valid UTF-8");
     if (Status s = ValidateRouting(options, path); !s.ok()) return s;
-    const bool served = std::any_of(
-        config.instances.begin(), config.instances.end(), [&name](const InstanceConfig& in) {
-          return in.models.empty() ||
-                 std::find(in.models.begin(), in.models.end(), name) != in.models.end();
+    const bool served =
+        std::any_of(config.instances.begin(), config.instances.end(), [&name](const InstanceConfig& in) {
+          return in.models.empty() || std::find(in.models.begin(), in.models.end(), name) != in.models.end();
         });
     if (!served) return Status::InvalidArgument(path + ": no instance serves '" + name + "'");
   }
@@ -1323,10 +1311,8 @@ Status ValidateTimeouts(const TimeoutsConfig& t) {
   };
   for (const Bound& b : {Bound{"connect", t.connect, 600}, Bound{"first_byte", t.first_byte, 3600},
                          Bound{"idle", t.idle, 3600}, Bound{"client_read", t.client_read, 3600},
-                         Bound{"client_write", t.client_write, 3600},
-                         Bound{"client_idle", t.client_idle, 3600},
-                         Bound{"kv_events_silence", t.kv_events_silence, 86400},
-                         Bound{"tokenize", t.tokenize, 600}}) {
+                         Bound{"client_write", t.client_write, 3600}, Bound{"client_idle", t.client_idle, 3600},
+                         Bound{"kv_events_silence", t.kv_events_silence, 86400}, Bound{"tokenize", t.tokenize, 600}}) {
     if (Status s = CheckPositiveSeconds(Child("timeouts", b.field), b.value, b.max); !s.ok()) {
       return s;
     }
@@ -1334,8 +1320,7 @@ Status ValidateTimeouts(const TimeoutsConfig& t) {
   if (Status s = CheckSecondsOrZero("timeouts.total", t.total, 86400, " (0 = no limit)"); !s.ok()) {
     return s;
   }
-  if (Status s = CheckSecondsOrZero("timeouts.per_try_first_byte", t.per_try_first_byte, 3600, " (0 = off)");
-      !s.ok()) {
+  if (Status s = CheckSecondsOrZero("timeouts.per_try_first_byte", t.per_try_first_byte, 3600, " (0 = off)"); !s.ok()) {
     return s;
   }
   return CheckSecondsOrZero("timeouts.drain", t.drain, 3600, "");
@@ -1343,11 +1328,9 @@ Status ValidateTimeouts(const TimeoutsConfig& t) {
 
 Status ValidateHealth(const HealthConfig& h) {
   if (h.path.empty() || h.path.front() != '/' || !IsHeaderSafe(h.path)) {
-    return Status::InvalidArgument("health.path: '" + h.path +
-                                   "' must start with '/' (and contain no spaces)");
+    return Status::InvalidArgument("health.path: '" + h.path + "' must start with '/' (and contain no spaces)");
   }
-  if (Status s = CheckSecondsOrZero("health.interval", h.interval, 3600, " (0 disables checks)");
-      !s.ok()) {
+  if (Status s = CheckSecondsOrZero("health.interval", h.interval, 3600, " (0 disables checks)"); !s.ok()) {
     return s;
   }
   if (Status s = CheckPositiveSeconds("health.timeout", h.timeout, 600); !s.ok()) return s;
@@ -1421,8 +1404,7 @@ bool ClientKeySet::SameAs(const ClientKeySet& other) const {
 }
 
 bool RateLimitsConfig::enabled() const {
-  return defaults.any() ||
-         std::any_of(tenants.begin(), tenants.end(), [](const auto& t) { return t.second.any(); });
+  return defaults.any() || std::any_of(tenants.begin(), tenants.end(), [](const auto& t) { return t.second.any(); });
 }
 
 const TenantLimits& RateLimitsConfig::For(std::string_view tenant) const {
@@ -1460,9 +1442,7 @@ Result<LogFormat> ParseLogFormat(std::string_view name) {
   return Status::InvalidArgument("log.format: '" + std::string(name) + "' is not one of text, json");
 }
 
-std::string_view LogFormatName(LogFormat format) {
-  return format == LogFormat::kJson ? "json" : "text";
-}
+std::string_view LogFormatName(LogFormat format) { return format == LogFormat::kJson ? "json" : "text"; }
 
 const RoutingOptions& GatewayConfig::RoutingFor(std::string_view served_name) const {
   auto it = pools.find(served_name);  // transparent: no temporary string
@@ -1501,8 +1481,7 @@ Result<GatewayConfig> LoadConfigFile(const std::string& path, GatewayConfig base
   const int err = errno;
   std::fclose(f);
   if (failed) {
-    return Status::InvalidArgument(path + ": cannot read the configuration file: " +
-                                   std::strerror(err));
+    return Status::InvalidArgument(path + ": cannot read the configuration file: " + std::strerror(err));
   }
   if (text.size() > kMaxConfigBytes) {
     return Status::InvalidArgument(path + ": larger than 16 MiB; not a configuration file?");
@@ -1514,8 +1493,7 @@ Result<GatewayConfig> LoadConfigFile(const std::string& path, GatewayConfig base
 
 Status ValidateConfig(GatewayConfig& config) {
   if (Status s = ValidateListen(config); !s.ok()) return s;
-  if (Status s = CheckCount("io_threads", config.io_threads, 0, 256, " (0 = one per core)");
-      !s.ok()) {
+  if (Status s = CheckCount("io_threads", config.io_threads, 0, 256, " (0 = one per core)"); !s.ok()) {
     return s;
   }
   if (Status s = ValidateAdmin(config.admin); !s.ok()) return s;
@@ -1526,38 +1504,37 @@ Status ValidateConfig(GatewayConfig& config) {
     auto ctx = http::MakeClientTlsContext(config.upstream_tls.ca_file, config.upstream_tls.verify);
     if (!ctx.ok()) return ctx.status();
   }
-  if (std::find(std::begin(kUnknownPathStatuses), std::end(kUnknownPathStatuses),
-                config.unknown_path_status) == std::end(kUnknownPathStatuses)) {
+  if (std::find(std::begin(kUnknownPathStatuses), std::end(kUnknownPathStatuses), config.unknown_path_status) ==
+      std::end(kUnknownPathStatuses)) {
     return Status::InvalidArgument("unknown_path_status: " + std::to_string(config.unknown_path_status) +
                                    " is not one of 403, 404, 410, 421, 501");
   }
   if (Status s = ValidateRouting(config.routing, "routing"); !s.ok()) return s;
   if (Status s = ValidateInstances(config); !s.ok()) return s;
   if (Status s = ValidatePools(config); !s.ok()) return s;
-  if (Status s = CheckCount("limits.max_request_body_bytes", config.max_request_body_bytes,
-                            1u << 10, 1u << 30, " (1 KiB..1 GiB)");
+  if (Status s = CheckCount("limits.max_request_body_bytes", config.max_request_body_bytes, 1u << 10, 1u << 30,
+                            " (1 KiB..1 GiB)");
       !s.ok()) {
     return s;
   }
-  if (Status s = CheckCount("limits.max_header_bytes", config.max_header_bytes, 1u << 10,
-                            1u << 20, " (1 KiB..1 MiB)");
+  if (Status s = CheckCount("limits.max_header_bytes", config.max_header_bytes, 1u << 10, 1u << 20, " (1 KiB..1 MiB)");
       !s.ok()) {
     return s;
   }
   if (config.max_connections != kAutoMaxConnections) {
-    if (Status s = CheckCount("limits.max_connections", config.max_connections, 0, 1'000'000,
-                              " or auto (0 = no limit)");
+    if (Status s =
+            CheckCount("limits.max_connections", config.max_connections, 0, 1'000'000, " or auto (0 = no limit)");
         !s.ok()) {
       return s;
     }
   }
-  if (Status s = CheckCount("limits.max_connections_per_client", config.max_connections_per_client, 0,
-                            1'000'000, " (0 = no limit)");
+  if (Status s = CheckCount("limits.max_connections_per_client", config.max_connections_per_client, 0, 1'000'000,
+                            " (0 = no limit)");
       !s.ok()) {
     return s;
   }
-  if (config.admin.enabled && ListenersClash(config.listen_host, config.listen_port,
-                                             config.admin.listen_host, config.admin.listen_port)) {
+  if (config.admin.enabled &&
+      ListenersClash(config.listen_host, config.listen_port, config.admin.listen_host, config.admin.listen_port)) {
     return Status::InvalidArgument("admin.listen: '" + config.admin.listen + "' is the address of listen ('" +
                                    config.listen + "'): the admin listener needs a port of its own");
   }

@@ -232,8 +232,8 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -305,8 +305,8 @@ struct KvEventsConfig {
 using ModelEntries = std::map<std::string, std::string, std::less<>>;
 
 struct InstanceConfig {
-  std::string name;                 // defaults to host:port of url
-  std::string url;                  // http(s)://host:port[/base-path]
+  std::string name;  // defaults to host:port of url
+  std::string url;   // http(s)://host:port[/base-path]
   uint32_t weight = 1;
   std::vector<std::string> models;  // served names; empty = every name
   // Poll GET /v1/models; absent = discovery.models (DiscoversModels). Set to true, the instance
@@ -316,13 +316,13 @@ struct InstanceConfig {
   ResolveMode resolve = ResolveMode::kNone;
   std::optional<std::string> tls_ca_file;  // the instance's `upstream_tls` overrides
   std::optional<bool> tls_verify;
-  std::string authorization_env;    // at most one of the two
+  std::string authorization_env;  // at most one of the two
   std::string authorization_file;
-  KvEventsConfig kv_events;         // `kv_events: {endpoint, topic, replay_endpoint}`
+  KvEventsConfig kv_events;  // `kv_events: {endpoint, topic, replay_endpoint}`
   // Parsed from url by validation:
   std::string host;
   uint16_t port = 80;
-  std::string base_path;            // prefix added to proxied paths ("" or "/v2")
+  std::string base_path;  // prefix added to proxied paths ("" or "/v2")
   bool https = false;
   // Set by the gateway on the instances it derives (never read from YAML): the Host header
   // (the template's host:port; empty = host:port), and `models` being the whole list of served
@@ -365,8 +365,8 @@ inline bool DiscoversModels(const InstanceConfig& ic, const DiscoveryConfig& d) 
 }
 
 struct EngineMetricsConfig {
-  bool enabled = false;     // the section is present (a pool with load_measure: engine also turns it on)
-  double interval = 1;      // seconds between two scrapes of one instance
+  bool enabled = false;  // the section is present (a pool with load_measure: engine also turns it on)
+  double interval = 1;   // seconds between two scrapes of one instance
   std::string path = "/metrics";
 };
 
@@ -435,14 +435,14 @@ struct MetricsConfig {
 inline constexpr size_t kMinRemoteAdminTokenBytes = 16;
 
 struct AdminConfig {
-  bool enabled = false;                  // the YAML has an `admin` section
+  bool enabled = false;  // the YAML has an `admin` section
   std::string listen = "127.0.0.1:9090";
-  std::string token_file;                // at most one of token_file and token_env
+  std::string token_file;  // at most one of token_file and token_env
   std::string token_env;
   // Filled by validation:
   std::string listen_host;
   uint16_t listen_port = 0;
-  Secret token;                          // empty = no authentication (loopback only)
+  Secret token;  // empty = no authentication (loopback only)
 };
 
 // Client API keys, as validation loads them: key -> tenant. Immutable once built and shared by
@@ -475,12 +475,12 @@ class ClientKeySet {
 
 struct ClientKeySource {
   std::string tenant;
-  std::string key_env;   // exactly one of key_env and key_file
+  std::string key_env;  // exactly one of key_env and key_file
   std::string key_file;
 };
 
 struct ClientsConfig {
-  bool enabled = false;            // the YAML has a `clients` section
+  bool enabled = false;  // the YAML has a `clients` section
   std::string keys_file;
   std::vector<ClientKeySource> keys;
   // Filled by validation (null while clients are off):
@@ -522,13 +522,13 @@ inline constexpr uint32_t kAutoMaxConnections = std::numeric_limits<uint32_t>::m
 
 struct GatewayConfig {
   std::string listen = "127.0.0.1:8080";
-  std::string listen_host;   // parsed from listen by validation
+  std::string listen_host;  // parsed from listen by validation
   uint16_t listen_port = 0;
   uint32_t io_threads = 0;
   bool decision_headers = true;
-  uint32_t unknown_path_status = 404;  // one of kUnknownPathStatuses
-  RoutingOptions routing = DefaultPoolRouting();  // default pool (strategy kDefaultStrategy)
-  std::map<std::string, RoutingOptions, std::less<>> pools;   // served name -> settings
+  uint32_t unknown_path_status = 404;                        // one of kUnknownPathStatuses
+  RoutingOptions routing = DefaultPoolRouting();             // default pool (strategy kDefaultStrategy)
+  std::map<std::string, RoutingOptions, std::less<>> pools;  // served name -> settings
   std::vector<InstanceConfig> instances;
   uint64_t max_request_body_bytes = 32ull << 20;
   uint32_t max_header_bytes = 64u << 10;

@@ -243,8 +243,7 @@ Result<InstanceConfig> ParseInstanceFlag(std::string_view spec) {
     const std::string_view attr = parts[i];
     const size_t aeq = attr.find('=');
     const std::string_view key = attr.substr(0, aeq);
-    const std::string_view value =
-        aeq == std::string_view::npos ? std::string_view() : attr.substr(aeq + 1);
+    const std::string_view value = aeq == std::string_view::npos ? std::string_view() : attr.substr(aeq + 1);
     if (key == "weight" && aeq != std::string_view::npos) {
       if (weight_set) return fail("weight is given twice");
       weight_set = true;

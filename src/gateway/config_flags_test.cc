@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace prefix_router::gateway {
@@ -45,17 +45,14 @@ Status BuildErrorOf(std::vector<std::string> args) {
   return r.ok() ? Status::Ok() : r.status();
 }
 
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Writes `text` to a fresh temp file and removes it when the test ends.
 class TempFile {
  public:
   explicit TempFile(const std::string& text)
       : path_((std::filesystem::temp_directory_path() /
-               ("config_flags_test_" + std::to_string(::getpid()) + "_" +
-                std::to_string(counter_++) + ".yaml"))
+               ("config_flags_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++) + ".yaml"))
                   .string()) {
     std::ofstream(path_) << text;
   }
@@ -71,9 +68,9 @@ class TempFile {
 
 // The short form from the documentation builds the configuration it describes.
 TEST(BuildConfig, ShortFormWithoutFile) {
-  GatewayConfig c = Build({"--listen", "127.0.0.1:8080", "--instance", "http://127.0.0.1:8001",
-                           "--instance", "b=http://127.0.0.1:8002", "--strategy", "prefix-aware",
-                           "--prefix-length", "1024", "--concurrency-threshold", "8"});
+  GatewayConfig c = Build({"--listen", "127.0.0.1:8080", "--instance", "http://127.0.0.1:8001", "--instance",
+                           "b=http://127.0.0.1:8002", "--strategy", "prefix-aware", "--prefix-length", "1024",
+                           "--concurrency-threshold", "8"});
   EXPECT_EQ(c.listen_host, "127.0.0.1");
   EXPECT_EQ(c.listen_port, 8080);
   ASSERT_EQ(c.instances.size(), 2u);
@@ -90,34 +87,62 @@ TEST(BuildConfig, ShortFormWithoutFile) {
 
 // Every scalar flag sets the field its help text names.
 TEST(BuildConfig, EveryScalarFlagSetsItsField) {
-  GatewayConfig c = Build({"--instance", "http://a:1",
-                           "--listen", "[::1]:0",
-                           "--io-threads", "3",
-                           "--decision-headers", "false",
-                           "--unknown-path-status", "403",
-                           "--strategy", "least-outstanding-requests",
-                           "--prefix-length", "4096",
-                           "--concurrency-threshold", "100",
-                           "--spill-mode", "least-loaded",
-                           "--load-measure", "prompt-tokens",
-                           "--balance-factor", "2.5",
-                           "--max-request-body-bytes", "2048",
-                           "--max-header-bytes", "4096",
-                           "--connect-timeout", "1.5",
-                           "--first-byte-timeout", "11",
-                           "--idle-timeout", "12",
-                           "--total-timeout", "13",
-                           "--client-read-timeout", "14",
-                           "--client-write-timeout", "15",
-                           "--client-idle-timeout", "16",
-                           "--drain-timeout", "0",
-                           "--max-retries", "0",
-                           "--health-path", "/ready",
-                           "--health-interval", "0.5",
-                           "--health-timeout", "0.25",
-                           "--unhealthy-threshold", "7",
-                           "--healthy-threshold", "8",
-                           "--passive-failures", "0"});
+  GatewayConfig c = Build({"--instance",
+                           "http://a:1",
+                           "--listen",
+                           "[::1]:0",
+                           "--io-threads",
+                           "3",
+                           "--decision-headers",
+                           "false",
+                           "--unknown-path-status",
+                           "403",
+                           "--strategy",
+                           "least-outstanding-requests",
+                           "--prefix-length",
+                           "4096",
+                           "--concurrency-threshold",
+                           "100",
+                           "--spill-mode",
+                           "least-loaded",
+                           "--load-measure",
+                           "prompt-tokens",
+                           "--balance-factor",
+                           "2.5",
+                           "--max-request-body-bytes",
+                           "2048",
+                           "--max-header-bytes",
+                           "4096",
+                           "--connect-timeout",
+                           "1.5",
+                           "--first-byte-timeout",
+                           "11",
+                           "--idle-timeout",
+                           "12",
+                           "--total-timeout",
+                           "13",
+                           "--client-read-timeout",
+                           "14",
+                           "--client-write-timeout",
+                           "15",
+                           "--client-idle-timeout",
+                           "16",
+                           "--drain-timeout",
+                           "0",
+                           "--max-retries",
+                           "0",
+                           "--health-path",
+                           "/ready",
+                           "--health-interval",
+                           "0.5",
+                           "--health-timeout",
+                           "0.25",
+                           "--unhealthy-threshold",
+                           "7",
+                           "--healthy-threshold",
+                           "8",
+                           "--passive-failures",
+                           "0"});
   EXPECT_EQ(c.listen_host, "::1");
   EXPECT_EQ(c.listen_port, 0);
   EXPECT_EQ(c.io_threads, 3u);
@@ -197,8 +222,8 @@ health: {path: /healthz}
 // Flags override the file's fields; fields no flag sets keep the file's values.
 TEST(BuildConfig, FlagsOverrideFile) {
   TempFile file(kFile);
-  GatewayConfig c = Build({"--config", file.path(), "--listen", "127.0.0.1:9000",
-                           "--connect-timeout", "3", "--health-path", "/ready"});
+  GatewayConfig c = Build(
+      {"--config", file.path(), "--listen", "127.0.0.1:9000", "--connect-timeout", "3", "--health-path", "/ready"});
   EXPECT_EQ(c.listen_port, 9000);
   EXPECT_EQ(c.timeouts.connect, 3);
   EXPECT_EQ(c.timeouts.idle, 40);
@@ -211,8 +236,7 @@ TEST(BuildConfig, FlagsOverrideFile) {
 // --instance flags replace the file's instances instead of adding to them.
 TEST(BuildConfig, InstanceFlagsReplaceFileInstances) {
   TempFile file(kFile);
-  GatewayConfig c =
-      Build({"--config", file.path(), "--instance", "c=http://10.0.0.3:8001;models=llama,mistral"});
+  GatewayConfig c = Build({"--config", file.path(), "--instance", "c=http://10.0.0.3:8001;models=llama,mistral"});
   ASSERT_EQ(c.instances.size(), 1u);
   EXPECT_EQ(c.instances[0].name, "c");
   EXPECT_EQ(c.instances[0].models, (std::vector<std::string>{"llama", "mistral"}));
@@ -222,8 +246,8 @@ TEST(BuildConfig, InstanceFlagsReplaceFileInstances) {
 // in the file's `routing` section; fields a pool sets stay.
 TEST(BuildConfig, RoutingFlagsReachPoolsThatDoNotSetTheField) {
   TempFile file(kFile);
-  GatewayConfig c = Build({"--config", file.path(), "--strategy", "prefix-aware",
-                           "--prefix-length", "1024", "--concurrency-threshold", "16"});
+  GatewayConfig c = Build({"--config", file.path(), "--strategy", "prefix-aware", "--prefix-length", "1024",
+                           "--concurrency-threshold", "16"});
   EXPECT_EQ(c.routing.strategy, Strategy::kPrefixAware);
   const RoutingOptions& llama = c.pools.at("llama");
   EXPECT_EQ(llama.strategy, Strategy::kPrefixAware);
@@ -274,15 +298,12 @@ TEST(BuildConfig, FlagRangesAreCheckedByValidateConfig) {
   EXPECT_TRUE(Contains(s.message(), "routing.prefix_length: 10 is outside the allowed range 1024..65536"))
       << s.message();
   s = BuildErrorOf({"--instance", "http://a:1", "--first-byte-timeout", "0"});
-  EXPECT_TRUE(Contains(s.message(), "timeouts.first_byte: 0 is outside the allowed range (0, 3600]"))
-      << s.message();
+  EXPECT_TRUE(Contains(s.message(), "timeouts.first_byte: 0 is outside the allowed range (0, 3600]")) << s.message();
   s = BuildErrorOf({"--instance", "http://a:1", "--balance-factor", "0.5"});
-  EXPECT_TRUE(Contains(s.message(),
-                       "routing.balance_factor: 0.5 is outside the allowed range 1..100 (or 0 = off)"))
+  EXPECT_TRUE(Contains(s.message(), "routing.balance_factor: 0.5 is outside the allowed range 1..100 (or 0 = off)"))
       << s.message();
   s = BuildErrorOf({"--instance", "http://a:1", "--balance-factor", "101"});
-  EXPECT_TRUE(Contains(s.message(), "routing.balance_factor: 101 is outside the allowed range"))
-      << s.message();
+  EXPECT_TRUE(Contains(s.message(), "routing.balance_factor: 101 is outside the allowed range")) << s.message();
   s = BuildErrorOf({"--instance", "ftp://a:1"});
   EXPECT_TRUE(Contains(s.message(), "is not http(s)://host[:port][/path]")) << s.message();
 }
@@ -317,24 +338,21 @@ TEST(ParseInstanceFlag, AcceptedForms) {
 // Malformed --instance values are errors that name the flag and the value.
 TEST(ParseInstanceFlag, InvalidSyntaxNamesTheFlag) {
   for (const std::string spec :
-       {"", "=http://h:1", "a=", "a=http://h:1;weight=abc", "a=http://h:1;weight=-1",
-        "a=http://h:1;colour=red", "a=http://h:1;models=x,,y", "a=http://h:1;weight=1;weight=2",
-        "a=http://h:1;", "a=http://h:1;weight"}) {
+       {"", "=http://h:1", "a=", "a=http://h:1;weight=abc", "a=http://h:1;weight=-1", "a=http://h:1;colour=red",
+        "a=http://h:1;models=x,,y", "a=http://h:1;weight=1;weight=2", "a=http://h:1;", "a=http://h:1;weight"}) {
     Result<InstanceConfig> r = ParseInstanceFlag(spec);
     ASSERT_FALSE(r.ok()) << spec;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << spec;
     EXPECT_TRUE(Contains(r.status().message(), "--instance '" + spec + "'")) << r.status().message();
   }
   Status s = BuildErrorOf({"--instance", "a=http://h:1;colour=red"});
-  EXPECT_TRUE(Contains(s.message(), "--instance 'a=http://h:1;colour=red': unknown attribute"))
-      << s.message();
+  EXPECT_TRUE(Contains(s.message(), "--instance 'a=http://h:1;colour=red': unknown attribute")) << s.message();
 }
 
 // Instance weight ranges are checked by validation, like the YAML field.
 TEST(ParseInstanceFlag, WeightRangeIsValidated) {
   Status s = BuildErrorOf({"--instance", "a=http://h:1;weight=0"});
-  EXPECT_TRUE(Contains(s.message(), "instances[0].weight: 0 is outside the allowed range 1..10000"))
-      << s.message();
+  EXPECT_TRUE(Contains(s.message(), "instances[0].weight: 0 is outside the allowed range 1..10000")) << s.message();
 }
 
 // Values that are not of the flag's type fail the parse naming the flag.
@@ -349,13 +367,11 @@ TEST(ParseFlags, MalformedValuesNameTheFlag) {
   EXPECT_TRUE(Contains(ParseErrorOf({"--connect-timeout", "nan"}), "--connect-timeout"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--decision-headers", "maybe"}),
                        "--decision-headers: expected true or false, got 'maybe'"));
-  EXPECT_TRUE(Contains(ParseErrorOf({"--strategy", "fastest"}),
-                       "--strategy: 'fastest' is not one of random"));
+  EXPECT_TRUE(Contains(ParseErrorOf({"--strategy", "fastest"}), "--strategy: 'fastest' is not one of random"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--spill-mode", "anywhere"}), "--spill-mode: 'anywhere'"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--load-measure", "tokens"}),
                        "--load-measure: 'tokens' is not one of requests, prompt-tokens, engine"));
-  EXPECT_TRUE(Contains(ParseErrorOf({"--balance-factor", "high"}),
-                       "--balance-factor: expected a number, got 'high'"));
+  EXPECT_TRUE(Contains(ParseErrorOf({"--balance-factor", "high"}), "--balance-factor: expected a number, got 'high'"));
   EXPECT_TRUE(Contains(ParseErrorOf({"--balance-factor", "inf"}), "--balance-factor: expected"));
 }
 

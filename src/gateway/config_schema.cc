@@ -31,8 +31,7 @@ Status ParseUnsignedText(std::string_view text, const std::string& path, T& out)
     return !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   if (!digits(s)) {
-    return Expected(path, s.starts_with('-') && digits(s.substr(1)) ? "a non-negative integer" : "an integer",
-                    text);
+    return Expected(path, s.starts_with('-') && digits(s.substr(1)) ? "a non-negative integer" : "an integer", text);
   }
   uint64_t v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
@@ -192,8 +191,9 @@ ConfigField Scalar(std::string path, FieldKind kind, bool reloadable, Access acc
 // A field of `routing` (and of each pool); `access` takes RoutingOptions.
 template <typename T, typename Access>
 ConfigField Routing(std::string rel, FieldKind kind, Access access, Meta m) {
-  ConfigField f = Scalar<T>("routing." + rel, kind, /*reloadable=*/true,
-                            [access](auto& c) -> auto& { return access(c.routing); }, std::move(m));
+  ConfigField f = Scalar<T>(
+      "routing." + rel, kind, /*reloadable=*/true, [access](auto& c) -> auto& { return access(c.routing); },
+      std::move(m));
   f.rel = std::move(rel);
   f.set_routing = [access, kind](RoutingOptions& o, std::string_view text, const std::string& p) {
     return Codec<T>::Read(text, p, kind, access(o));
@@ -220,17 +220,15 @@ using K = FieldKind;
 std::vector<ConfigField> BuildSchema() {
   std::vector<ConfigField> s;
   // ------------------------------------------------------------------------------- top level
-  s.push_back(Scalar<std::string>(
-      "listen", K::kString, kRestart, [](auto& c) -> auto& { return c.listen; },
-      {"HOST:PORT (IPv4, host name or [IPv6]); port 0..65535, 0 = any free port", "--listen",
-       "address of the client listener", "0.0.0.0:8000", "127.0.0.1:70000"}));
-  s.push_back(Scalar<uint32_t>(
-      "io_threads", K::kInteger, kRestart, [](auto& c) -> auto& { return c.io_threads; },
-      {"0..256, 0 = one per core", "--io-threads", "I/O threads", "4", "257"}));
-  s.push_back(Scalar<bool>(
-      "decision_headers", K::kBoolean, kRestart, [](auto& c) -> auto& { return c.decision_headers; },
-      {"true | false", "--decision-headers", "add x-prefix-router-instance/-decision/-rank headers to responses",
-       "false", ""}));
+  s.push_back(Scalar<std::string>("listen", K::kString, kRestart, [](auto& c) -> auto& { return c.listen; },
+                                  {"HOST:PORT (IPv4, host name or [IPv6]); port 0..65535, 0 = any free port",
+                                   "--listen", "address of the client listener", "0.0.0.0:8000", "127.0.0.1:70000"}));
+  s.push_back(Scalar<uint32_t>("io_threads", K::kInteger, kRestart, [](auto& c) -> auto& { return c.io_threads; },
+                               {"0..256, 0 = one per core", "--io-threads", "I/O threads", "4", "257"}));
+  s.push_back(Scalar<bool>("decision_headers", K::kBoolean, kRestart,
+                           [](auto& c) -> auto& { return c.decision_headers; },
+                           {"true | false", "--decision-headers",
+                            "add x-prefix-router-instance/-decision/-rank headers to responses", "false", ""}));
   s.push_back(Scalar<uint32_t>(
       "unknown_path_status", K::kInteger, kRestart, [](auto& c) -> auto& { return c.unknown_path_status; },
       {"403 | 404 | 410 | 421 | 501", "--unknown-path-status",
@@ -238,10 +236,9 @@ std::vector<ConfigField> BuildSchema() {
        "500"}));
 
   // --------------------------------------------------------------------------------- routing
-  s.push_back(Routing<Strategy>(
-      "routing_strategy", K::kName, [](auto& o) -> auto& { return o.strategy; },
-      {StrategyNames(" | "), "--strategy", "routing strategy of the default pool",
-       std::string(StrategyName(Strategy::kPrefixAware)), ""}));
+  s.push_back(Routing<Strategy>("routing_strategy", K::kName, [](auto& o) -> auto& { return o.strategy; },
+                                {StrategyNames(" | "), "--strategy", "routing strategy of the default pool",
+                                 std::string(StrategyName(Strategy::kPrefixAware)), ""}));
   s.push_back(Routing<uint32_t>(
       "prefix_length", K::kInteger, [](auto& o) -> auto& { return o.prefix_length; },
       {std::to_string(kMinPrefixLength) + ".." + std::to_string(kMaxPrefixLength), "--prefix-length",
@@ -310,21 +307,18 @@ std::vector<ConfigField> BuildSchema() {
       "cache_aware.block_bytes", K::kInteger, [](auto& o) -> auto& { return o.cache_aware.block_bytes; },
       {"16..65536", "", "cache-aware's (and kv-aware's, dynamo-kv's) block index: bytes of routing text per block",
        "512", "15"}));
-  s.push_back(Routing<uint32_t>(
-      "cache_aware.max_blocks", K::kInteger, [](auto& o) -> auto& { return o.cache_aware.max_blocks; },
-      {"1..65536", "", "blocks keyed per request", "1024", "65537"}));
+  s.push_back(Routing<uint32_t>("cache_aware.max_blocks", K::kInteger,
+                                [](auto& o) -> auto& { return o.cache_aware.max_blocks; },
+                                {"1..65536", "", "blocks keyed per request", "1024", "65537"}));
   s.push_back(Routing<uint64_t>(
-      "cache_aware.capacity_blocks", K::kInteger,
-      [](auto& o) -> auto& { return o.cache_aware.capacity_blocks; },
-      {"1..4294967296", "", "blocks remembered per instance; the least recently sent are forgotten", "51200",
-       "0"}));
+      "cache_aware.capacity_blocks", K::kInteger, [](auto& o) -> auto& { return o.cache_aware.capacity_blocks; },
+      {"1..4294967296", "", "blocks remembered per instance; the least recently sent are forgotten", "51200", "0"}));
   s.push_back(Routing<uint64_t>(
-      "cache_aware.max_index_bytes", K::kInteger,
-      [](auto& o) -> auto& { return o.cache_aware.max_index_bytes; },
+      "cache_aware.max_index_bytes", K::kInteger, [](auto& o) -> auto& { return o.cache_aware.max_index_bytes; },
       {"1048576..68719476736 (1 MiB..64 GiB)", "", "memory bound of the whole index", "134217728", "1048575"}));
-  s.push_back(Routing<double>(
-      "cache_aware.load_weight", K::kNumber, [](auto& o) -> auto& { return o.cache_aware.load_weight; },
-      {"0..100", "", "cost of an outstanding prompt token against an uncached one", "0.5", "101"}));
+  s.push_back(
+      Routing<double>("cache_aware.load_weight", K::kNumber, [](auto& o) -> auto& { return o.cache_aware.load_weight; },
+                      {"0..100", "", "cost of an outstanding prompt token against an uncached one", "0.5", "101"}));
   s.push_back(Routing<bool>(
       "key_normalisation.canonical_json", K::kBoolean,
       [](auto& o) -> auto& { return o.key_normalisation.canonical_json; },
@@ -376,27 +370,25 @@ std::vector<ConfigField> BuildSchema() {
   s.push_back(Structure("instances[].kv_events.endpoint", K::kString, kApplied,
                         "its KV cache event stream (vLLM --kv-events-config), for kv-aware: tcp://host:port"));
   s.push_back(Structure("instances[].kv_events.topic", K::kString, kApplied, "the stream's topic; \"\" = all"));
-  s.push_back(Structure("instances[].kv_events.replay_endpoint", K::kString, kApplied,
-                        "where missed events are asked again"));
+  s.push_back(
+      Structure("instances[].kv_events.replay_endpoint", K::kString, kApplied, "where missed events are asked again"));
   s.push_back(Structure("instances[].upstream_tls.ca_file", K::kString, kApplied,
                         "for an https:// url: its PEM CA bundle (default: upstream_tls.ca_file)"));
   s.push_back(Structure("instances[].upstream_tls.verify", K::kBoolean, kApplied,
                         "check its chain and host name (default: upstream_tls.verify)"));
   s.push_back(Structure("instances[].authorization_file", K::kString, kApplied,
                         "a file holding the Authorization header value sent to it; never logged"));
-  s.push_back(Structure("instances[].authorization_env", K::kString, kApplied,
-                        "the same from an environment variable"));
+  s.push_back(
+      Structure("instances[].authorization_env", K::kString, kApplied, "the same from an environment variable"));
 
   // ---------------------------------------------------------------------------------- limits
-  s.push_back(Scalar<uint64_t>(
-      "limits.max_request_body_bytes", K::kInteger, kRestart,
-      [](auto& c) -> auto& { return c.max_request_body_bytes; },
-      {"1024..1073741824 (1 KiB..1 GiB)", "--max-request-body-bytes", "larger request bodies get 413", "1048576",
-       "1023"}));
+  s.push_back(Scalar<uint64_t>("limits.max_request_body_bytes", K::kInteger, kRestart,
+                               [](auto& c) -> auto& { return c.max_request_body_bytes; },
+                               {"1024..1073741824 (1 KiB..1 GiB)", "--max-request-body-bytes",
+                                "larger request bodies get 413", "1048576", "1023"}));
   s.push_back(Scalar<uint32_t>(
       "limits.max_header_bytes", K::kInteger, kRestart, [](auto& c) -> auto& { return c.max_header_bytes; },
-      {"1024..1048576 (1 KiB..1 MiB)", "--max-header-bytes", "larger request headers get 431", "16384",
-       "1048577"}));
+      {"1024..1048576 (1 KiB..1 MiB)", "--max-header-bytes", "larger request headers get 431", "16384", "1048577"}));
   {
     // auto or a number: its own reader.
     ConfigField f;
@@ -434,8 +426,10 @@ std::vector<ConfigField> BuildSchema() {
   // --------------------------------------------------------------------------------- metrics
   s.push_back(Scalar<MetricsListener>(
       "metrics.listener", K::kName, kRestart, [](auto& c) -> auto& { return c.metrics.listener; },
-      {"client | admin", "", "client: /metrics on the client listener (and the admin one, when on); admin: on the "
-       "admin listener alone (needs `admin`)", "admin", ""}));
+      {"client | admin", "",
+       "client: /metrics on the client listener (and the admin one, when on); admin: on the "
+       "admin listener alone (needs `admin`)",
+       "admin", ""}));
   s.push_back(Scalar<bool>(
       "metrics.require_key", K::kBoolean, kRestart, [](auto& c) -> auto& { return c.metrics.require_key; },
       {"true | false", "", "scrapers on the client listener need a client key (needs `clients`)", "true", ""}));
@@ -451,15 +445,14 @@ std::vector<ConfigField> BuildSchema() {
     const char* bad;
   };
   for (const Timeout& t : {
-           Timeout{"connect", &TimeoutsConfig::connect, "(0, 600]", "--connect-timeout", "upstream TCP connect",
-                   "2", "601"},
+           Timeout{"connect", &TimeoutsConfig::connect, "(0, 600]", "--connect-timeout", "upstream TCP connect", "2",
+                   "601"},
            Timeout{"first_byte", &TimeoutsConfig::first_byte, "(0, 3600]", "--first-byte-timeout",
-                   "upstream response headers after the request is sent (prefill can queue behind others)", "60",
-                   "0"},
-           Timeout{"idle", &TimeoutsConfig::idle, "(0, 3600]", "--idle-timeout", "between upstream body chunks",
-                   "30", "3601"},
-           Timeout{"total", &TimeoutsConfig::total, "[0, 86400], 0 = no limit", "--total-timeout",
-                   "the whole exchange", "600", "86401"},
+                   "upstream response headers after the request is sent (prefill can queue behind others)", "60", "0"},
+           Timeout{"idle", &TimeoutsConfig::idle, "(0, 3600]", "--idle-timeout", "between upstream body chunks", "30",
+                   "3601"},
+           Timeout{"total", &TimeoutsConfig::total, "[0, 86400], 0 = no limit", "--total-timeout", "the whole exchange",
+                   "600", "86401"},
            Timeout{"client_read", &TimeoutsConfig::client_read, "(0, 3600]", "--client-read-timeout",
                    "reading a client's request head and body", "10", "0"},
            Timeout{"client_write", &TimeoutsConfig::client_write, "(0, 3600]", "--client-write-timeout",
@@ -468,8 +461,7 @@ std::vector<ConfigField> BuildSchema() {
                    "keep-alive wait for a client's next request", "20", "0"},
            Timeout{"drain", &TimeoutsConfig::drain, "[0, 3600]", "--drain-timeout",
                    "on SIGTERM, how long in-flight requests may finish", "10", "3601"},
-           Timeout{"per_try_first_byte", &TimeoutsConfig::per_try_first_byte, "[0, 3600], 0 = off",
-                   "--per-try-timeout",
+           Timeout{"per_try_first_byte", &TimeoutsConfig::per_try_first_byte, "[0, 3600], 0 = off", "--per-try-timeout",
                    "an attempt with no response byte this long after dispatch (nothing sent to the client yet) "
                    "is cancelled and retried on the next instance",
                    "30", "3601"},
@@ -481,8 +473,8 @@ std::vector<ConfigField> BuildSchema() {
                    "an instance's KV event stream silent this long is stale (kv-aware falls back)", "30", "0"},
        }) {
     const auto member = t.member;
-    s.push_back(Scalar<double>(std::string("timeouts.") + t.key, K::kSeconds, kRestart,
-                               [member](auto& c) -> auto& { return c.timeouts.*member; },
+    s.push_back(Scalar<double>(std::string("timeouts.") + t.key, K::kSeconds,
+                               kRestart, [member](auto& c) -> auto& { return c.timeouts.*member; },
                                {t.range, t.flag, t.help, t.example, t.bad}));
   }
 
@@ -492,30 +484,26 @@ std::vector<ConfigField> BuildSchema() {
        "1", "11"}));
 
   // ---------------------------------------------------------------------------------- health
-  s.push_back(Scalar<std::string>(
-      "health.path", K::kString, kRestart, [](auto& c) -> auto& { return c.health.path; },
-      {"a path starting with '/'", "--health-path", "active health check: GET this path, 2xx = success", "/ready",
-       "ready"}));
-  s.push_back(Scalar<double>(
-      "health.interval", K::kSeconds, kRestart, [](auto& c) -> auto& { return c.health.interval; },
-      {"[0, 3600], 0 disables checks (and so passive ejection)", "--health-interval",
-       "seconds between checks of one instance", "10", "3601"}));
-  s.push_back(Scalar<double>(
-      "health.timeout", K::kSeconds, kRestart, [](auto& c) -> auto& { return c.health.timeout; },
-      {"(0, 600]", "--health-timeout", "per check", "1", "0"}));
+  s.push_back(Scalar<std::string>("health.path", K::kString, kRestart, [](auto& c) -> auto& { return c.health.path; },
+                                  {"a path starting with '/'", "--health-path",
+                                   "active health check: GET this path, 2xx = success", "/ready", "ready"}));
+  s.push_back(Scalar<double>("health.interval", K::kSeconds, kRestart,
+                             [](auto& c) -> auto& { return c.health.interval; },
+                             {"[0, 3600], 0 disables checks (and so passive ejection)", "--health-interval",
+                              "seconds between checks of one instance", "10", "3601"}));
+  s.push_back(Scalar<double>("health.timeout", K::kSeconds, kRestart, [](auto& c) -> auto& { return c.health.timeout; },
+                             {"(0, 600]", "--health-timeout", "per check", "1", "0"}));
   s.push_back(Scalar<uint32_t>(
       "health.unhealthy_threshold", K::kInteger, kRestart,
       [](auto& c) -> auto& { return c.health.unhealthy_threshold; },
       {"1..100", "--unhealthy-threshold", "consecutive failed checks to eject an instance", "5", "0"}));
   s.push_back(Scalar<uint32_t>(
-      "health.healthy_threshold", K::kInteger, kRestart,
-      [](auto& c) -> auto& { return c.health.healthy_threshold; },
+      "health.healthy_threshold", K::kInteger, kRestart, [](auto& c) -> auto& { return c.health.healthy_threshold; },
       {"1..100", "--healthy-threshold", "consecutive successful checks to readmit it", "3", "101"}));
-  s.push_back(Scalar<uint32_t>(
-      "health.passive_failures", K::kInteger, kRestart,
-      [](auto& c) -> auto& { return c.health.passive_failures; },
-      {"0..100, 0 = off", "--passive-failures", "consecutive connect failures of live traffic to eject an instance",
-       "3", "101"}));
+  s.push_back(Scalar<uint32_t>("health.passive_failures", K::kInteger, kRestart,
+                               [](auto& c) -> auto& { return c.health.passive_failures; },
+                               {"0..100, 0 = off", "--passive-failures",
+                                "consecutive connect failures of live traffic to eject an instance", "3", "101"}));
 
   // ------------------------------------------------------------------------------------- log
   s.push_back(Scalar<LogFormat>(
@@ -537,23 +525,22 @@ std::vector<ConfigField> BuildSchema() {
        "(docs/discovery.md)",
        "true", ""}));
   s.push_back(Scalar<double>(
-      "discovery.models_interval", K::kSeconds, kRestart,
-      [](auto& c) -> auto& { return c.discovery.models_interval; },
+      "discovery.models_interval", K::kSeconds, kRestart, [](auto& c) -> auto& { return c.discovery.models_interval; },
       {"[1, 86400]", "", "seconds between two polls of one instance's GET /v1/models", "10", "0.5"}));
-  s.push_back(Scalar<double>(
-      "discovery.resolve_interval", K::kSeconds, kRestart,
-      [](auto& c) -> auto& { return c.discovery.resolve_interval; },
-      {"[1, 86400]", "", "seconds between two resolutions of a `resolve: all` name", "10", "86401"}));
-  s.push_back(Scalar<std::string>(
-      "discovery.hosts_file", K::kString, kRestart, [](auto& c) -> auto& { return c.discovery.hosts_file; },
-      {"a readable file, or \"\" (the system resolver)", "", "resolve with this hosts(5) file", "/etc/hosts",
-       "/nonexistent/hosts"}));
+  s.push_back(
+      Scalar<double>("discovery.resolve_interval", K::kSeconds, kRestart,
+                     [](auto& c) -> auto& { return c.discovery.resolve_interval; },
+                     {"[1, 86400]", "", "seconds between two resolutions of a `resolve: all` name", "10", "86401"}));
+  s.push_back(Scalar<std::string>("discovery.hosts_file", K::kString, kRestart,
+                                  [](auto& c) -> auto& { return c.discovery.hosts_file; },
+                                  {"a readable file, or \"\" (the system resolver)", "",
+                                   "resolve with this hosts(5) file", "/etc/hosts", "/nonexistent/hosts"}));
 
   // ---------------------------------------------------------------------------- upstream_tls
   s.push_back(Scalar<std::string>(
       "upstream_tls.ca_file", K::kString, kApplied, [](auto& c) -> auto& { return c.upstream_tls.ca_file; },
-      {"a PEM file, or \"\" (the system store)", "", "CA bundle for instances with an https:// url (docs/tls.md)",
-       "", "/nonexistent/ca.pem"}));
+      {"a PEM file, or \"\" (the system store)", "", "CA bundle for instances with an https:// url (docs/tls.md)", "",
+       "/nonexistent/ca.pem"}));
   s.push_back(Scalar<bool>(
       "upstream_tls.verify", K::kBoolean, kApplied, [](auto& c) -> auto& { return c.upstream_tls.verify; },
       {"true | false", "", "check the instance's chain and host name; false is logged as a warning", "false", ""}));
@@ -566,28 +553,30 @@ std::vector<ConfigField> BuildSchema() {
   s.push_back(Scalar<std::string>(
       "admin.token_file", K::kString, kRestart, [](auto& c) -> auto& { return c.admin.token_file; },
       {"a file of at least 16 visible characters", "", "bearer token the admin listener requires", "", ""}));
-  s.push_back(Scalar<std::string>(
-      "admin.token_env", K::kString, kRestart, [](auto& c) -> auto& { return c.admin.token_env; },
-      {"an environment variable's name", "", "the same from an environment variable", "", ""}));
-  s.push_back(Scalar<double>(
-      "engine_metrics.interval", K::kSeconds, kRestart,
-      [](auto& c) -> auto& { return c.engine_metrics.interval; },
-      {"[0.05, 3600]", "", "scrape each instance's /metrics this often for the load and cache counters it reports: "
-       "present = on", "2", "0.01"}));
+  s.push_back(
+      Scalar<std::string>("admin.token_env", K::kString, kRestart, [](auto& c) -> auto& { return c.admin.token_env; },
+                          {"an environment variable's name", "", "the same from an environment variable", "", ""}));
+  s.push_back(Scalar<double>("engine_metrics.interval", K::kSeconds, kRestart,
+                             [](auto& c) -> auto& { return c.engine_metrics.interval; },
+                             {"[0.05, 3600]", "",
+                              "scrape each instance's /metrics this often for the load and cache counters it reports: "
+                              "present = on",
+                              "2", "0.01"}));
   s.push_back(Scalar<std::string>(
       "engine_metrics.path", K::kString, kRestart, [](auto& c) -> auto& { return c.engine_metrics.path; },
       {"an absolute path without query", "", "the engines' metrics path", "/engine/metrics", "metrics"}));
-  s.push_back(Scalar<std::string>(
-      "tls.cert_file", K::kString, kApplied, [](auto& c) -> auto& { return c.tls.cert_file; },
-      {"a PEM certificate chain", "", "HTTPS on the client listener (docs/tls.md): present = on; a reload re-reads "
-       "the files", "", ""}));
-  s.push_back(Scalar<std::string>(
-      "tls.key_file", K::kString, kApplied, [](auto& c) -> auto& { return c.tls.key_file; },
-      {"its PEM private key", "", "the certificate's key", "", ""}));
-  s.push_back(Scalar<std::string>(
-      "clients.keys_file", K::kString, kApplied, [](auto& c) -> auto& { return c.clients.keys_file; },
-      {"a file of \"TENANT KEY\" or \"KEY\" lines", "",
-       "client API keys (docs/limits.md): present = the API routes need one", "", ""}));
+  s.push_back(Scalar<std::string>("tls.cert_file", K::kString, kApplied,
+                                  [](auto& c) -> auto& { return c.tls.cert_file; },
+                                  {"a PEM certificate chain", "",
+                                   "HTTPS on the client listener (docs/tls.md): present = on; a reload re-reads "
+                                   "the files",
+                                   "", ""}));
+  s.push_back(Scalar<std::string>("tls.key_file", K::kString, kApplied, [](auto& c) -> auto& { return c.tls.key_file; },
+                                  {"its PEM private key", "", "the certificate's key", "", ""}));
+  s.push_back(Scalar<std::string>("clients.keys_file", K::kString, kApplied,
+                                  [](auto& c) -> auto& { return c.clients.keys_file; },
+                                  {"a file of \"TENANT KEY\" or \"KEY\" lines", "",
+                                   "client API keys (docs/limits.md): present = the API routes need one", "", ""}));
   s.push_back(Structure("clients.keys", K::kList, kApplied, "keys as {tenant, key_env | key_file}"));
   s.push_back(Structure("clients.keys[].tenant", K::kString, kApplied, "the key's tenant"));
   s.push_back(Structure("clients.keys[].key_env", K::kString, kApplied, "the key from an environment variable"));
@@ -605,15 +594,14 @@ std::vector<ConfigField> BuildSchema() {
                          Limit{"token_burst", &TenantLimits::token_burst, "0 = tokens_per_minute"}}) {
     const auto member = l.member;
     const bool tokens = std::string_view(l.key).starts_with("token");
-    s.push_back(Scalar<uint64_t>(std::string("rate_limits.") + l.key, K::kInteger, kApplied,
-                                 [member](auto& c) -> auto& { return c.rate_limits.defaults.*member; },
-                                 {tokens ? "0..1000000000000" : "0..1000000000", "", l.help, "6000",
-                                  tokens ? "1000000000001" : "1000000001"}));
+    s.push_back(Scalar<uint64_t>(
+        std::string("rate_limits.") + l.key, K::kInteger,
+        kApplied, [member](auto& c) -> auto& { return c.rate_limits.defaults.*member; },
+        {tokens ? "0..1000000000000" : "0..1000000000", "", l.help, "6000", tokens ? "1000000000001" : "1000000001"}));
   }
   s.push_back(Scalar<uint32_t>(
       "rate_limits.max_tenants", K::kInteger, kApplied, [](auto& c) -> auto& { return c.rate_limits.max_tenants; },
-      {std::to_string(kMinTenants) + ".." + std::to_string(kMaxTenants), "", "tenants tracked at once", "1024",
-       "15"}));
+      {std::to_string(kMinTenants) + ".." + std::to_string(kMaxTenants), "", "tenants tracked at once", "1024", "15"}));
   s.push_back(Structure("rate_limits.tenants", K::kMap, kApplied,
                         "per tenant: any of the four limits; a limit a tenant does not set is the section's"));
   return s;
@@ -689,8 +677,10 @@ std::string ConfigReferenceMarkdown() {
   auto cell = [](std::string s) {
     std::string o;
     for (char c : s) {
-      if (c == '|') o += "\\|";
-      else o += c;
+      if (c == '|')
+        o += "\\|";
+      else
+        o += c;
     }
     return o;
   };
@@ -699,8 +689,8 @@ std::string ConfigReferenceMarkdown() {
     if (f.scalar() && def.empty()) def = "\"\"";
     std::string flag = f.flag.empty() ? (f.scalar() ? "--set" : "YAML only") : f.flag;
     out += "| `" + f.path + "` | " + std::string(FieldKindName(f.kind)) + " | " +
-           (def.empty() ? std::string() : "`" + cell(def) + "`") + " | " + cell(f.range) + " | " + cell(flag) +
-           " | " + (f.reloadable ? "applied" : "restart") + " | " + cell(f.help) + " |\n";
+           (def.empty() ? std::string() : "`" + cell(def) + "`") + " | " + cell(f.range) + " | " + cell(flag) + " | " +
+           (f.reloadable ? "applied" : "restart") + " | " + cell(f.help) + " |\n";
   }
   return out;
 }

@@ -33,14 +33,14 @@ enum class FieldKind { kInteger, kSeconds, kNumber, kBoolean, kString, kName, kL
 std::string_view FieldKindName(FieldKind kind);
 
 struct ConfigField {
-  std::string path;     // YAML path: "timeouts.connect"; items of a list: "instances[].url"
+  std::string path;  // YAML path: "timeouts.connect"; items of a list: "instances[].url"
   FieldKind kind = FieldKind::kString;
-  std::string range;    // allowed values, in words ("(0, 600]", "true | false")
-  std::string flag;     // the named flag ("--connect-timeout"); empty: --set only (or YAML only)
-  std::string help;     // what it does, one or more sentences without the final period
+  std::string range;        // allowed values, in words ("(0, 600]", "true | false")
+  std::string flag;         // the named flag ("--connect-timeout"); empty: --set only (or YAML only)
+  std::string help;         // what it does, one or more sentences without the final period
   bool reloadable = false;  // SIGHUP and POST /admin/reload apply it; else a change needs a restart
-  std::string example;  // a valid value other than the default (documentation and tests)
-  std::string bad;      // a value of the right type outside `range` (empty: none exists)
+  std::string example;      // a valid value other than the default (documentation and tests)
+  std::string bad;          // a value of the right type outside `range` (empty: none exists)
 
   // Scalars only (null for lists and maps). `set` reads `text` strictly into the field; its
   // errors start with `error_path` (the YAML path, or "pools.NAME.x" for a pool).

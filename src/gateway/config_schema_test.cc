@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -12,7 +13,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "gateway/config_flags.h"
@@ -62,8 +62,7 @@ class SchemaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ::setenv("SCHEMA_TEST_KEY", "a-client-key-of-some-length", 1);
-    base_ = (std::filesystem::temp_directory_path() / ("schema-test-" + std::to_string(::getpid()) + ".yaml"))
-                .string();
+    base_ = (std::filesystem::temp_directory_path() / ("schema-test-" + std::to_string(::getpid()) + ".yaml")).string();
     std::ofstream(base_) << "instances:\n  - url: http://127.0.0.1:1\n"
                             "admin: {listen: 127.0.0.1:9099}\n"
                             "clients: {keys: [{tenant: a, key_env: SCHEMA_TEST_KEY}]}\n";
@@ -247,9 +246,11 @@ TEST_P(ReloadEachFieldTest, AppliedWithoutRestart) {
   testing::QuietLogs();
   testing::Fakes fakes = testing::StartFakes({"a"});
   testing::TempFile file("reload-" + std::to_string(&f - ConfigSchema().data()) + ".yaml");
-  const std::string base = "listen: 127.0.0.1:0\nio_threads: 1\nhealth: {interval: 0}\ntimeouts: {drain: 1}\n"
-                           "clients: {keys: [{tenant: a, key_env: SCHEMA_TEST_KEY}]}\n"
-                           "instances:\n  - {name: a, url: '" + fakes[0]->url() + "'}\n";
+  const std::string base =
+      "listen: 127.0.0.1:0\nio_threads: 1\nhealth: {interval: 0}\ntimeouts: {drain: 1}\n"
+      "clients: {keys: [{tenant: a, key_env: SCHEMA_TEST_KEY}]}\n"
+      "instances:\n  - {name: a, url: '" +
+      fakes[0]->url() + "'}\n";
   file.Write(base);
   ConfigFlags flags = ParseFlags({"--config", file.path()});
   Result<GatewayConfig> initial = BuildConfig(flags);
@@ -258,7 +259,8 @@ TEST_P(ReloadEachFieldTest, AppliedWithoutRestart) {
   ASSERT_NE(g, nullptr);
 
   file.Write(base + YamlSetting(f.path, f.example));
-  Result<ReloadReport> report = LoadAndReload(*g, [&] { return BuildConfig(flags); }, "SIGHUP");
+  Result<ReloadReport> report = LoadAndReload(
+      *g, [&] { return BuildConfig(flags); }, "SIGHUP");
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_TRUE(report->restart_required.empty()) << report->restart_required.front();
   GatewayConfig want;
@@ -280,7 +282,8 @@ std::vector<const ConfigField*> ReloadableScalars() {
 INSTANTIATE_TEST_SUITE_P(Schema, ReloadEachFieldTest, ::testing::ValuesIn(ReloadableScalars()),
                          [](const ::testing::TestParamInfo<const ConfigField*>& info) {
                            std::string name;
-                           for (char c : info.param->path) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           for (char c : info.param->path)
+                             name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return name;
                          });
 

@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <string>
-#include <unistd.h>
 
 namespace prefix_router::gateway {
 namespace {
@@ -226,8 +226,9 @@ TEST(ParseConfigYaml, UnknownNestedKeyIsNamedByPath) {
 
 // An unknown key in an instance is named with the instance's index.
 TEST(ParseConfigYaml, UnknownInstanceKeyIsNamedWithIndex) {
-  ExpectParseError("instances:\n  - url: http://a:1\n  - url: http://b:1\n    wieght: 2\n",
-                   {"instances[1].wieght: unknown field; expected one of name, url, weight, models, discover_models, resolve"});
+  ExpectParseError(
+      "instances:\n  - url: http://a:1\n  - url: http://b:1\n    wieght: 2\n",
+      {"instances[1].wieght: unknown field; expected one of name, url, weight, models, discover_models, resolve"});
 }
 
 // An unknown key in a pool is named with the pool's name.
@@ -239,8 +240,7 @@ TEST(ParseConfigYaml, UnknownPoolKeyIsNamedWithPool) {
 
 // Managed-service spellings are not aliases: only snake_case fields exist.
 TEST(ParseConfigYaml, CamelCaseSpellingsAreUnknown) {
-  ExpectParseError("routing: {RoutingStrategy: prefix-aware}\n",
-                   {"routing.RoutingStrategy: unknown field"});
+  ExpectParseError("routing: {RoutingStrategy: prefix-aware}\n", {"routing.RoutingStrategy: unknown field"});
 }
 
 // A key written twice is an error rather than a silent last-wins.
@@ -250,15 +250,11 @@ TEST(ParseConfigYaml, DuplicateKeyIsAnError) {
 
 // A value of the wrong type names the path, the expected type and what was written.
 TEST(ParseConfigYaml, WrongTypesNameThePath) {
-  ExpectParseError("routing: {prefix_length: abc}\n",
-                   {"routing.prefix_length: expected an integer, got 'abc'"});
-  ExpectParseError("routing: {prefix_length: 1.5}\n",
-                   {"routing.prefix_length: expected an integer, got '1.5'"});
-  ExpectParseError("timeouts: {connect: fast}\n",
-                   {"timeouts.connect: expected a number of seconds, got 'fast'"});
+  ExpectParseError("routing: {prefix_length: abc}\n", {"routing.prefix_length: expected an integer, got 'abc'"});
+  ExpectParseError("routing: {prefix_length: 1.5}\n", {"routing.prefix_length: expected an integer, got '1.5'"});
+  ExpectParseError("timeouts: {connect: fast}\n", {"timeouts.connect: expected a number of seconds, got 'fast'"});
   ExpectParseError("timeouts: {connect: .inf}\n", {"timeouts.connect: expected a number"});
-  ExpectParseError("decision_headers: maybe\n",
-                   {"decision_headers: expected true or false, got 'maybe'"});
+  ExpectParseError("decision_headers: maybe\n", {"decision_headers: expected true or false, got 'maybe'"});
   ExpectParseError("listen: [a, b]\n", {"listen: expected a string, got a sequence"});
   ExpectParseError("timeouts: 5\n", {"timeouts: expected a map, got '5'"});
   ExpectParseError("instances: {url: http://a}\n", {"instances: expected a list"});
@@ -267,8 +263,7 @@ TEST(ParseConfigYaml, WrongTypesNameThePath) {
                    {"instances[0].models[1]: expected a string, got a map"});
   ExpectParseError("pools:\n  llama: 5\n", {"pools.llama: expected a map"});
   ExpectParseError("io_threads:\n", {"io_threads: expected an integer, got nothing"});
-  ExpectParseError("routing: {balance_factor: high}\n",
-                   {"routing.balance_factor: expected a number, got 'high'"});
+  ExpectParseError("routing: {balance_factor: high}\n", {"routing.balance_factor: expected a number, got 'high'"});
   ExpectParseError("pools:\n  llama: {balance_factor: .nan}\n",
                    {"pools.llama.balance_factor: expected a number, got '.nan'"});
 }
@@ -384,8 +379,8 @@ TEST(ParseConfigYaml, BalanceFactorInRoutingAndPools) {
 
 // RoutingFor gives a pool's settings for its name and the default pool's for any other name.
 TEST(GatewayConfig, RoutingForPicksPoolElseDefault) {
-  GatewayConfig c = Parse(
-      "routing: {routing_strategy: round-robin}\npools: {llama: {routing_strategy: prefix-aware}}\n");
+  GatewayConfig c =
+      Parse("routing: {routing_strategy: round-robin}\npools: {llama: {routing_strategy: prefix-aware}}\n");
   EXPECT_EQ(c.RoutingFor("llama").strategy, Strategy::kPrefixAware);
   EXPECT_EQ(c.RoutingFor("mistral").strategy, Strategy::kRoundRobin);
   EXPECT_EQ(c.RoutingFor("").strategy, Strategy::kRoundRobin);
@@ -396,34 +391,34 @@ TEST(GatewayConfig, RoutingForPicksPoolElseDefault) {
 TEST(ValidateConfig, AcceptsBoundaryValues) {
   EXPECT_TRUE(ValidateWith([](GatewayConfig&) {}).ok());
   EXPECT_TRUE(ValidateWith([](GatewayConfig& c) {
-    c.io_threads = 256;
-    c.routing.prefix_length = 65536;
-    c.routing.concurrency_threshold = 1024;
-    c.routing.balance_factor = 100;
-    c.instances[0].weight = 10000;
-    c.max_request_body_bytes = 1u << 30;
-    c.max_header_bytes = 1u << 20;
-    c.timeouts = {600, 3600, 3600, 86400, 3600, 3600, 3600, 3600};
-    c.max_retries = 10;
-    c.health.interval = 3600;
-    c.health.timeout = 600;
-    c.health.unhealthy_threshold = 100;
-    c.health.healthy_threshold = 100;
-    c.health.passive_failures = 100;
-  }).ok());
+                c.io_threads = 256;
+                c.routing.prefix_length = 65536;
+                c.routing.concurrency_threshold = 1024;
+                c.routing.balance_factor = 100;
+                c.instances[0].weight = 10000;
+                c.max_request_body_bytes = 1u << 30;
+                c.max_header_bytes = 1u << 20;
+                c.timeouts = {600, 3600, 3600, 86400, 3600, 3600, 3600, 3600};
+                c.max_retries = 10;
+                c.health.interval = 3600;
+                c.health.timeout = 600;
+                c.health.unhealthy_threshold = 100;
+                c.health.healthy_threshold = 100;
+                c.health.passive_failures = 100;
+              }).ok());
   EXPECT_TRUE(ValidateWith([](GatewayConfig& c) {
-    c.routing.prefix_length = 1024;
-    c.routing.concurrency_threshold = 1;
-    c.routing.balance_factor = 1;
-    c.max_request_body_bytes = 1024;
-    c.max_header_bytes = 1024;
-    c.timeouts = {0.001, 0.001, 0.001, 0, 0.001, 0.001, 0.001, 0};
-    c.max_retries = 0;
-    c.health.interval = 0;
-    c.health.unhealthy_threshold = 1;
-    c.health.healthy_threshold = 1;
-    c.health.passive_failures = 0;
-  }).ok());
+                c.routing.prefix_length = 1024;
+                c.routing.concurrency_threshold = 1;
+                c.routing.balance_factor = 1;
+                c.max_request_body_bytes = 1024;
+                c.max_header_bytes = 1024;
+                c.timeouts = {0.001, 0.001, 0.001, 0, 0.001, 0.001, 0.001, 0};
+                c.max_retries = 0;
+                c.health.interval = 0;
+                c.health.unhealthy_threshold = 1;
+                c.health.healthy_threshold = 1;
+                c.health.passive_failures = 0;
+              }).ok());
 }
 
 // listen is split into host and port: IPv4, host names, bracketed IPv6, and port 0 (ephemeral).
@@ -558,9 +553,8 @@ TEST(ParseConfigYaml, CacheAwareSection) {
 TEST(ValidateConfig, RejectsPoolOutOfRange) {
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.pools["llama"].prefix_length = 10; }),
                 {"pools.llama.prefix_length: 10 is outside the allowed range 1024..65536"});
-  ExpectInvalid(
-      ValidateWith([](GatewayConfig& c) { c.pools["llama"].concurrency_threshold = 2000; }),
-      {"pools.llama.concurrency_threshold: 2000 is outside the allowed range 1..1024"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.pools["llama"].concurrency_threshold = 2000; }),
+                {"pools.llama.concurrency_threshold: 2000 is outside the allowed range 1..1024"});
 }
 
 // A pool must be served by some instance, by name or by an instance that serves every name.
@@ -572,20 +566,21 @@ TEST(ValidateConfig, RejectsPoolNoInstanceServes) {
                 {"pools.foo: no instance serves 'foo'"});
   EXPECT_TRUE(ValidateWith([](GatewayConfig& c) { c.pools["foo"] = c.routing; }).ok());
   EXPECT_TRUE(ValidateWith([](GatewayConfig& c) {
-    c.instances[0].models = {"llama", "foo"};
-    c.pools["foo"] = c.routing;
-  }).ok());
+                c.instances[0].models = {"llama", "foo"};
+                c.pools["foo"] = c.routing;
+              }).ok());
 }
 
 // Served names must be valid UTF-8: yaml-cpp passes a file's invalid bytes through, and such a
 // name could never match a request's model and would break the /v1/models JSON (found by
 // fuzz/gateway_config_fuzzer; input fuzz/corpus/gateway_config/found-invalid-utf8-model.yaml).
 TEST(ValidateConfig, RejectsServedNamesThatAreNotUtf8) {
-  GatewayConfig parsed =
-      Parse("instances:\n  - url: http://h\n    models: [ok, \"caf\\u00e9\", caf\xbd]\n");
+  GatewayConfig parsed = Parse("instances:\n  - url: http://h\n    models: [ok, \"caf\\u00e9\", caf\xbd]\n");
   ASSERT_EQ(parsed.instances.size(), 1u);
   ExpectInvalid(ValidateConfig(parsed), {"instances[0].models[2]: must be valid UTF-8"});
-  for (const char* bad : {"\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "a\xff" "b"}) {
+  for (const char* bad : {"\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                          "a\xff"
+                          "b"}) {
     GatewayConfig model = Valid();
     model.instances[0].models = {bad};
     ExpectInvalid(ValidateConfig(model), {"instances[0].models[0]: must be valid UTF-8"});
@@ -594,9 +589,9 @@ TEST(ValidateConfig, RejectsServedNamesThatAreNotUtf8) {
     ExpectInvalid(ValidateConfig(pool), {"pools: pool names must be valid UTF-8"});
   }
   EXPECT_TRUE(ValidateWith([](GatewayConfig& c) {
-    c.instances[0].models = {"caf\xc3\xa9", "\xf0\x9f\x98\x80", "tab\there"};
-    c.pools["caf\xc3\xa9"] = c.routing;
-  }).ok());
+                c.instances[0].models = {"caf\xc3\xa9", "\xf0\x9f\x98\x80", "tab\there"};
+                c.pools["caf\xc3\xa9"] = c.routing;
+              }).ok());
 }
 
 // At least one instance is required.
@@ -649,8 +644,7 @@ TEST(ValidateConfig, DefaultInstanceNames) {
 
 // Instance URLs must be http(s)://host[:port][/path] (https: tls_test.cc, tls_config_test.cc).
 TEST(ValidateConfig, RejectsBadInstanceUrls) {
-  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = ""; }),
-                {"instances[0].url: is required"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = ""; }), {"instances[0].url: is required"});
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "ftp://a:21"; }),
                 {"instances[0].url: 'ftp://a:21' is not http(s)://host[:port][/path]"});
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "127.0.0.1:8001"; }),
@@ -659,14 +653,13 @@ TEST(ValidateConfig, RejectsBadInstanceUrls) {
                 {"instances[0].url:", "no query"});
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "http://user@a:1"; }),
                 {"instances[0].url: 'http://***@a:1' carries credentials", "authorization_file"});
-  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "http://:8000"; }),
-                {"instances[0].url:"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].url = "http://:8000"; }), {"instances[0].url:"});
 }
 
 // A URL with a password is refused without printing the password, whatever else is wrong.
 TEST(ValidateConfig, InstanceUrlErrorsNeverShowThePassword) {
-  for (const char* url : {"http://user:s3cret@a:1", "http://user:s3cret@a:1/x?y=1",
-                          "ftp://user:s3cret@a:21", "http://user:s3cret@:8000"}) {
+  for (const char* url : {"http://user:s3cret@a:1", "http://user:s3cret@a:1/x?y=1", "ftp://user:s3cret@a:21",
+                          "http://user:s3cret@:8000"}) {
     SCOPED_TRACE(url);
     GatewayConfig c = Valid();
     c.instances[0].url = url;
@@ -709,9 +702,10 @@ TEST(ValidateConfig, RejectsDuplicateInstanceNames) {
 
 // Names go into response headers, and served names must not be empty.
 TEST(ValidateConfig, RejectsUnusableNames) {
-  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].name = "gpu a"; }),
-                {"instances[0].name: 'gpu a'"});
-  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].models = {"llama", ""}; }),
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.instances[0].name = "gpu a"; }), {"instances[0].name: 'gpu a'"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) {
+                  c.instances[0].models = {"llama", ""};
+                }),
                 {"instances[0].models[1]: must not be empty"});
 }
 
@@ -757,8 +751,7 @@ TEST(ValidateConfig, RejectsTimeoutsOutOfRange) {
 TEST(ValidateConfig, RejectsNaNTimeouts) {
   ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.timeouts.connect = std::nan(""); }),
                 {"timeouts.connect: nan is outside the allowed range (0, 600]"});
-  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.timeouts.drain = std::nan(""); }),
-                {"timeouts.drain:"});
+  ExpectInvalid(ValidateWith([](GatewayConfig& c) { c.timeouts.drain = std::nan(""); }), {"timeouts.drain:"});
 }
 
 // max_retries is 0..10.
@@ -795,9 +788,7 @@ TEST(ValidateConfig, IsIdempotent) {
 }
 
 std::string TempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("config_test_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  return (std::filesystem::temp_directory_path() / ("config_test_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
 // A file on disk loads like the same text parsed directly.

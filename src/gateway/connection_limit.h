@@ -32,7 +32,7 @@ struct ConnectionLimitPlan {
   uint32_t limit = 1;
   uint64_t descriptors = 0;  // the soft descriptor limit it was derived from
   uint64_t reserve = 0;
-  bool starved = false;      // the descriptor limit leaves less than 2 for clients after the reserve
+  bool starved = false;  // the descriptor limit leaves less than 2 for clients after the reserve
 };
 
 // Pure: the plan for `descriptors` (the soft RLIMIT_NOFILE) and `instances` configured.

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "base/json_text.h"
 #include "api/error.h"
+#include "base/json_text.h"
 #include "gateway/config.h"
 
 namespace prefix_router::gateway {
@@ -19,8 +19,7 @@ namespace net = http::net;
 using http::tcp;
 
 bool EqualsNoCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
          });
 }
@@ -99,8 +98,8 @@ std::vector<std::string> AddressesInHosts(std::string_view text, std::string_vie
       if (i > start) words.push_back(line.substr(start, i - start));
     }
     if (words.size() < 2 || !IsAddress(words[0])) continue;
-    const bool named = std::any_of(words.begin() + 1, words.end(),
-                                   [host](std::string_view w) { return EqualsNoCase(w, host); });
+    const bool named =
+        std::any_of(words.begin() + 1, words.end(), [host](std::string_view w) { return EqualsNoCase(w, host); });
     if (named && std::find(out.begin(), out.end(), words[0]) == out.end()) out.emplace_back(words[0]);
   }
   return out;

@@ -55,8 +55,7 @@ class Resolver {
   // The addresses `host` stands for, each with `port` (a test resolver may answer other ports,
   // to put several instances on one loopback address). Runs on an I/O thread: must not block
   // it. An empty list is an answer, not an error; the caller decides what it means.
-  virtual http::net::awaitable<Result<std::vector<ResolvedAddress>>> Resolve(std::string host,
-                                                                          uint16_t port) = 0;
+  virtual http::net::awaitable<Result<std::vector<ResolvedAddress>>> Resolve(std::string host, uint16_t port) = 0;
 };
 
 // getaddrinfo through asio's asynchronous resolver (IPv4 and IPv6).
@@ -76,8 +75,7 @@ class FixedResolver final : public Resolver {
   void Set(const std::string& host, std::vector<ResolvedAddress> addresses);
   void Fail(const std::string& host, std::string message);
   int calls() const;
-  http::net::awaitable<Result<std::vector<ResolvedAddress>>> Resolve(std::string host,
-                                                                  uint16_t port) override;
+  http::net::awaitable<Result<std::vector<ResolvedAddress>>> Resolve(std::string host, uint16_t port) override;
 
  private:
   mutable std::mutex mu_;
@@ -90,8 +88,8 @@ struct ModelList {
   std::vector<std::string> names;  // sorted, unique, each valid (CheckServedName)
   // One per name (the first entry with that id in the answer); never null.
   std::shared_ptr<const ModelEntries> entries = std::make_shared<const ModelEntries>();
-  size_t invalid = 0;              // ids left out: not a string, or not a valid served name
-  bool truncated = false;          // more than kMaxServedNames valid ids; the first ones kept
+  size_t invalid = 0;      // ids left out: not a string, or not a valid served name
+  bool truncated = false;  // more than kMaxServedNames valid ids; the first ones kept
 };
 
 // `{"object":"list","data":[{"id":...},...]}` -> the ids and their entries. An error says what

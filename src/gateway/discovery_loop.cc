@@ -142,7 +142,9 @@ net::awaitable<void> Gateway::ResolveRound(bool apply) {
     if (answer.ok()) got = SortedUnique(std::move(*answer));
     if (got.size() > kMaxResolvedAddresses) {
       LogEvent(spdlog::level::warn, "resolution truncated",
-               {{"instance", job.name}, {"host", host}, {"addresses", static_cast<uint64_t>(got.size())},
+               {{"instance", job.name},
+                {"host", host},
+                {"addresses", static_cast<uint64_t>(got.size())},
                 {"kept", static_cast<uint64_t>(kMaxResolvedAddresses)}});
       got.resize(kMaxResolvedAddresses);
     }
@@ -150,7 +152,8 @@ net::awaitable<void> Gateway::ResolveRound(bool apply) {
       // Never from some addresses to none: a DNS outage must not empty the fleet.
       if (!known.failing) {
         LogEvent(spdlog::level::warn, "resolution failed; the instance keeps its addresses",
-                 {{"instance", job.name}, {"host", host},
+                 {{"instance", job.name},
+                  {"host", host},
                   {"error", answer.ok() ? std::string("no address") : answer.status().message()},
                   {"addresses", static_cast<uint64_t>(known.addresses.size())}});
       }
@@ -177,7 +180,10 @@ net::awaitable<void> Gateway::ResolveRound(bool apply) {
       continue;
     }
     LogEvent(spdlog::level::info, "instances resolved",
-             {{"instance", job.name}, {"host", host}, {"addresses", count}, {"added", added},
+             {{"instance", job.name},
+              {"host", host},
+              {"addresses", count},
+              {"added", added},
               {"removed", removed},
               {"changes", JoinWith(*changes, [](const std::string& s) { return s; })}});
   }
@@ -185,9 +191,8 @@ net::awaitable<void> Gateway::ResolveRound(bool apply) {
 
 // ------------------------------------------------------------------------------- /v1/models
 
-net::awaitable<Result<std::string>> Gateway::GetFromInstance(UpstreamTarget target, std::string path,
-                                                             size_t body_limit, const char* user_agent,
-                                                             const char* accept) {
+net::awaitable<Result<std::string>> Gateway::GetFromInstance(UpstreamTarget target, std::string path, size_t body_limit,
+                                                             const char* user_agent, const char* accept) {
   const auto timeout = Ms(config_.health.timeout);
   auto& pool = ConnectionPool::ForThisThread();
   auto [cec, lease] = co_await pool.Acquire(target, timeout, /*fresh=*/true);
@@ -207,8 +212,8 @@ net::awaitable<Result<std::string>> Gateway::GetFromInstance(UpstreamTarget targ
   parser.body_limit(body_limit);
   auto [rec, rn] = co_await stream.On([&](auto& s) { return bhttp::async_read(s, buffer, parser, http::kTuple); });
   if (rec == bhttp::error::body_limit) {
-    co_return Status::ResourceExhausted("the " + path + " answer is larger than " +
-                                        std::to_string(body_limit >> 20) + " MiB");
+    co_return Status::ResourceExhausted("the " + path + " answer is larger than " + std::to_string(body_limit >> 20) +
+                                        " MiB");
   }
   if (rec) co_return Status::Unavailable("reading the " + path + " answer failed: " + rec.message());
   const int status = parser.get().result_int();
@@ -269,20 +274,21 @@ net::awaitable<void> Gateway::PollRound() {
     if (lenient && p.result.ok() && p.result->names.empty()) {
       error = Status::InvalidArgument("the /v1/models answer lists no valid id");
     }
-    const bool no_list = !error.ok() && (error.code() == StatusCode::kNotFound ||
-                                         error.code() == StatusCode::kInvalidArgument);
+    const bool no_list =
+        !error.ok() && (error.code() == StatusCode::kNotFound || error.code() == StatusCode::kInvalidArgument);
     if (!error.ok()) {
       const FailingState now = lenient && no_list ? FailingState::kNoList : FailingState::kFailing;
       if (known.failing != now) {  // once per streak, not at every poll
         if (now == FailingState::kNoList) {
-          LogEvent(spdlog::level::warn,
-                   every_name ? "no usable /v1/models; the instance serves every name"
-                              : "no usable /v1/models; the instance serves its configured names",
-                   {{"instance", p.name}, {"error", error.message()},
-                    {"names", static_cast<uint64_t>(serving.size())}});
+          LogEvent(
+              spdlog::level::warn,
+              every_name ? "no usable /v1/models; the instance serves every name"
+                         : "no usable /v1/models; the instance serves its configured names",
+              {{"instance", p.name}, {"error", error.message()}, {"names", static_cast<uint64_t>(serving.size())}});
         } else {
           LogEvent(spdlog::level::warn, "model discovery failed; the instance keeps its served names",
-                   {{"instance", p.name}, {"error", error.message()},
+                   {{"instance", p.name},
+                    {"error", error.message()},
                     {"names", static_cast<uint64_t>(serving.size())},
                     {"every_name", every_name ? "yes" : "no"}});
         }
@@ -305,7 +311,8 @@ net::awaitable<void> Gateway::PollRound() {
     changed = true;
     if (was == list.names && spec.serves_only_listed) continue;
     LogEvent(spdlog::level::info, "served names discovered",
-             {{"instance", p.name}, {"added", JoinNames(Minus(list.names, was))},
+             {{"instance", p.name},
+              {"added", JoinNames(Minus(list.names, was))},
               {"removed", JoinNames(Minus(was, list.names))},
               {"names", static_cast<uint64_t>(list.names.size())},
               {"invalid_ids", static_cast<uint64_t>(list.invalid)},

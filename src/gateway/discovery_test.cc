@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -55,7 +55,8 @@ TEST(ParseModelListTest, TakesEveryIdIncludingAdapters) {
 // Ids that are not valid served names are left out and counted; duplicates count once.
 TEST(ParseModelListTest, InvalidIdsAreSkippedAndDuplicatesMerged) {
   auto r = ParseModelList(R"({"data":[{"id":"a"},{"id":""},{"id":42},{"name":"x"},{"id":"a"},)"
-                          R"({"id":")" + std::string(kMaxServedNameBytes + 1, 'x') + R"("},{"id":"b\u00e9"}]})");
+                          R"({"id":")" +
+                          std::string(kMaxServedNameBytes + 1, 'x') + R"("},{"id":"b\u00e9"}]})");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->names, (std::vector<std::string>{"a", "b\xc3\xa9"}));
   EXPECT_EQ(r->invalid, 4u);
@@ -134,7 +135,9 @@ void ExpectError(const std::string& yaml, const std::string& part) {
 // list), no DNS discovery; every field is read.
 TEST(DiscoveryConfigTest, DefaultsAndFields) {
   GatewayConfig c;
-  ASSERT_TRUE(ValidateYaml("instances: [{url: 'http://127.0.0.1:8001'}, {url: 'http://127.0.0.1:8002', models: [m]}]\n", &c).ok());
+  ASSERT_TRUE(
+      ValidateYaml("instances: [{url: 'http://127.0.0.1:8001'}, {url: 'http://127.0.0.1:8002', models: [m]}]\n", &c)
+          .ok());
   EXPECT_FALSE(c.discovery.models.has_value());
   EXPECT_TRUE(DiscoversModels(c.instances[0], c.discovery));
   EXPECT_FALSE(DiscoversModels(c.instances[1], c.discovery));
@@ -164,17 +167,22 @@ TEST(DiscoveryConfigTest, DefaultsAndFields) {
 // Every new field's errors name the field and the allowed values or range.
 TEST(DiscoveryConfigTest, ErrorsNameTheField) {
   const std::string one = "instances: [{url: 'http://127.0.0.1:8001'}]\n";
-  ExpectError(one + "discovery: {models_interval: 0}\n", "discovery.models_interval: 0 is outside the allowed range [1, 86400]");
+  ExpectError(one + "discovery: {models_interval: 0}\n",
+              "discovery.models_interval: 0 is outside the allowed range [1, 86400]");
   ExpectError(one + "discovery: {models_interval: 90000}\n", "discovery.models_interval: 90000");
-  ExpectError(one + "discovery: {resolve_interval: 0.5}\n", "discovery.resolve_interval: 0.5 is outside the allowed range [1, 86400]");
+  ExpectError(one + "discovery: {resolve_interval: 0.5}\n",
+              "discovery.resolve_interval: 0.5 is outside the allowed range [1, 86400]");
   ExpectError(one + "discovery: {models: maybe}\n", "discovery.models");
-  ExpectError(one + "discovery: {hosts_file: /nonexistent/hosts}\n", "discovery.hosts_file: '/nonexistent/hosts' cannot be opened");
+  ExpectError(one + "discovery: {hosts_file: /nonexistent/hosts}\n",
+              "discovery.hosts_file: '/nonexistent/hosts' cannot be opened");
   ExpectError(one + "discovery: {dns: 1}\n", "discovery.dns: unknown field");
-  ExpectError("instances: [{url: 'http://llm:8001', resolve: some}]\n", "instances[0].resolve: 'some' is not one of none, all");
+  ExpectError("instances: [{url: 'http://llm:8001', resolve: some}]\n",
+              "instances[0].resolve: 'some' is not one of none, all");
   ExpectError("instances: [{url: 'http://llm:8001', discover_models: sometimes}]\n", "instances[0].discover_models");
   ExpectError("instances: [{url: 'http://10.0.0.1:8001', resolve: all}]\n",
               "instances[0].resolve: 'all' needs a DNS name in url, not the address '10.0.0.1'");
-  ExpectError("instances: [{url: 'http://[::1]:8001', resolve: all}]\n", "instances[0].resolve: 'all' needs a DNS name");
+  ExpectError("instances: [{url: 'http://[::1]:8001', resolve: all}]\n",
+              "instances[0].resolve: 'all' needs a DNS name");
   ExpectError("instances: [{url: 'http://llm:8001', resolve: all}, {name: 'x@y', url: 'http://127.0.0.1:1'}]\n",
               "instances[1].name: 'x@y' must not contain '@'");
   // Without resolve: all, '@' in a name stays allowed (as before).
@@ -182,8 +190,9 @@ TEST(DiscoveryConfigTest, ErrorsNameTheField) {
   std::string many = "instances: [{url: 'http://127.0.0.1:1', models: [";
   for (size_t i = 0; i <= kMaxServedNames; ++i) many += (i ? ",m" : "m") + std::to_string(i);
   ExpectError(many + "]}]\n", "instances[0].models: 1025 is outside the allowed range 0..1024");
-  ExpectError("instances: [{url: 'http://127.0.0.1:1', models: ['" + std::string(kMaxServedNameBytes + 1, 'x') + "']}]\n",
-              "instances[0].models[0]: longer than 1024 bytes");
+  ExpectError(
+      "instances: [{url: 'http://127.0.0.1:1', models: ['" + std::string(kMaxServedNameBytes + 1, 'x') + "']}]\n",
+      "instances[0].models[0]: longer than 1024 bytes");
 }
 
 // The discovery section is read at start: a reload that changes it names it.
@@ -194,9 +203,8 @@ TEST(DiscoveryConfigTest, RestartRequiredNamesDiscoveryFields) {
   b.discovery.models_interval = 10;
   b.discovery.resolve_interval = 10;
   b.discovery.hosts_file = "/etc/hosts";
-  EXPECT_EQ(RestartRequired(a, b),
-            (std::vector<std::string>{"discovery.models", "discovery.models_interval",
-                                      "discovery.resolve_interval", "discovery.hosts_file"}));
+  EXPECT_EQ(RestartRequired(a, b), (std::vector<std::string>{"discovery.models", "discovery.models_interval",
+                                                             "discovery.resolve_interval", "discovery.hosts_file"}));
 }
 
 // -------------------------------------------------------------------- loopback helpers
@@ -346,8 +354,8 @@ TEST(ModelDiscoveryTest, NeverPolledServesConfiguredOrNothing) {
   GatewayConfig c = TestConfig(fakes);
   c.instances[0].discover_models = true;  // nothing configured
   c.instances[1].discover_models = true;
-  c.instances[1].models = {"base"};       // the initial list
-  c.instances[2].models = {"other"};      // no discovery
+  c.instances[1].models = {"base"};   // the initial list
+  c.instances[2].models = {"other"};  // no discovery
   auto g = StartGateway(c);
   ASSERT_NE(g, nullptr);
   ASSERT_TRUE(Discover(*g));
@@ -364,7 +372,6 @@ TEST(ModelDiscoveryTest, NeverPolledServesConfiguredOrNothing) {
   EXPECT_EQ(InstanceFor(g->port(), "base"), "status 404 model_not_found");
   EXPECT_EQ(InstanceFor(g->port(), "base-v2"), "b");
 }
-
 
 // Bare instances (no discovery field anywhere, as `serve --instance URL` makes them) serve the
 // names their engines list, adapters loaded at run time included; an unknown name is the
@@ -475,7 +482,8 @@ TEST(ModelDiscoveryTest, ModelsKeepTheEnginesFieldsAndNameTheInstances) {
   EXPECT_EQ(entries["configured-only"],
             R"({"id":"configured-only","object":"model","created":0,"owned_by":"prefix-router","instances":["c"]})");
   size_t members = 0;  // one `instances` per entry: the engine's own was not passed on
-  for (size_t at = raw.find("\"instances\""); at != std::string::npos; at = raw.find("\"instances\"", at + 1)) ++members;
+  for (size_t at = raw.find("\"instances\""); at != std::string::npos; at = raw.find("\"instances\"", at + 1))
+    ++members;
   EXPECT_EQ(members, 3u) << raw;
 
   // Configuration order decides, not which poll answered first.
@@ -624,11 +632,10 @@ TEST(DnsDiscoveryTest, AddressesComeAndGoWithStablePlacement) {
       EXPECT_EQ(now, Derived(*fakes[2])) << key << " moved between unchanged addresses";
     }
   }
-  EXPECT_GT(moved, 20);   // about a third of the keys go to the new address
+  EXPECT_GT(moved, 20);  // about a third of the keys go to the new address
   EXPECT_LT(moved, 120);
   EXPECT_NE(logs.text().find("instances resolved"), std::string::npos) << logs.text();
-  EXPECT_NE(logs.text().find("added=127.0.0.1:" + std::to_string(fakes[2]->port())), std::string::npos)
-      << logs.text();
+  EXPECT_NE(logs.text().find("added=127.0.0.1:" + std::to_string(fakes[2]->port())), std::string::npos) << logs.text();
 
   resolver->Set(kHost, Endpoints(fakes, {0, 1}));
   ASSERT_TRUE(Discover(*g));
@@ -796,12 +803,12 @@ TEST(DnsDiscoveryTest, AdminApiTakesDiscoveryFields) {
   AdminServer admin(ac, TimeoutsConfig{}, *g, {});
   ASSERT_TRUE(admin.Start().ok());
   auto call = [&](bhttp::verb method, const std::string& target, std::string body = "") {
-    return pt::Fetch(admin.port(), pt::MakeRequest(method, target, std::move(body),
-                                                   {{"Content-Type", "application/json"}}));
+    return pt::Fetch(admin.port(),
+                     pt::MakeRequest(method, target, std::move(body), {{"Content-Type", "application/json"}}));
   };
 
-  ClientResponse r = call(bhttp::verb::post, "/admin/instances",
-                          R"({"name":"vllm","url":"http://llm.test:8000","resolve":"all"})");
+  ClientResponse r =
+      call(bhttp::verb::post, "/admin/instances", R"({"name":"vllm","url":"http://llm.test:8000","resolve":"all"})");
   EXPECT_EQ(r.status(), 201) << r.body();
   EXPECT_TRUE(Eventually([&] { return InstanceNames(*g) == std::set<std::string>{Derived(*fakes[1]), "plain"}; }));
 
@@ -871,15 +878,16 @@ TEST(DnsDiscoveryTest, DerivedInstancesDiscoverTheirModels) {
 
 // The hosts file resolver: edits to the file apply at the next resolution.
 TEST(DnsDiscoveryTest, HostsFileResolver) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("pr_disc_hosts_" + std::to_string(::getpid()))).string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("pr_disc_hosts_" + std::to_string(::getpid()))).string();
   std::ofstream(path) << "127.0.0.1 llm.test\n::1 llm.test\n";
   auto resolver = MakeHostsFileResolver(path);
   auto run = [&] {
     http::net::io_context ctx;
     Result<std::vector<ResolvedAddress>> out = Status::Internal("not run");
-    http::net::co_spawn(ctx, [&]() -> http::net::awaitable<void> { out = co_await resolver->Resolve(kHost, 8000); },
-                        http::net::detached);
+    http::net::co_spawn(
+        ctx, [&]() -> http::net::awaitable<void> { out = co_await resolver->Resolve(kHost, 8000); },
+        http::net::detached);
     ctx.run();
     return out;
   };

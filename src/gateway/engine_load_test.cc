@@ -10,8 +10,8 @@
 
 #include "gateway/clock.h"
 #include "gateway/gateway.h"
-#include "gateway/status.h"
 #include "gateway/gateway_test_util.h"
+#include "gateway/status.h"
 #include "testing/fake_upstream.h"
 #include "testing/http_client.h"
 #include "testing/wait.h"
@@ -46,7 +46,8 @@ TEST(EngineLoadTest, RoutesByTheEnginesReportedQueues) {
   auto gw = StartGateway(EngineLoadConfig(fakes));
   ASSERT_NE(gw, nullptr);
   const auto fleet = gw->routing()->fleet;
-  ASSERT_TRUE(Eventually([&] { return fleet->state(0).engine_running.load() == 10 && fleet->state(1).engine_running.load() == 2; }));
+  ASSERT_TRUE(Eventually(
+      [&] { return fleet->state(0).engine_running.load() == 10 && fleet->state(1).engine_running.load() == 2; }));
   EXPECT_EQ(fleet->state(0).engine_waiting.load(), 5);
   EXPECT_DOUBLE_EQ(fleet->state(1).engine_kv_usage.load(), 0.1);
 
@@ -83,7 +84,8 @@ TEST(EngineLoadTest, UnreadableMetricsFallBackToTheGatewaysCount) {
   auto gw = StartGateway(EngineLoadConfig(fakes));
   ASSERT_NE(gw, nullptr);
   const auto fleet = gw->routing()->fleet;
-  ASSERT_TRUE(Eventually([&] { return fleet->state(1).engine_running.load() == 3 && fakes[0]->metrics_requests() >= 3; }));
+  ASSERT_TRUE(
+      Eventually([&] { return fleet->state(1).engine_running.load() == 3 && fakes[0]->metrics_requests() >= 3; }));
   EXPECT_EQ(fleet->state(0).engine_running.load(), -1);
   EXPECT_TRUE(std::isnan(fleet->state(0).engine_kv_usage.load()));
   // a counts 0 in flight, b its report of 3: a takes the request.
@@ -127,8 +129,9 @@ TEST(EngineLoadTest, NoScrapesWithoutEngineLoad) {
 // The engine_metrics section: present turns scraping on; interval and path are checked with
 // the field named.
 TEST(EngineLoadTest, ConfigSection) {
-  auto on = ParseConfigYaml("engine_metrics: {interval: 0.5, path: /vllm/metrics}\n"
-                            "instances: [{url: http://127.0.0.1:8000}]\n");
+  auto on = ParseConfigYaml(
+      "engine_metrics: {interval: 0.5, path: /vllm/metrics}\n"
+      "instances: [{url: http://127.0.0.1:8000}]\n");
   ASSERT_TRUE(on.ok()) << on.status().ToString();
   EXPECT_TRUE(on->engine_metrics.enabled);
   EXPECT_DOUBLE_EQ(on->engine_metrics.interval, 0.5);
@@ -138,8 +141,7 @@ TEST(EngineLoadTest, ConfigSection) {
   ASSERT_TRUE(off.ok()) << off.status().ToString();
   EXPECT_FALSE(off->engine_metrics.enabled);
   EXPECT_EQ(off->routing.load_measure, LoadMeasure::kEngine);
-  for (const auto& [yaml, fragment] :
-       std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [yaml, fragment] : std::vector<std::pair<std::string, std::string>>{
            {"engine_metrics: {interval: 0.01}\n", "engine_metrics.interval"},
            {"engine_metrics: {path: metrics}\n", "engine_metrics.path: 'metrics' must be an absolute path"},
            {"engine_metrics: {path: \"/m?x=1\"}\n", "engine_metrics.path"}}) {

@@ -93,8 +93,7 @@ net::awaitable<void> Gateway::EngineMetricsRound() {
     if (!was_failing) {
       engine_metrics_failing_.insert(s.name);
       LogEvent(spdlog::level::warn, "engine metrics scrape failed; its load is the gateway's count",
-               {{"instance", s.name}, {"path", config_.engine_metrics.path},
-                {"error", s.result.status().message()}});
+               {{"instance", s.name}, {"path", config_.engine_metrics.path}, {"error", s.result.status().message()}});
     }
   }
   // Instances that left are forgotten (bounded memory).

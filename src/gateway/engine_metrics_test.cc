@@ -69,8 +69,8 @@ TEST(EngineMetricsTest, OldUsageNameIsTheFallback) {
   ASSERT_TRUE(old_only.ok());
   EXPECT_DOUBLE_EQ(old_only->kv_usage, 0.5);
   EXPECT_EQ(old_only->waiting, -1);  // not reported
-  auto both = ParseEngineMetrics(
-      "vllm:gpu_cache_usage_perc 0.5\nvllm:kv_cache_usage_perc 0.75\nvllm:num_requests_waiting 0\n");
+  auto both =
+      ParseEngineMetrics("vllm:gpu_cache_usage_perc 0.5\nvllm:kv_cache_usage_perc 0.75\nvllm:num_requests_waiting 0\n");
   ASSERT_TRUE(both.ok());
   EXPECT_DOUBLE_EQ(both->kv_usage, 0.75);
   EXPECT_EQ(both->running, -1);
@@ -93,12 +93,11 @@ TEST(EngineMetricsTest, LabelsTimestampsAndOtherMetrics) {
 // Text that is not a vLLM-compatible engine's, or impossible values, are refused with the line.
 TEST(EngineMetricsTest, RefusesMissingAndImpossibleValues) {
   EXPECT_EQ(ParseEngineMetrics("").status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(ParseEngineMetrics("up 1\n# vllm:num_requests_running 3\n").status().code(),
-            StatusCode::kNotFound);
-  for (const char* bad : {"vllm:num_requests_running -1\n", "vllm:num_requests_running NaN\n",
-                          "vllm:num_requests_running +Inf\n", "vllm:num_requests_running 3e9\n",
-                          "vllm:num_requests_running\n", "vllm:num_requests_running{a=\"} 1\n",
-                          "vllm:num_requests_running 1x\n", "vllm:kv_cache_usage_perc 1.5\n"}) {
+  EXPECT_EQ(ParseEngineMetrics("up 1\n# vllm:num_requests_running 3\n").status().code(), StatusCode::kNotFound);
+  for (const char* bad :
+       {"vllm:num_requests_running -1\n", "vllm:num_requests_running NaN\n", "vllm:num_requests_running +Inf\n",
+        "vllm:num_requests_running 3e9\n", "vllm:num_requests_running\n", "vllm:num_requests_running{a=\"} 1\n",
+        "vllm:num_requests_running 1x\n", "vllm:kv_cache_usage_perc 1.5\n"}) {
     auto r = ParseEngineMetrics(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;

@@ -88,8 +88,8 @@ struct Tally {
 
 // The summary line for docs/reliability.md; `retried` is the gateway's retry counter for the scenario.
 void Report(std::string_view fault, Tally& t, int retried) {
-  std::printf("fault=%.*s sent=%d failed=%d retried=%d lost=%d\n", static_cast<int>(fault.size()),
-              fault.data(), t.sent.load(), t.failed.load(), retried, t.lost.load());
+  std::printf("fault=%.*s sent=%d failed=%d retried=%d lost=%d\n", static_cast<int>(fault.size()), fault.data(),
+              t.sent.load(), t.failed.load(), retried, t.lost.load());
   std::fflush(stdout);
   EXPECT_EQ(t.lost.load(), 0) << fault << ": lost requests:" << t.LostExamples();
 }
@@ -97,8 +97,8 @@ void Report(std::string_view fault, Tally& t, int retried) {
 std::string Describe(const StreamedResponse& r) {
   std::string body = r.body.substr(0, 200);
   return "status " + std::to_string(r.status) + (r.complete ? " complete" : " incomplete") +
-         (r.error ? " error '" + r.error.message() + "'" : "") + " instance '" +
-         r.Header(kInstance) + "' body '" + body + "'";
+         (r.error ? " error '" + r.error.message() + "'" : "") + " instance '" + r.Header(kInstance) + "' body '" +
+         body + "'";
 }
 
 bool EndsWithStreamError(const StreamedResponse& r) {
@@ -160,10 +160,10 @@ std::vector<std::string> Homes(uint16_t port) {
 
 // Every in-flight count, per instance and per pool, and every fake's work, back to exactly 0.
 void ExpectNothingInFlight(const Gateway& gw, const Fakes& fakes) {
-  EXPECT_TRUE(Eventually([&] {
-    return TotalInFlight(gw) == 0 && DefaultPoolInFlight(gw) == 0 && TotalInProgress(fakes) == 0;
-  }, 10'000ms)) << "instances " << TotalInFlight(gw) << ", pool " << DefaultPoolInFlight(gw)
-                << ", at the fakes " << TotalInProgress(fakes);
+  EXPECT_TRUE(Eventually(
+      [&] { return TotalInFlight(gw) == 0 && DefaultPoolInFlight(gw) == 0 && TotalInProgress(fakes) == 0; }, 10'000ms))
+      << "instances " << TotalInFlight(gw) << ", pool " << DefaultPoolInFlight(gw) << ", at the fakes "
+      << TotalInProgress(fakes);
 }
 
 // ----------------------------------------------------------------------------- instance faults
@@ -210,9 +210,9 @@ TEST(FaultTest, InstanceKilledUnderLoad) {
   RunLoad(port, 4, 160, tally, judge, [&] {
     // Kill it once one of its streams has started (a body byte came from it; the stream has 4 s
     // to go) and it holds at least two requests (a health check may be the third).
-    streaming_at_kill = Eventually([&] {
-      return victim.in_progress() >= 3 && pt::Metric(port, a_first_bytes) > a_first_bytes_before;
-    }, 10'000ms, 20ms);
+    streaming_at_kill =
+        Eventually([&] { return victim.in_progress() >= 3 && pt::Metric(port, a_first_bytes) > a_first_bytes_before; },
+                   10'000ms, 20ms);
     victim.Stop();
     ejected = Eventually([&] { return InstanceHealth(port, "a") == "ejected"; }, 10'000ms);
     const int at_ejection = tally.sent.load();

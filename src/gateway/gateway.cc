@@ -8,9 +8,9 @@
 #include <random>
 #include <set>
 
-#include "base/json_text.h"
 #include "api/error.h"
 #include "api/trace_context.h"
+#include "base/json_text.h"
 #include "gateway/background.h"
 #include "gateway/connection_limit.h"
 #include "gateway/gateway_internal.h"
@@ -46,7 +46,7 @@ void Correlate(http::Exchange& ex) {
 bool IsKnownPath(std::string_view path) {
   static constexpr std::string_view kPaths[] = {
       "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings", "/tokenize",
-      "/detokenize", "/invocations", "/health", "/v1/models", "/metrics"};
+      "/detokenize",          "/invocations",    "/health",       "/v1/models",     "/metrics"};
   return std::find(std::begin(kPaths), std::end(kPaths), path) != std::end(kPaths);
 }
 
@@ -106,15 +106,15 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
   const GatewayConfig& c = g->config_;
   g->metrics_ = std::make_unique<Metrics>(g->registry_);
   g->registry_.SetSeriesLimit(metrics::kDefaultMaxSeries, &g->metrics_->metric_series_overflow);
-  g->tokenize_requests_ = &g->registry_.AddCounter(
-      "prefix_router_tokenize_requests_total",
-      "POST /tokenize asked of instances for kv-aware prompt tokens (tokenizer: engine), by "
-      "instance and outcome (ok; failed: the request routed without tokens)",
-      {"instance", "outcome"});
+  g->tokenize_requests_ =
+      &g->registry_.AddCounter("prefix_router_tokenize_requests_total",
+                               "POST /tokenize asked of instances for kv-aware prompt tokens (tokenizer: engine), by "
+                               "instance and outcome (ok; failed: the request routed without tokens)",
+                               {"instance", "outcome"});
   g->tokenize_seconds_ = &g->registry_.AddHistogram(
-      "prefix_router_tokenize_seconds", "Time to a /tokenize answer (or its failure), before the routing decision",
-      {}, {1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1});
-  g->resolver_ = resolver                     ? std::move(resolver)
+      "prefix_router_tokenize_seconds", "Time to a /tokenize answer (or its failure), before the routing decision", {},
+      {1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1});
+  g->resolver_ = resolver                         ? std::move(resolver)
                  : c.discovery.hosts_file.empty() ? MakeSystemResolver()
                                                   : MakeHostsFileResolver(c.discovery.hosts_file);
   g->running_ = c;
@@ -135,8 +135,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
   if (!rs.ok()) return rs.status();
   g->routing_.store(*rs);
   KvSubscriberOptions kv_options;
-  kv_options.silence_timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(c.timeouts.kv_events_silence * 1000));
+  kv_options.silence_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.timeouts.kv_events_silence * 1000));
   g->kv_subscriber_ = std::make_unique<KvEventSubscriber>(kv_options, &g->registry_);
   g->UpdateKvSources(effective, **rs);
   g->ApplyClientsAndLimits(c, nullptr, nullptr);
@@ -191,8 +190,10 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
     const ConnectionLimitPlan plan = AutoMaxConnections(fds.soft, c.instances.size());
     so.max_connections = plan.limit;
     LogEvent(plan.starved ? spdlog::level::warn : spdlog::level::info, "client connection limit",
-             {{"max_connections", plan.limit}, {"rule", "auto: (descriptors - reserve) / 2"},
-              {"descriptors", fds.soft}, {"reserve", plan.reserve},
+             {{"max_connections", plan.limit},
+              {"rule", "auto: (descriptors - reserve) / 2"},
+              {"descriptors", fds.soft},
+              {"reserve", plan.reserve},
               {"note", plan.starved ? "the descriptor limit leaves no room for clients: raise "
                                       "RLIMIT_NOFILE (ulimit -n) or set limits.max_connections"
                                     : "set limits.max_connections to override"}});
@@ -256,10 +257,8 @@ void Gateway::UpdateKvSources(const GatewayConfig& effective, const RoutingState
     src.policies.push_back(rs.default_pool.policy);
     for (const auto& [name, pool] : rs.pools) {
       const bool serves = ic.models.empty() ? !ic.models_only_listed
-                                            : std::find(ic.models.begin(), ic.models.end(), name) !=
-                                                  ic.models.end();
-      if (serves && std::find(src.policies.begin(), src.policies.end(), pool.policy) ==
-                        src.policies.end()) {
+                                            : std::find(ic.models.begin(), ic.models.end(), name) != ic.models.end();
+      if (serves && std::find(src.policies.begin(), src.policies.end(), pool.policy) == src.policies.end()) {
         src.policies.push_back(pool.policy);
       }
     }
@@ -289,9 +288,8 @@ Status Gateway::Start() {
   SpawnLoop(server_->context(0), "sample", SampleLoop());
   SpawnLoop(server_->context(0), "discovery", DiscoveryLoop());
   SpawnLoop(server_->context(0), "engine_metrics", EngineMetricsLoop());
-  spdlog::info("prefix-router listening on {}:{} with {} instances, {} I/O threads",
-               config_.listen_host, server_->port(), routing_.load()->fleet->size(),
-               server_->thread_count());
+  spdlog::info("prefix-router listening on {}:{} with {} instances, {} I/O threads", config_.listen_host,
+               server_->port(), routing_.load()->fleet->size(), server_->thread_count());
   return Status::Ok();
 }
 
@@ -343,8 +341,8 @@ net::awaitable<void> Gateway::Handle(http::Exchange& ex) {
     co_await HandleMetrics(ex);
   } else if (IsKnownPath(path) && (metrics_here || path != "/metrics")) {
     origin_status = 405;
-    co_await ex.SendError(405, "method " + std::string(req.method_string()) + " is not allowed on " +
-                                   std::string(path));
+    co_await ex.SendError(405,
+                          "method " + std::string(req.method_string()) + " is not allowed on " + std::string(path));
   } else {
     static constexpr std::pair<int, std::string_view> kCodes[] = {
         {403, "forbidden"}, {404, "not_found"}, {410, "gone"}, {421, "misdirected_request"}, {501, "not_implemented"}};
@@ -399,12 +397,12 @@ net::awaitable<bool> Gateway::Authenticate(http::Exchange& ex, const ClientKeySe
   }
   ex.SetResponseHeader("www-authenticate", presented ? R"(Bearer realm="prefix-router", error="invalid_token")"
                                                      : R"(Bearer realm="prefix-router")");
-  co_await ex.SendError(
-      401,
-      presented ? "Incorrect API key provided. Send a valid key as `Authorization: Bearer YOUR_KEY`."
-                : "You didn't provide an API key. You need to provide your API key in an Authorization "
-                  "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-      "invalid_api_key");
+  co_await ex.SendError(401,
+                        presented
+                            ? "Incorrect API key provided. Send a valid key as `Authorization: Bearer YOUR_KEY`."
+                            : "You didn't provide an API key. You need to provide your API key in an Authorization "
+                              "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                        "invalid_api_key");
   co_return false;
 }
 
@@ -429,25 +427,28 @@ std::optional<http::StringResponse> Gateway::AdmitTenant(http::Exchange& ex, std
   switch (d.verdict) {
     case RateLimiter::Verdict::kRequests:
       reason = "tenant_requests";
-      message = fmt::format("Rate limit reached for tenant '{}' on requests per minute: limit {}. "
-                            "Please try again in {}s.",
-                            tenant, d.limit_requests, d.retry_after_seconds);
+      message = fmt::format(
+          "Rate limit reached for tenant '{}' on requests per minute: limit {}. "
+          "Please try again in {}s.",
+          tenant, d.limit_requests, d.retry_after_seconds);
       break;
     case RateLimiter::Verdict::kTokens:
       reason = "tenant_tokens";
-      message = fmt::format("Rate limit reached for tenant '{}' on prompt tokens per minute: limit {}, "
-                            "remaining {}, requested ~{} (estimated as body bytes / 4). Please try "
-                            "again in {}s.",
-                            tenant, d.limit_tokens, d.remaining_tokens, tokens, d.retry_after_seconds);
+      message = fmt::format(
+          "Rate limit reached for tenant '{}' on prompt tokens per minute: limit {}, "
+          "remaining {}, requested ~{} (estimated as body bytes / 4). Please try "
+          "again in {}s.",
+          tenant, d.limit_tokens, d.remaining_tokens, tokens, d.retry_after_seconds);
       break;
     default:  // kTooLarge: waiting cannot help, so not a 429 that clients would retry
       reason = "tenant_request_too_large";
       status = 413;
       code = "request_too_large";
-      message = fmt::format("Request too large for tenant '{}' on prompt tokens per minute: ~{} "
-                            "estimated prompt tokens (body bytes / 4) exceed the tenant's token burst "
-                            "of {}, so it can never be admitted. Shorten the prompt.",
-                            tenant, tokens, d.token_burst);
+      message = fmt::format(
+          "Request too large for tenant '{}' on prompt tokens per minute: ~{} "
+          "estimated prompt tokens (body bytes / 4) exceed the tenant's token burst "
+          "of {}, so it can never be admitted. Shorten the prompt.",
+          tenant, tokens, d.token_burst);
       break;
   }
   metrics_->rejected_requests.WithLabels({model, reason}).Inc();

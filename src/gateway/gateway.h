@@ -55,29 +55,29 @@
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "core/fleet.h"
 #include "api/key_normalisation.h"
 #include "api/request.h"
 #include "api/response_usage.h"
+#include "core/fleet.h"
 #include "core/policy.h"
 #include "gateway/clock.h"
 #include "gateway/config.h"
 #include "gateway/discovery.h"
 #include "gateway/ejection_signal.h"
 #include "gateway/kv_events.h"
-#include "metrics/metrics.h"
 #include "gateway/operations.h"
 #include "gateway/rate_limiter.h"
 #include "gateway/status.h"
 #include "gateway/upstream.h"
 #include "http/server.h"
+#include "metrics/metrics.h"
 
 namespace prefix_router::gateway {
 
@@ -115,7 +115,7 @@ struct RoutingState {
   std::vector<std::shared_ptr<InstanceRuntime>> instances;  // parallel to fleet indices; kept
                                                             // across changes by name and address
   Pool default_pool;
-  std::map<std::string, Pool, std::less<>> pools;           // by served name
+  std::map<std::string, Pool, std::less<>> pools;  // by served name
   // Per instance (parallel to fleet indices): whether discovery polls its /v1/models, and
   // what its last list answered (null: no list yet, or not polled), for GET /v1/models.
   struct Discovery {
@@ -138,8 +138,7 @@ class Gateway final : public http::Handler {
   // instances; null = discovery.hosts_file's when set, else the system's. Those names are
   // resolved once here, before the gateway starts. `rate_limit_clock` (default: the steady
   // clock) drives the rate limits' buckets; tests pass a ManualClock's.
-  static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config,
-                                                 std::shared_ptr<Resolver> resolver = nullptr,
+  static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config, std::shared_ptr<Resolver> resolver = nullptr,
                                                  RateLimiter::Now rate_limit_clock = {});
   static Result<std::unique_ptr<Gateway>> Create(GatewayConfig config, RateLimiter::Now rate_limit_clock) {
     return Create(std::move(config), nullptr, std::move(rate_limit_clock));
@@ -213,9 +212,9 @@ class Gateway final : public http::Handler {
     std::string served_name;
     PrefixKey key;
     uint32_t work_tokens = 0;
-    std::vector<uint64_t> chain;           // cache-aware: the keyed text's block chain
-    std::vector<uint32_t> prompt_tokens;   // kv-aware
-    Policy* policy = nullptr;              // the pool's, or the unkeyed one
+    std::vector<uint64_t> chain;          // cache-aware: the keyed text's block chain
+    std::vector<uint32_t> prompt_tokens;  // kv-aware
+    Policy* policy = nullptr;             // the pool's, or the unkeyed one
   };
 
   // The request path (request_path.cc): parse, admit, dispatch with retries.
@@ -254,8 +253,7 @@ class Gateway final : public http::Handler {
   // (text/event-stream), else once the whole response has arrived; not when the attempt fails
   // before either.
   net::awaitable<AttemptOutcome> Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
-                                         const Decision& decision, bool last_attempt, Attempt& attempt,
-                                         Policy& policy);
+                                         const Decision& decision, bool last_attempt, Attempt& attempt, Policy& policy);
   // Starts a background loop on `ctx` through SpawnBackground (gateway/background.h): an
   // exception that escapes it is logged with `task` and counted.
   void SpawnLoop(net::io_context& ctx, std::string_view task, net::awaitable<void> loop);
@@ -270,10 +268,8 @@ class Gateway final : public http::Handler {
   std::shared_ptr<InstanceRuntime> NewRuntime(const InstanceConfig& instance);
   // A RoutingState for `config`'s instances and pools, carrying over from `previous` what the
   // class comment says; `changes` (when not null) receives one line per difference.
-  Result<std::shared_ptr<RoutingState>> BuildRouting(const GatewayConfig& config,
-                                                     const RoutingState* previous,
-                                                     std::vector<std::string>* changes,
-                                                     bool reread_files = false);
+  Result<std::shared_ptr<RoutingState>> BuildRouting(const GatewayConfig& config, const RoutingState* previous,
+                                                     std::vector<std::string>* changes, bool reread_files = false);
   // Validates `candidate` (the running configuration with a changed fleet), swaps in its
   // RoutingState and starts its health checks. `reread_files` (a reload): https instances get
   // new TLS contexts, so that a changed CA file is read again. REQUIRES: ops_mu_ held.
@@ -301,9 +297,8 @@ class Gateway final : public http::Handler {
   net::awaitable<void> AwaitFirstDiscovery();
   // GET `path` from one instance on a fresh connection, bounded by health.timeout and
   // `body_limit`: the body of a 200 answer, else why not (discovery_loop.cc).
-  net::awaitable<Result<std::string>> GetFromInstance(UpstreamTarget target, std::string path,
-                                                     size_t body_limit, const char* user_agent,
-                                                     const char* accept);
+  net::awaitable<Result<std::string>> GetFromInstance(UpstreamTarget target, std::string path, size_t body_limit,
+                                                      const char* user_agent, const char* accept);
   // POST `body` (JSON) to `path` of one instance on a pooled keep-alive connection, the whole
   // exchange bounded by `timeout` and the answer by `answer_limit` bytes: the body of a 200
   // answer, else why not (tokenize.cc).
@@ -341,7 +336,7 @@ class Gateway final : public http::Handler {
 
   // What discovery learned; guarded by ops_mu_.
   struct ResolvedName {
-    std::string host;                        // the template's host and port when resolved
+    std::string host;  // the template's host and port when resolved
     uint16_t port = 0;
     std::vector<ResolvedAddress> addresses;  // sorted, unique; the last non-empty answer
     bool failing = false;                    // the last resolution failed or was empty
@@ -355,7 +350,7 @@ class Gateway final : public http::Handler {
                // the list shape; the instance serves what it would without discovery
   };
   struct DiscoveredModels {
-    std::string url;                           // of the instance polled
+    std::string url;                                // of the instance polled
     std::optional<std::vector<std::string>> names;  // the last successful poll's
     std::shared_ptr<const ModelEntries> entries;    // with names: their entries
     FailingState failing = FailingState::kNo;

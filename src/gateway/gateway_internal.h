@@ -29,9 +29,7 @@ inline std::chrono::milliseconds Ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
 }
 
-inline double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+inline double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 inline std::optional<std::string_view> HeaderValue(const http::Request& req, std::string_view name) {
   auto it = req.find(name);
@@ -93,8 +91,7 @@ struct Gateway::Metrics {
         tls_handshake_failures(r.AddCounter("prefix_router_tls_handshake_failures_total",
                                             "Client connections closed because their TLS "
                                             "handshake failed or timed out (tls enabled)")),
-        client_connections(r.AddGauge("prefix_router_client_connections",
-                                      "Client connections currently open")),
+        client_connections(r.AddGauge("prefix_router_client_connections", "Client connections currently open")),
         retries(r.AddCounter("prefix_router_retries_total",
                              "Requests sent to a further instance after a failure, by model and "
                              "the previous attempt's failure (connect, reset, broken_stream, "
@@ -132,12 +129,12 @@ struct Gateway::Metrics {
         in_flight(r.AddGauge("prefix_router_in_flight_requests",
                              "Requests dispatched to an instance and not yet finished", {"instance"})),
         instance_up(r.AddGauge("prefix_router_instance_up",
-                               "1 while the instance takes traffic, 0 while ejected or drained",
-                               {"instance"})),
-        decision_seconds(r.AddHistogram("prefix_router_routing_decision_seconds",
-                                        "Time from a complete request to the routing decision "
-                                        "(parse, extract, hash, tokenize with tokenizer: engine, pick)",
-                                        {}, {1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2})),
+                               "1 while the instance takes traffic, 0 while ejected or drained", {"instance"})),
+        decision_seconds(
+            r.AddHistogram("prefix_router_routing_decision_seconds",
+                           "Time from a complete request to the routing decision "
+                           "(parse, extract, hash, tokenize with tokenizer: engine, pick)",
+                           {}, {1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2})),
         first_byte_seconds(r.AddHistogram("prefix_router_upstream_first_byte_seconds",
                                           "Time from dispatch to the first response body byte "
                                           "from the instance, by instance and stream (true: an "
@@ -151,8 +148,8 @@ struct Gateway::Metrics {
                                                 "else other) and stream (true: TTFT)",
                                                 {"model", "stream"}, metrics::Histogram::LatencyBuckets())),
         duration_seconds(r.AddHistogram("prefix_router_request_duration_seconds",
-                                        "Time from a complete request to the end of its response",
-                                        {"instance"}, metrics::Histogram::DurationBuckets())),
+                                        "Time from a complete request to the end of its response", {"instance"},
+                                        metrics::Histogram::DurationBuckets())),
         prompt_tokens(r.AddCounter("prefix_router_prompt_tokens_total",
                                    "Prompt tokens of the responses relayed, from their usage, by "
                                    "instance, model, client (the configured client key's tenant; "
@@ -203,22 +200,22 @@ struct Gateway::Metrics {
 
 // What the access log and the failure log say about one routed request.
 struct Gateway::RequestRecord {
-  std::string model;              // served name (empty before parsing succeeded)
-  std::string tenant;             // the client key's tenant (empty: keys off)
-  std::string instance;           // the last instance tried
-  std::string_view decision;      // its decision kind (a DecisionKindName literal)
+  std::string model;          // served name (empty before parsing succeeded)
+  std::string tenant;         // the client key's tenant (empty: keys off)
+  std::string instance;       // the last instance tried
+  std::string_view decision;  // its decision kind (a DecisionKindName literal)
   uint32_t rank = 0;
-  uint32_t attempts = 0;          // instances tried
+  uint32_t attempts = 0;  // instances tried
 };
 
 struct Gateway::Attempt {
-  int error_status = 502;   // what to answer if no attempt succeeds
-  std::string error;        // the last failure, for the message
-  std::string kind;         // the last failure's kind: the next retry's reason label
-  std::string model;        // the served name, for messages and logs
-  std::string model_label;  // its metric label (RoutingState::ModelLabel)
-  std::string client;       // the client key's tenant (a configured name; empty: keys off)
-  bool count_usage = false; // a generation route: its responses' usage is counted
+  int error_status = 502;                    // what to answer if no attempt succeeds
+  std::string error;                         // the last failure, for the message
+  std::string kind;                          // the last failure's kind: the next retry's reason label
+  std::string model;                         // the served name, for messages and logs
+  std::string model_label;                   // its metric label (RoutingState::ModelLabel)
+  std::string client;                        // the client key's tenant (a configured name; empty: keys off)
+  bool count_usage = false;                  // a generation route: its responses' usage is counted
   ModelStats::Entry* model_stats = nullptr;  // of model_label
 };
 

@@ -38,22 +38,22 @@ using Clock = std::chrono::steady_clock;
 using pt::Behavior;
 using pt::ClientResponse;
 using pt::Eventually;
-using pt::Metric;
 using pt::FakeUpstream;
 using pt::Get;
 using pt::Headers;
 using pt::HttpClient;
+using pt::Metric;
 using pt::Post;
 using pt::StreamedResponse;
 
 using testing::kChat;
 constexpr std::string_view kCompletions = "/v1/completions";
-using testing::kInvocations;
 using testing::kInstance;
+using testing::kInvocations;
 constexpr std::string_view kDecision = "x-prefix-router-decision";
 constexpr std::string_view kRank = "x-prefix-router-rank";
-using testing::kGroupHeader;
 using testing::kComponentHeader;
+using testing::kGroupHeader;
 
 // The gateway logs every start at info level; keep test output to warnings and errors.
 const bool kQuietLogs = [] {
@@ -63,13 +63,13 @@ const bool kQuietLogs = [] {
 
 // ------------------------------------------------------------------------------------ helpers
 
+using testing::ConfigFor;
 using testing::Fakes;
 using testing::StartFakes;
-using testing::TotalRequests;
-using testing::TotalInProgress;
-using testing::TotalAborted;
-using testing::ConfigFor;
 using testing::StartGateway;
+using testing::TotalAborted;
+using testing::TotalInProgress;
+using testing::TotalRequests;
 
 void SetBehaviorAll(const Fakes& fakes, const Behavior& b) {
   for (const auto& f : fakes) f->SetBehavior(b);
@@ -213,9 +213,12 @@ TEST(GatewayTest, ForwardsEachRouteUnchanged) {
       {"/invocations?x=%2F", std::string(kRawBody, sizeof(kRawBody) - 1)},
   };
   const Headers client_headers = {
-      {"Connection", "keep-alive, X-Hop-Token"}, {"Keep-Alive", "timeout=5"},
-      {"TE", "trailers"},                        {"Upgrade", "h2c"},
-      {"Proxy-Connection", "keep-alive"},        {"X-Hop-Token", "for-the-gateway-only"},
+      {"Connection", "keep-alive, X-Hop-Token"},
+      {"Keep-Alive", "timeout=5"},
+      {"TE", "trailers"},
+      {"Upgrade", "h2c"},
+      {"Proxy-Connection", "keep-alive"},
+      {"X-Hop-Token", "for-the-gateway-only"},
       {"X-Custom", "kept"},
   };
   for (size_t k = 0; k < cases.size(); ++k) {
@@ -354,8 +357,7 @@ TEST(GatewayTest, MetricsExposition) {
   EXPECT_EQ(Metric(port, "prefix_router_routing_decision_seconds_count"), 1);
   for (std::string_view family :
        {"# TYPE prefix_router_upstream_errors_total counter", "# TYPE prefix_router_retries_total counter",
-        "# TYPE prefix_router_client_disconnects_total counter",
-        "# TYPE prefix_router_in_flight_requests gauge",
+        "# TYPE prefix_router_client_disconnects_total counter", "# TYPE prefix_router_in_flight_requests gauge",
         "# TYPE prefix_router_request_duration_seconds histogram"}) {
     EXPECT_NE(r.body().find(family), std::string::npos) << family;
   }
@@ -469,8 +471,7 @@ TEST(GatewayTest, PoolsSendModelsOnlyToTheirInstances) {
   }
   const int before = TotalRequests(fakes);
   ExpectApiError(Post(port, kChat, ChatBody("m3", "q")), 404, "model_not_found");
-  ExpectApiError(Post(port, kInvocations, "{}", {{std::string(kComponentHeader), "m3"}}), 404,
-                 "model_not_found");
+  ExpectApiError(Post(port, kInvocations, "{}", {{std::string(kComponentHeader), "m3"}}), 404, "model_not_found");
   EXPECT_EQ(TotalRequests(fakes), before);
 }
 
@@ -561,7 +562,8 @@ TEST(GatewayTest, PromptTokenLoadMeasureWeighsLongPrefills) {
   // Given back once each exchange has ended, which may be just after its client read the body.
   EXPECT_TRUE(Eventually([&] {
     return fleet->state(0).outstanding_tokens.load() == 0 && fleet->state(1).outstanding_tokens.load() == 0;
-  })) << fleet->state(0).outstanding_tokens.load() << " " << fleet->state(1).outstanding_tokens.load();
+  })) << fleet->state(0).outstanding_tokens.load()
+      << " " << fleet->state(1).outstanding_tokens.load();
 }
 
 // dynamo-kv in the gateway: a request's prefill tokens leave its instance's load at the first

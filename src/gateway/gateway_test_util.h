@@ -126,8 +126,8 @@ inline std::string ChatBody(std::string_view model, std::string_view user, std::
     while (s.size() < 1500) s += "You are a careful assistant for the accounting team. ";
     return s;
   }();
-  std::string b = R"({"model":")" + std::string(model) + R"(","messages":[{"role":"system","content":")" +
-                  system + R"("},{"role":"user","content":")" + std::string(user) + "\"}]";
+  std::string b = R"({"model":")" + std::string(model) + R"(","messages":[{"role":"system","content":")" + system +
+                  R"("},{"role":"user","content":")" + std::string(user) + "\"}]";
   if (!cache_key.empty()) b += R"(,"prompt_cache_key":")" + std::string(cache_key) + "\"";
   if (stream) b += R"(,"stream":true)";
   return b + "}";
@@ -217,8 +217,8 @@ class LogCapture {
 class TempFile {
  public:
   explicit TempFile(const std::string& name)
-      : path_((std::filesystem::temp_directory_path() /
-               ("pr_test_" + std::to_string(::getpid()) + "_" + name)).string()) {}
+      : path_((std::filesystem::temp_directory_path() / ("pr_test_" + std::to_string(::getpid()) + "_" + name))
+                  .string()) {}
   ~TempFile() { std::filesystem::remove(path_); }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;

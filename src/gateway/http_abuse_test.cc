@@ -28,11 +28,9 @@ const bool kQuiet = [] {
 }();
 
 // Raw bytes of a POST with `extra` header lines (each ending in CRLF) and a JSON body.
-std::string RawPost(std::string_view target, const std::string& body, const std::string& extra,
-                    bool close = true) {
+std::string RawPost(std::string_view target, const std::string& body, const std::string& extra, bool close = true) {
   return "POST " + std::string(target) + " HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n" + extra +
-         (close ? "Connection: close\r\n" : "") + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
-         body;
+         (close ? "Connection: close\r\n" : "") + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 // No header the instance received carries a control character, and none is named X-Injected.
@@ -61,8 +59,8 @@ TEST(GatewayAbuseTest, RoutingHeaderInjectionIsRefusedOrHarmless) {
     for (const auto& [target, body] : {std::pair<std::string_view, std::string>{kInvocations, "{}"},
                                        std::pair<std::string_view, std::string>{kChat, chat}}) {
       for (const std::string& value : {std::string("g\nX-Injected: 1"), std::string("g\rX-Injected: 1"),
-                                      std::string("g\r\nX-Injected: 1\r\nX-Other:"), std::string("g\0x", 3),
-                                      std::string("g\x01x"), std::string("g\x7fx")}) {
+                                       std::string("g\r\nX-Injected: 1\r\nX-Other:"), std::string("g\0x", 3),
+                                       std::string("g\x01x"), std::string("g\x7fx")}) {
         SCOPED_TRACE(header + " on " + std::string(target) + ": " + ::testing::PrintToString(value));
         const auto e = SendRaw(port, RawPost(target, body, header + ": " + value + "\r\n"));
         if (value.starts_with("g\r\nX-Injected")) {
@@ -192,8 +190,9 @@ TEST(GatewayAbuseTest, MetricsListenerAndKey) {
     EXPECT_NE(m.body().find("prefix_router_requests_total"), std::string::npos);
     // Two Authorization headers: 400 on both listeners (which credential counts is ambiguous).
     for (const uint16_t port : {gw->port(), admin.port()}) {
-      const auto e = SendRaw(port, "GET /health HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer a\r\n"
-                                   "Authorization: Bearer b\r\n\r\n");
+      const auto e = SendRaw(port,
+                             "GET /health HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer a\r\n"
+                             "Authorization: Bearer b\r\n\r\n");
       ASSERT_EQ(e.responses.size(), 1u);
       EXPECT_EQ(e.responses[0].result_int(), 400) << e.responses[0].body();
     }
@@ -209,7 +208,8 @@ TEST(GatewayAbuseTest, MetricsListenerAndKey) {
     EXPECT_EQ(pt::Get(gw->port(), "/metrics").status(), 401);
     EXPECT_EQ(pt::Get(gw->port(), "/health").status(), 200);
     const pt::ClientResponse m = pt::Fetch(
-        gw->port(), pt::MakeRequest(http::bhttp::verb::get, "/metrics", "", {{"Authorization", "Bearer key-for-the-scraper"}}));
+        gw->port(),
+        pt::MakeRequest(http::bhttp::verb::get, "/metrics", "", {{"Authorization", "Bearer key-for-the-scraper"}}));
     EXPECT_EQ(m.status(), 200);
   }
 }

@@ -1,11 +1,11 @@
 // The `key_normalisation` settings of `routing` and `pools.NAME`, from YAML and from flags.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "gateway/config.h"
@@ -74,12 +74,12 @@ TEST(KeyNormalisationConfig, ErrorsNameTheField) {
   EXPECT_NE(ErrorOf("routing: {key_normalisation: {canonical: true}}")
                 .find("routing.key_normalisation.canonical: unknown field"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("routing: {key_normalisation: {exclude_fields: a}}")
-                .find("routing.key_normalisation.exclude_fields"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf("routing: {key_normalisation: {canonical_json: maybe}}")
-                .find("routing.key_normalisation.canonical_json"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf("routing: {key_normalisation: {exclude_fields: a}}").find("routing.key_normalisation.exclude_fields"),
+      std::string::npos);
+  EXPECT_NE(
+      ErrorOf("routing: {key_normalisation: {canonical_json: maybe}}").find("routing.key_normalisation.canonical_json"),
+      std::string::npos);
 }
 
 ConfigFlags ParseFlags(std::vector<std::string> args) {
@@ -93,14 +93,14 @@ ConfigFlags ParseFlags(std::vector<std::string> args) {
 
 // Flags set the default pool's normalisation; file pools that leave a field unset inherit it.
 TEST(KeyNormalisationConfig, FlagsSetRoutingAndPoolsInherit) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("pr-keynorm-" + std::to_string(::getpid()) + ".yaml")).string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("pr-keynorm-" + std::to_string(::getpid()) + ".yaml")).string();
   {
     std::ofstream out(path);
     out << "pools:\n  m: {key_normalisation: {exclude_fields: [id]}}\n  n: {prefix_length: 4096}\n" << kInstances;
   }
-  ConfigFlags f = ParseFlags({"--config", path, "--canonical-json", "true", "--exclude-field", "ts",
-                              "--exclude-field", "meta.*", "--exclude-pattern", "req-[0-9]+"});
+  ConfigFlags f = ParseFlags({"--config", path, "--canonical-json", "true", "--exclude-field", "ts", "--exclude-field",
+                              "meta.*", "--exclude-pattern", "req-[0-9]+"});
   Result<GatewayConfig> r = BuildConfig(f);
   std::filesystem::remove(path);
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -134,7 +134,8 @@ TEST(KeyNormalisationGateway, VariantsRouteAlike) {
     for (int d = 0; d < 16; ++d) {
       const std::string text = "Document " + std::to_string(d) + " " + doc;
       const std::string compact = R"({"id":"req-1","inputs":")" + text + R"(","parameters":{"t":0.7}})";
-      const std::string pretty = "{\n  \"parameters\": {\"t\": 0.70},\n  \"id\": \"req-2\",\n  \"inputs\": \"" + text + "\"\n}";
+      const std::string pretty =
+          "{\n  \"parameters\": {\"t\": 0.70},\n  \"id\": \"req-2\",\n  \"inputs\": \"" + text + "\"\n}";
       auto one = testing::pt::Post(g->port(), testing::kInvocations, compact);
       auto two = testing::pt::Post(g->port(), testing::kInvocations, pretty);
       EXPECT_EQ(one.status(), 200);

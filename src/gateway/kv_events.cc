@@ -17,9 +17,7 @@ namespace {
 using Clock = GatewayClock;
 using std::chrono::milliseconds;
 
-std::span<const uint8_t> Bytes(const std::string& s) {
-  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
+std::span<const uint8_t> Bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
 const std::string kReplayEnd(8, '\xff');
 
@@ -39,7 +37,7 @@ struct KvEventSubscriber::Stream {
   zmq::Socket socket;
   std::optional<uint64_t> last_seq;  // the last seq delivered
   Clock::time_point last_activity;
-  bool lost = false;                 // OnKvStreamLost called and no batch since
+  bool lost = false;  // OnKvStreamLost called and no batch since
   MetricChildren m;
 };
 
@@ -59,7 +57,8 @@ KvEventSubscriber::KvEventSubscriber(KvSubscriberOptions options, metrics::Regis
                                       "Replay requests sent to an instance's replay endpoint", l);
     lost_ = &registry_->AddCounter("prefix_router_kv_event_streams_lost_total",
                                    "Times an instance's KV view was declared stale (gap, restart, "
-                                   "decode error, silence)", l);
+                                   "decode error, silence)",
+                                   l);
   }
 }
 
@@ -143,7 +142,7 @@ void KvEventSubscriber::Apply(std::vector<std::unique_ptr<Stream>>& streams) {
     }
     if (registry_) {
       const std::string& n = s->source.instance;
-      s->m = {&batches_->WithLabels({n}), &events_->WithLabels({n}), &gaps_->WithLabels({n}),
+      s->m = {&batches_->WithLabels({n}),       &events_->WithLabels({n}),  &gaps_->WithLabels({n}),
               &decode_errors_->WithLabels({n}), &replays_->WithLabels({n}), &lost_->WithLabels({n})};
     }
     next.push_back(std::move(s));
@@ -186,8 +185,8 @@ void KvEventSubscriber::Run() {
           }
         }
       } else if (!s.lost && now - s.last_activity > options_.silence_timeout) {
-        spdlog::info("kv events: instance {} silent for more than {} ms; its view is stale",
-                     s.source.instance, options_.silence_timeout.count());
+        spdlog::info("kv events: instance {} silent for more than {} ms; its view is stale", s.source.instance,
+                     options_.silence_timeout.count());
         Lost(s);
       }
     }
@@ -272,8 +271,8 @@ bool KvEventSubscriber::ReplayInto(Stream& s, uint64_t from, uint64_t until) {
       if (s.m.decode_errors) s.m.decode_errors->Inc();
       return false;
     }
-    if (b->seq < next) continue;  // before the gap
-    if (b->seq >= until) continue;  // the live stream delivers it (or already queued it)
+    if (b->seq < next) continue;       // before the gap
+    if (b->seq >= until) continue;     // the live stream delivers it (or already queued it)
     if (b->seq != next) return false;  // the buffer no longer holds the start of the gap
     n_replayed_.fetch_add(1);
     Deliver(s, *b);

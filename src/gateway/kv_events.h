@@ -60,15 +60,15 @@ struct KvSource {
 };
 
 struct KvSubscriberCounters {
-  uint64_t batches = 0;        // delivered, replayed ones included
+  uint64_t batches = 0;  // delivered, replayed ones included
   uint64_t events = 0;
   uint64_t gaps = 0;
   uint64_t decode_errors = 0;  // undecodable messages (also wrong frame counts)
   uint64_t replays = 0;        // replay requests made
   uint64_t replayed_batches = 0;
-  uint64_t streams_lost = 0;   // OnKvStreamLost calls
-  uint64_t restarts = 0;       // seq went back
-  uint64_t turns = 0;          // turns of the thread's loop begun (tests: it looked again)
+  uint64_t streams_lost = 0;  // OnKvStreamLost calls
+  uint64_t restarts = 0;      // seq went back
+  uint64_t turns = 0;         // turns of the thread's loop begun (tests: it looked again)
 };
 
 class KvEventSubscriber {
@@ -114,8 +114,8 @@ class KvEventSubscriber {
   uint64_t generation_ = 0;        // guarded by mu_
   std::atomic<uint64_t> applied_{0};
 
-  std::atomic<uint64_t> n_batches_{0}, n_events_{0}, n_gaps_{0}, n_decode_errors_{0},
-      n_replays_{0}, n_replayed_{0}, n_lost_{0}, n_restarts_{0}, n_turns_{0};
+  std::atomic<uint64_t> n_batches_{0}, n_events_{0}, n_gaps_{0}, n_decode_errors_{0}, n_replays_{0}, n_replayed_{0},
+      n_lost_{0}, n_restarts_{0}, n_turns_{0};
   std::atomic<bool> stop_{false};
   zmq::Context context_;  // the sockets live on the thread and close before it ends
   std::thread thread_;

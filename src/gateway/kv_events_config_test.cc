@@ -17,8 +17,7 @@ namespace prefix_router::gateway {
 namespace {
 
 Status ValidateKv(const std::string& kv, GatewayConfig* out = nullptr) {
-  return testing::ValidateYaml(
-      "instances: [{name: a, url: 'http://127.0.0.1:8001', kv_events: " + kv + "}]\n", out);
+  return testing::ValidateYaml("instances: [{name: a, url: 'http://127.0.0.1:8001', kv_events: " + kv + "}]\n", out);
 }
 
 void ExpectInvalid(const Status& s, const std::string& field) {
@@ -34,8 +33,7 @@ TEST(KvEventsConfig, Parsed) {
                          "replay_endpoint: 'tcp://10.0.0.5:5558'}",
                          &c)
                   .ok());
-  EXPECT_EQ(c.instances[0].kv_events,
-            (KvEventsConfig{"tcp://10.0.0.5:5557", "kv-events", "tcp://10.0.0.5:5558"}));
+  EXPECT_EQ(c.instances[0].kv_events, (KvEventsConfig{"tcp://10.0.0.5:5557", "kv-events", "tcp://10.0.0.5:5558"}));
   ASSERT_TRUE(ValidateKv("{endpoint: 'ipc:///run/vllm/kv'}", &c).ok());
   EXPECT_EQ(c.instances[0].kv_events.endpoint, "ipc:///run/vllm/kv");
   ASSERT_TRUE(testing::ValidateYaml("instances: [{url: 'http://127.0.0.1:8001'}]\n"
@@ -74,8 +72,7 @@ bool CountedByGateway(zmq::Socket& pub, Gateway& g) {
         b.seq = seq;
         std::string payload = api::EncodeKvEventBatch(b, api::KvEventEncoding::kMap);
         (void)pub.Send({"", api::EncodeKvSeq(seq++), payload}, std::chrono::milliseconds(100));
-        return g.metrics().Render().find("prefix_router_kv_event_batches_total{instance=\"a\"}") !=
-               std::string::npos;
+        return g.metrics().Render().find("prefix_router_kv_event_batches_total{instance=\"a\"}") != std::string::npos;
       },
       std::chrono::seconds(10), std::chrono::milliseconds(20));
 }

@@ -119,9 +119,8 @@ class TestPublisher {
       Result<zmq::Message> m = router_.Recv(milliseconds(20), 4);
       if (!m.ok() || m->size() != 3) continue;
       ++replay_requests_;
-      const uint64_t start = api::DecodeKvSeq(std::span<const uint8_t>(
-                                                  reinterpret_cast<const uint8_t*>((*m)[2].data()), 8))
-                                 .value();
+      const uint64_t start =
+          api::DecodeKvSeq(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>((*m)[2].data()), 8)).value();
       std::map<uint64_t, std::string> copy;
       {
         std::lock_guard lock(mu_);
@@ -215,8 +214,7 @@ TEST(KvEventSubscriber, DeliversInOrder) {
   EXPECT_EQ(after.gaps, 0u);
   EXPECT_EQ(after.streams_lost, 0u);
   const std::string text = h.registry.Render();
-  EXPECT_NE(text.find("prefix_router_kv_event_batches_total{instance=\"engine-a\"} " +
-                      std::to_string(after.batches)),
+  EXPECT_NE(text.find("prefix_router_kv_event_batches_total{instance=\"engine-a\"} " + std::to_string(after.batches)),
             std::string::npos)
       << text;
 }
@@ -297,8 +295,8 @@ TEST(KvEventSubscriber, SilenceIsLostOnce) {
   ASSERT_TRUE(prefix_router::testing::Eventually([&] { return h.sub->counters().turns >= turns + 2; }));
   EXPECT_EQ(h.policy->lost_count(), 0u);  // not yet silent for long enough
   clock.Advance(milliseconds(2));
-  ASSERT_TRUE(prefix_router::testing::Eventually([&] { return h.policy->lost_count() >= 1; },
-                                  std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      prefix_router::testing::Eventually([&] { return h.policy->lost_count() >= 1; }, std::chrono::seconds(10)));
   clock.Advance(milliseconds(4000));
   const uint64_t later = h.sub->counters().turns;
   ASSERT_TRUE(prefix_router::testing::Eventually([&] { return h.sub->counters().turns >= later + 2; }));
@@ -327,8 +325,7 @@ TEST(KvEventSubscriber, GarbageCountedNotFatal) {
   const KvSubscriberCounters c = h.sub->counters();
   EXPECT_EQ(c.decode_errors, 4u);
   EXPECT_EQ(h.policy->lost_count(), 4u);
-  EXPECT_NE(h.registry.Render().find(
-                "prefix_router_kv_event_decode_errors_total{instance=\"engine-a\"} 4"),
+  EXPECT_NE(h.registry.Render().find("prefix_router_kv_event_decode_errors_total{instance=\"engine-a\"} 4"),
             std::string::npos);
 }
 

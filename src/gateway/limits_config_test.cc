@@ -75,9 +75,11 @@ TEST(ClientsConfigTest, KeysFromEnvironmentAndFiles) {
   file.Write(std::string(kKeyB) + "\n");
   ::setenv("PR_LIMITS_TEST_KEY", std::string(kKeyA).c_str(), 1);
   GatewayConfig c;
-  Status s = ValidateYaml("clients:\n  keys:\n    - {tenant: batch, key_env: PR_LIMITS_TEST_KEY}\n"
-                          "    - {tenant: web, key_file: '" + file.path() + "'}\n",
-                          &c);
+  Status s = ValidateYaml(
+      "clients:\n  keys:\n    - {tenant: batch, key_env: PR_LIMITS_TEST_KEY}\n"
+      "    - {tenant: web, key_file: '" +
+          file.path() + "'}\n",
+      &c);
   ::unsetenv("PR_LIMITS_TEST_KEY");
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(*c.clients.key_set->Find(kKeyA), "batch");
@@ -102,8 +104,7 @@ TEST(ClientsConfigTest, BrokenSourcesNameTheFieldNotTheKey) {
   file.Write("t/x " + std::string(kKeyA) + "\n");
   ExpectInvalid(ValidateYaml("clients: {keys_file: '" + file.path() + "'}\n"), {"line 1", "not a tenant name"});
   file.Write("a " + std::string(kKeyA) + "\nb " + std::string(kKeyA) + "\n");
-  ExpectInvalid(ValidateYaml("clients: {keys_file: '" + file.path() + "'}\n"),
-                {"line 2", "the same key as", "line 1"});
+  ExpectInvalid(ValidateYaml("clients: {keys_file: '" + file.path() + "'}\n"), {"line 2", "the same key as", "line 1"});
 
   ::unsetenv("PR_LIMITS_UNSET");
   ExpectInvalid(ValidateYaml("clients: {keys: [{tenant: a, key_env: PR_LIMITS_UNSET}]}\n"),
@@ -207,8 +208,8 @@ TEST(RateLimitsConfigTest, ReloadAppliesThemWithoutRestart) {
   GatewayConfig a;
   GatewayConfig b;
   ASSERT_TRUE(ValidateYaml("", &a).ok());
-  ASSERT_TRUE(ValidateYaml("clients: {keys_file: '" + file.path() + "'}\nrate_limits: {requests_per_minute: 5}\n", &b)
-                  .ok());
+  ASSERT_TRUE(
+      ValidateYaml("clients: {keys_file: '" + file.path() + "'}\nrate_limits: {requests_per_minute: 5}\n", &b).ok());
   EXPECT_TRUE(RestartRequired(a, b).empty());
 }
 

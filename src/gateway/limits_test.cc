@@ -103,8 +103,8 @@ TEST(ClientKeysTest, WrongKeyIs401AndNotEchoed) {
   EXPECT_EQ(r.body().find(wrong), std::string::npos);
   EXPECT_EQ(Chat(g->port(), {{"Authorization", "Basic " + std::string(kKeyA)}}).status(), 401);
   EXPECT_EQ(Chat(g->port(), {{"Authorization", "Bearer"}}).status(), 401);
-  EXPECT_EQ(Chat(g->port(), {{"Authorization", "Bearer " + std::string(kKeyA)},
-                             {"Authorization", "Bearer " + std::string(kKeyA)}})
+  EXPECT_EQ(Chat(g->port(),
+                 {{"Authorization", "Bearer " + std::string(kKeyA)}, {"Authorization", "Bearer " + std::string(kKeyA)}})
                 .status(),
             400);  // two Authorization headers: refused by the HTTP layer, before any key check
   EXPECT_EQ(Chat(g->port(), {{"x-api-key", wrong}}).status(), 401);
@@ -222,8 +222,7 @@ TEST(TenantRateLimitTest, TooManyRequestsThen429WithRetryAfter) {
   EXPECT_EQ(r.Header("retry-after"), "20");  // one request every 60 / 3 s
   EXPECT_EQ(r.Header("x-ratelimit-remaining-requests"), "0");
   EXPECT_EQ(TotalRequests(f.fakes), 3);
-  EXPECT_EQ(pt::Metric(g->port(),
-                       R"(prefix_router_rejected_requests_total{model="other",reason="tenant_requests"})"),
+  EXPECT_EQ(pt::Metric(g->port(), R"(prefix_router_rejected_requests_total{model="other",reason="tenant_requests"})"),
             1);
   clock.Advance(std::chrono::seconds(19));
   EXPECT_EQ(Chat(g->port(), Bearer(kKeyA)).Header("retry-after"), "1");
@@ -281,9 +280,7 @@ TEST(TenantRateLimitTest, TokenLimitTripsOnLongPrompts) {
   f.config.rate_limits.defaults.tokens_per_minute = 1500;
   auto g = Start(f.config, clock);
   ASSERT_NE(g, nullptr);
-  auto send = [&](size_t bytes) {
-    return pt::Fetch(g->port(), JsonRequest(kChat, ChatOfSize(bytes), Bearer(kKeyA)));
-  };
+  auto send = [&](size_t bytes) { return pt::Fetch(g->port(), JsonRequest(kChat, ChatOfSize(bytes), Bearer(kKeyA))); };
   for (int i = 0; i < 5; ++i) EXPECT_EQ(send(100).status(), 200) << "short prompt " << i;  // 5 x 25
   pt::ClientResponse first = send(4000);  // ~1000 tokens: 1375 were left
   EXPECT_EQ(first.status(), 200);
@@ -298,9 +295,7 @@ TEST(TenantRateLimitTest, TokenLimitTripsOnLongPrompts) {
   EXPECT_EQ(huge.status(), 413);
   EXPECT_EQ(ErrorCode(huge.body()), "request_too_large");
   EXPECT_FALSE(huge.HasHeader("retry-after"));
-  EXPECT_EQ(pt::Metric(g->port(),
-                       R"(prefix_router_rejected_requests_total{model="other",reason="tenant_tokens"})"),
-            1);
+  EXPECT_EQ(pt::Metric(g->port(), R"(prefix_router_rejected_requests_total{model="other",reason="tenant_tokens"})"), 1);
   EXPECT_EQ(pt::Metric(g->port(),
                        R"(prefix_router_rejected_requests_total{model="other",reason="tenant_request_too_large"})"),
             1);

@@ -60,8 +60,8 @@ std::string FormatLogTimestamp(std::chrono::system_clock::time_point t) {
   const std::time_t secs = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
 }
 
 std::string FormatJsonLogLine(std::string_view ts, std::string_view level, std::string_view msg,
@@ -99,17 +99,13 @@ std::string FormatTextLogLine(std::string_view msg, std::span<const LogField> fi
 
 void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) {
   const spdlog::string_view_t level = spdlog::level::to_string_view(msg.level);
-  std::string line = FormatJsonLogLine(FormatLogTimestamp(msg.time),
-                                       std::string_view(level.data(), level.size()),
-                                       std::string_view(msg.payload.data(), msg.payload.size()),
-                                       t_fields);
+  std::string line = FormatJsonLogLine(FormatLogTimestamp(msg.time), std::string_view(level.data(), level.size()),
+                                       std::string_view(msg.payload.data(), msg.payload.size()), t_fields);
   line += '\n';
   dest.append(line.data(), line.data() + line.size());
 }
 
-std::unique_ptr<spdlog::formatter> JsonLogFormatter::clone() const {
-  return std::make_unique<JsonLogFormatter>();
-}
+std::unique_ptr<spdlog::formatter> JsonLogFormatter::clone() const { return std::make_unique<JsonLogFormatter>(); }
 
 void ConfigureLogging(LogFormat format) {
   g_format.store(format);

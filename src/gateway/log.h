@@ -42,8 +42,7 @@ struct LogField {
   LogField(std::string_view k, int64_t v) : key(k), kind(Kind::kInteger), integer(v) {}
   LogField(std::string_view k, int v) : key(k), kind(Kind::kInteger), integer(v) {}
   LogField(std::string_view k, uint32_t v) : key(k), kind(Kind::kInteger), integer(v) {}
-  LogField(std::string_view k, uint64_t v)
-      : key(k), kind(Kind::kInteger), integer(static_cast<int64_t>(v)) {}
+  LogField(std::string_view k, uint64_t v) : key(k), kind(Kind::kInteger), integer(static_cast<int64_t>(v)) {}
   LogField(std::string_view k, double v) : key(k), kind(Kind::kNumber), number(v) {}
 
   std::string_view key;
@@ -60,11 +59,9 @@ LogFormat CurrentLogFormat();
 
 // Logs `msg` with `fields` at `level` (nothing is formatted when the level is off).
 void LogEvent(spdlog::level::level_enum level, std::string_view msg, std::span<const LogField> fields);
-inline void LogEvent(spdlog::level::level_enum level, std::string_view msg,
-                     std::initializer_list<LogField> fields) {
+inline void LogEvent(spdlog::level::level_enum level, std::string_view msg, std::initializer_list<LogField> fields) {
   LogEvent(level, msg, std::span<const LogField>(fields.begin(), fields.size()));
 }
-
 
 // The pure formatting, for the formatter and the tests. `ts` is already formatted.
 // One JSON object, without the newline: {"ts":...,"level":...,"msg":...,<fields>}.

@@ -29,8 +29,7 @@ json::object Parse(const std::string& line) {
 // Routes the default logger into a string for one test, in the given format, and restores it.
 class CapturedLog {
  public:
-  explicit CapturedLog(LogFormat format)
-      : previous_(spdlog::default_logger()), previous_level_(spdlog::get_level()) {
+  explicit CapturedLog(LogFormat format) : previous_(spdlog::default_logger()), previous_level_(spdlog::get_level()) {
     auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
     spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink));
     spdlog::set_level(spdlog::level::info);
@@ -69,11 +68,13 @@ TEST(LogTest, JsonLineEscapesQuotesBackslashesAndControlCharacters) {
 
 // ts, level and msg come first, then the fields in the order given, with their types.
 TEST(LogTest, JsonLineHasTsLevelMsgThenTypedFields) {
-  const LogField fields[] = {{"instance", "vllm-a"}, {"status", 200}, {"attempts", uint32_t{2}},
-                             {"bytes", uint64_t{1} << 40}, {"duration_ms", 12.5}};
+  const LogField fields[] = {{"instance", "vllm-a"},
+                             {"status", 200},
+                             {"attempts", uint32_t{2}},
+                             {"bytes", uint64_t{1} << 40},
+                             {"duration_ms", 12.5}};
   const std::string line = FormatJsonLogLine("2026-01-02T03:04:05.678Z", "warning", "request", fields);
-  EXPECT_EQ(line.rfind(R"({"ts":"2026-01-02T03:04:05.678Z","level":"warning","msg":"request",)", 0), 0u)
-      << line;
+  EXPECT_EQ(line.rfind(R"({"ts":"2026-01-02T03:04:05.678Z","level":"warning","msg":"request",)", 0), 0u) << line;
   json::object o = Parse(line);
   EXPECT_EQ(o["instance"].as_string(), "vllm-a");
   EXPECT_EQ(o["status"].as_int64(), 200);
@@ -102,8 +103,8 @@ TEST(LogTest, JsonLineWritesNonFiniteNumbersAsNull) {
 // Text mode: plain values as key=value; values that could forge or split a line are quoted and
 // escaped.
 TEST(LogTest, TextLineQuotesValuesThatCouldBeMisread) {
-  const LogField fields[] = {{"instance", "vllm-a"}, {"status", 502}, {"error", "connect failed: refused"},
-                             {"path", "/x\ninstance ejected"}, {"empty", ""}, {"eq", "a=b"}};
+  const LogField fields[] = {{"instance", "vllm-a"},           {"status", 502}, {"error", "connect failed: refused"},
+                             {"path", "/x\ninstance ejected"}, {"empty", ""},   {"eq", "a=b"}};
   EXPECT_EQ(FormatTextLogLine("request failed", fields),
             R"(request failed instance=vllm-a status=502 error="connect failed: refused" )"
             R"(path="/x\ninstance ejected" empty="" eq="a=b")");
@@ -151,8 +152,7 @@ TEST(LogTest, TextModeAppendsFields) {
     lines = log.Lines();
   }
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_NE(lines[0].find("[info] instance readmitted instance=b reason=\"health checks pass\""),
-            std::string::npos)
+  EXPECT_NE(lines[0].find("[info] instance readmitted instance=b reason=\"health checks pass\""), std::string::npos)
       << lines[0];
 }
 

@@ -37,8 +37,8 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
 std::string DescribeOptions(const RoutingOptions& o) {
   return fmt::format(
       "{}, prefix_length {}, concurrency_threshold {}, spill_mode {}, balance_factor {}, max_in_flight {}{}",
-      StrategyName(o.strategy), o.prefix_length, o.concurrency_threshold, SpillModeName(o.spill),
-      o.balance_factor, o.max_in_flight, o.key_normalisation.enabled() ? ", key normalisation on" : "");
+      StrategyName(o.strategy), o.prefix_length, o.concurrency_threshold, SpillModeName(o.spill), o.balance_factor,
+      o.max_in_flight, o.key_normalisation.enabled() ? ", key normalisation on" : "");
 }
 
 // A pool's Policy: the previous one while the options are unchanged (it keeps what it learned:
@@ -50,8 +50,7 @@ Pool KeepOrMakePoolPolicy(const RoutingOptions& options, const Pool* previous, c
   }
   if (changes) {
     changes->push_back(fmt::format("{}: {} ({}; a new policy starts with no learned state)", what,
-                                   previous ? "routing options changed" : "added",
-                                   DescribeOptions(options)));
+                                   previous ? "routing options changed" : "added", DescribeOptions(options)));
   }
   Pool pool{options, MakePolicy(options)};
   // Requests still running count toward the pool's ceiling whatever its new options.
@@ -64,14 +63,12 @@ Pool KeepOrMakePool(const RoutingOptions& options, const Pool* previous, const s
                     std::vector<std::string>* changes) {
   Pool pool = KeepOrMakePoolPolicy(options, previous, what, changes);
   if (options.key_normalisation.enabled()) {
-    if (previous && previous->normaliser &&
-        previous->options.key_normalisation == options.key_normalisation) {
+    if (previous && previous->normaliser && previous->options.key_normalisation == options.key_normalisation) {
       pool.normaliser = previous->normaliser;
     } else if (auto n = api::KeyNormaliser::Create(options.key_normalisation); n.ok()) {
       pool.normaliser = *n;
     } else {
-      spdlog::error("{}: key_normalisation: {} (should never happen: validated at load)", what,
-                    n.status().message());
+      spdlog::error("{}: key_normalisation: {} (should never happen: validated at load)", what, n.status().message());
     }
   }
   return pool;
@@ -132,10 +129,8 @@ std::string DescribeLimits(const TenantLimits& l) {
 
 // ------------------------------------------------------------------------------ building
 
-Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig& c,
-                                                            const RoutingState* previous,
-                                                            std::vector<std::string>* changes,
-                                                            bool reread_files) {
+Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig& c, const RoutingState* previous,
+                                                            std::vector<std::string>* changes, bool reread_files) {
   std::vector<InstanceSpec> specs;
   for (const auto& ic : c.instances) {
     specs.push_back({ic.name, ic.url, ic.weight, ic.models, ic.models_only_listed});
@@ -164,8 +159,7 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
     const bool same_tls = !ic.https || (old_target.tls_config == ic.tls && !reread_files);
     // (Secret::SameAs is false for two empty secrets: it never matches an empty credential.)
     const bool same_credentials =
-        old_target.authorization.empty() ? ic.authorization.empty()
-                                         : old_target.authorization.SameAs(ic.authorization);
+        old_target.authorization.empty() ? ic.authorization.empty() : old_target.authorization.SameAs(ic.authorization);
     if (was.url == ic.url && same_tls && same_credentials) {
       rs->instances.push_back(old_rt);  // keeps its health counters and connections' identity
     } else if (was.url == ic.url) {
@@ -178,8 +172,8 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
         changes->push_back(fmt::format("instance {}: authorization changed", ic.name));
       }
       if (changes && ic.https && !(old_target.tls_config == ic.tls)) {
-        changes->push_back(fmt::format("instance {}: upstream_tls ca_file '{}', verify {}", ic.name,
-                                       ic.tls.ca_file, ic.tls.verify));
+        changes->push_back(
+            fmt::format("instance {}: upstream_tls ca_file '{}', verify {}", ic.name, ic.tls.ca_file, ic.tls.verify));
       }
     } else {
       // A new address is a new server as far as health goes: it starts in rotation, and the
@@ -193,8 +187,8 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
       changes->push_back(fmt::format("instance {}: weight {} -> {}", ic.name, was.weight, ic.weight));
     }
     if (changes && was.serves != ic.models) {
-      changes->push_back(fmt::format("instance {}: models [{}] -> [{}]", ic.name, Join(was.serves, ","),
-                                     Join(ic.models, ",")));
+      changes->push_back(
+          fmt::format("instance {}: models [{}] -> [{}]", ic.name, Join(was.serves, ","), Join(ic.models, ",")));
     }
   }
   if (previous && changes) {
@@ -205,8 +199,8 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
                                      previous->fleet->state(i).in_flight.load()));
     }
   }
-  rs->default_pool = KeepOrMakePool(c.routing, previous ? &previous->default_pool : nullptr,
-                                    "routing", previous ? changes : nullptr);
+  rs->default_pool =
+      KeepOrMakePool(c.routing, previous ? &previous->default_pool : nullptr, "routing", previous ? changes : nullptr);
   for (const auto& [name, options] : c.pools) {
     const Pool* old = nullptr;
     if (previous) {
@@ -233,8 +227,8 @@ void Gateway::ApplyClientsAndLimits(const GatewayConfig& next, const GatewayConf
   if (keys_changed) {
     client_keys_.store(next.clients.key_set);
     if (changes) {
-      changes->push_back(fmt::format("clients: {} (was {})", DescribeKeys(next.clients),
-                                     was ? DescribeKeys(*was) : "off"));
+      changes->push_back(
+          fmt::format("clients: {} (was {})", DescribeKeys(next.clients), was ? DescribeKeys(*was) : "off"));
     }
   }
   if (!previous || !(previous->rate_limits == next.rate_limits)) {
@@ -248,7 +242,7 @@ void Gateway::ApplyClientsAndLimits(const GatewayConfig& next, const GatewayConf
 }
 
 Result<std::vector<std::string>> Gateway::ApplyLocked(GatewayConfig candidate, bool reread_files) {
-  candidate.admin = AdminConfig{};  // unchanged at run time; its token is not re-read
+  candidate.admin = AdminConfig{};      // unchanged at run time; its token is not re-read
   candidate.tls = ListenerTlsConfig{};  // the listener's files are re-read by Reload alone
   // The client keys were read when `candidate` was validated (or at start); they are not read
   // again here, where a file removed since would fail an unrelated change.
@@ -259,8 +253,7 @@ Result<std::vector<std::string>> Gateway::ApplyLocked(GatewayConfig candidate, b
   if (Status s = validated; !s.ok()) {
     // The fleet is what changed: a broken rule there is a conflict with the current state
     // (no instance left, a pool nobody serves); other messages are about the input.
-    const bool conflict = s.message().starts_with("instances: at least one") ||
-                          s.message().starts_with("pools.");
+    const bool conflict = s.message().starts_with("instances: at least one") || s.message().starts_with("pools.");
     return conflict ? Status::FailedPrecondition(s.message()) : s;
   }
   auto changes = SwapLocked(EffectiveLocked(candidate), reread_files);
@@ -410,10 +403,11 @@ Result<int32_t> Gateway::RemoveInstance(std::string_view name) {
                          [&](const InstanceConfig& ic) { return ic.name == name; });
   if (it == candidate.instances.end()) {
     if (routing_.load()->fleet->Find(name)) {
-      return Status::FailedPrecondition(
-          "'" + std::string(name) + "' is derived by resolve: all and would come back at the next "
-          "resolution; remove '" + std::string(name.substr(0, name.find('@'))) +
-          "' (all its addresses) or drain this one");
+      return Status::FailedPrecondition("'" + std::string(name) +
+                                        "' is derived by resolve: all and would come back at the next "
+                                        "resolution; remove '" +
+                                        std::string(name.substr(0, name.find('@'))) +
+                                        "' (all its addresses) or drain this one");
     }
     return Status::NotFound("no instance named '" + std::string(name) + "'");
   }
@@ -421,8 +415,7 @@ Result<int32_t> Gateway::RemoveInstance(std::string_view name) {
   auto previous = routing_.load();
   auto changes = ApplyLocked(std::move(candidate));
   if (!changes.ok()) {
-    return Status(changes.status().code(),
-                  "cannot remove '" + std::string(name) + "': " + changes.status().message());
+    return Status(changes.status().code(), "cannot remove '" + std::string(name) + "': " + changes.status().message());
   }
   // A `resolve: all` template's requests are those of its instances (NAME@ADDRESS:PORT).
   int32_t in_flight = 0;
@@ -444,14 +437,15 @@ Result<InstanceView> Gateway::SetDrained(std::string_view name, bool drained) {
     if (const InstanceConfig* t = FindInstance(running_.instances, name); t && t->resolve == ResolveMode::kAll) {
       return Status::FailedPrecondition("'" + std::string(name) +
                                         "' stands for one instance per address (resolve: all); "
-                                        "drain them by name (" + std::string(name) + "@ADDRESS:PORT)");
+                                        "drain them by name (" +
+                                        std::string(name) + "@ADDRESS:PORT)");
     }
     return Status::NotFound("no instance named '" + std::string(name) + "'");
   }
   InstanceState& st = rs->fleet->state(*i);
   if (st.drained.exchange(drained) != drained) {
-    spdlog::info("admin: instance {} {} ({} requests in flight{})", name,
-                 drained ? "drained" : "undrained", st.in_flight.load(),
+    spdlog::info("admin: instance {} {} ({} requests in flight{})", name, drained ? "drained" : "undrained",
+                 st.in_flight.load(),
                  drained ? " finish there; new ones go elsewhere" : "; it takes new requests again");
   } else {
     spdlog::info("admin: instance {} was already {}", name, drained ? "drained" : "not drained");
@@ -482,11 +476,11 @@ ReloadReport Gateway::Reload(GatewayConfig next, std::string_view trigger) {
     auto tls = http::MakeServerTlsContext(next.tls.cert_file, next.tls.key_file, "tls");
     if (tls.ok()) {
       server_->SetTlsContext(*tls);
-      tls_change = "tls: certificate and key re-read from " + next.tls.cert_file + " and " +
-                   next.tls.key_file + " (new connections use them)";
+      tls_change = "tls: certificate and key re-read from " + next.tls.cert_file + " and " + next.tls.key_file +
+                   " (new connections use them)";
     } else {
-      report.restart_required.push_back("(tls not reloaded, the previous certificate stays: " +
-                                        tls.status().message() + ")");
+      report.restart_required.push_back("(tls not reloaded, the previous certificate stays: " + tls.status().message() +
+                                        ")");
     }
   }
   auto changes = ApplyLocked(std::move(candidate), /*reread_files=*/true);
@@ -502,9 +496,8 @@ ReloadReport Gateway::Reload(GatewayConfig next, std::string_view trigger) {
   spdlog::info("config reloaded ({}): {}{}", trigger,
                report.changes.empty() ? std::string("no change to instances, routing, pools, clients or rate_limits")
                                       : Join(report.changes, "; "),
-               report.restart_required.empty()
-                   ? std::string()
-                   : "; needs a restart to apply: " + Join(report.restart_required, ", "));
+               report.restart_required.empty() ? std::string()
+                                               : "; needs a restart to apply: " + Join(report.restart_required, ", "));
   return report;
 }
 
@@ -513,8 +506,7 @@ ReloadReport Gateway::Reload(GatewayConfig next, std::string_view trigger) {
 Result<ReloadReport> LoadAndReload(Gateway& gateway, const ConfigLoader& loader, std::string_view trigger) {
   Result<GatewayConfig> next = loader();
   if (!next.ok()) {
-    spdlog::warn("config reload ({}) rejected, the running configuration stays: {}", trigger,
-                 next.status().message());
+    spdlog::warn("config reload ({}) rejected, the running configuration stays: {}", trigger, next.status().message());
     return next.status();
   }
   for (const std::string& w : ConfigWarnings(*next)) spdlog::warn("config reload ({}): {}", trigger, w);

@@ -32,8 +32,8 @@ struct InstanceView {
   uint32_t weight = 1;
   std::vector<std::string> models;  // empty = serves every name
   int32_t in_flight = 0;
-  uint64_t dispatched = 0;          // requests ever sent to it
-  bool healthy = true;              // false while ejected by health checks
+  uint64_t dispatched = 0;  // requests ever sent to it
+  bool healthy = true;      // false while ejected by health checks
   bool drained = false;
 
   // "drained" (by an operator), "ejected" (by health checks) or "available".
@@ -51,8 +51,7 @@ using ConfigLoader = std::function<Result<GatewayConfig>()>;
 // Loads with `loader` and reloads `gateway`; an invalid configuration is rejected with the
 // loader's message and the running one stays. Logs the outcome (one line). `trigger` says what
 // asked ("SIGHUP", "admin").
-Result<ReloadReport> LoadAndReload(Gateway& gateway, const ConfigLoader& loader,
-                                   std::string_view trigger);
+Result<ReloadReport> LoadAndReload(Gateway& gateway, const ConfigLoader& loader, std::string_view trigger);
 
 // The fields of `next` that differ from `running` and need a restart, as YAML paths
 // ("listen", "timeouts.connect", "admin"); the admin token is compared, never shown.

@@ -2,11 +2,11 @@
 // field) and limits.max_connections, from YAML and from flags, with their ranges.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "gateway/config.h"
@@ -88,9 +88,9 @@ ConfigFlags ParseFlags(std::vector<std::string> args) {
 // --max-in-flight sets the default pool's ceiling and reaches the file's pools that do not set
 // their own; --max-connections sets limits.max_connections.
 TEST(OverloadConfig, FlagsSetCeilings) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("overload_config_test_" + std::to_string(::getpid()) + ".yaml"))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("overload_config_test_" + std::to_string(::getpid()) + ".yaml"))
+          .string();
   std::ofstream(path) << std::string(kInstances) << "pools:\n  llama: {}\n  mistral: {max_in_flight: 3}\n";
   Result<GatewayConfig> r =
       BuildConfig(ParseFlags({"--config", path, "--max-in-flight", "50", "--max-connections", "64"}));
@@ -101,8 +101,7 @@ TEST(OverloadConfig, FlagsSetCeilings) {
   EXPECT_EQ(r->pools.at("mistral").max_in_flight, 3u);
   EXPECT_EQ(r->max_connections, 64u);
 
-  Result<GatewayConfig> automatic =
-      BuildConfig(ParseFlags({"--instance", "http://a:1", "--max-connections", "auto"}));
+  Result<GatewayConfig> automatic = BuildConfig(ParseFlags({"--instance", "http://a:1", "--max-connections", "auto"}));
   ASSERT_TRUE(automatic.ok()) << automatic.status().ToString();
   EXPECT_EQ(automatic->max_connections, kAutoMaxConnections);
   EXPECT_THROW(ParseFlags({"--instance", "http://a:1", "--max-connections", "lots"}), CLI::ConversionError);
@@ -117,8 +116,7 @@ TEST(OverloadConfig, PerTryFirstByteTimeout) {
   EXPECT_EQ(ParseValid(kInstances).timeouts.per_try_first_byte, 0);
   EXPECT_EQ(ParseValid(std::string(kInstances) + "timeouts: {per_try_first_byte: 2.5}\n").timeouts.per_try_first_byte,
             2.5);
-  const std::string negative =
-      ValidationError(std::string(kInstances) + "timeouts: {per_try_first_byte: -1}\n");
+  const std::string negative = ValidationError(std::string(kInstances) + "timeouts: {per_try_first_byte: -1}\n");
   EXPECT_NE(negative.find("timeouts.per_try_first_byte"), std::string::npos) << negative;
   const std::string large = ValidationError(std::string(kInstances) + "timeouts: {per_try_first_byte: 3601}\n");
   EXPECT_NE(large.find("[0, 3600] (0 = off)"), std::string::npos) << large;
@@ -131,8 +129,9 @@ TEST(OverloadConfig, PerTryFirstByteTimeout) {
 // required to change.
 TEST(OverloadConfig, PerClientConnectionLimit) {
   EXPECT_EQ(ParseValid(kInstances).max_connections_per_client, 0u);
-  EXPECT_EQ(ParseValid(std::string(kInstances) + "limits: {max_connections_per_client: 50}\n").max_connections_per_client,
-            50u);
+  EXPECT_EQ(
+      ParseValid(std::string(kInstances) + "limits: {max_connections_per_client: 50}\n").max_connections_per_client,
+      50u);
   const std::string over = ValidationError(std::string(kInstances) + "limits: {max_connections_per_client: 1000001}\n");
   EXPECT_NE(over.find("limits.max_connections_per_client"), std::string::npos) << over;
   Result<GatewayConfig> r = BuildConfig(ParseFlags({"--instance", "http://a:1", "--max-connections-per-client", "8"}));
@@ -161,14 +160,16 @@ TEST(OverloadConfig, MetricsSection) {
 TEST(OverloadConfig, RemoteAdminTokenLength) {
   ::setenv("PR_TEST_ADMIN_SHORT", "x", 1);
   ::setenv("PR_TEST_ADMIN_LONG", "0123456789abcdef", 1);
-  const std::string short_remote = ValidationError(
-      std::string(kInstances) + "admin: {listen: '0.0.0.0:9090', token_env: PR_TEST_ADMIN_SHORT}\n");
+  const std::string short_remote =
+      ValidationError(std::string(kInstances) + "admin: {listen: '0.0.0.0:9090', token_env: PR_TEST_ADMIN_SHORT}\n");
   EXPECT_NE(short_remote.find("shorter than 16"), std::string::npos) << short_remote;
   EXPECT_EQ(short_remote.find("'x'"), std::string::npos) << "the token must not be echoed: " << short_remote;
-  EXPECT_EQ(ValidationError(std::string(kInstances) + "admin: {listen: '0.0.0.0:9090', token_env: PR_TEST_ADMIN_LONG}\n"),
-            "");
-  EXPECT_EQ(ValidationError(std::string(kInstances) + "admin: {listen: '127.0.0.1:9090', token_env: PR_TEST_ADMIN_SHORT}\n"),
-            "");
+  EXPECT_EQ(
+      ValidationError(std::string(kInstances) + "admin: {listen: '0.0.0.0:9090', token_env: PR_TEST_ADMIN_LONG}\n"),
+      "");
+  EXPECT_EQ(
+      ValidationError(std::string(kInstances) + "admin: {listen: '127.0.0.1:9090', token_env: PR_TEST_ADMIN_SHORT}\n"),
+      "");
 }
 
 }  // namespace

@@ -38,8 +38,7 @@ std::string GroupPreferring(uint16_t port, std::string_view instance) {
   for (int i = 0; i < 200; ++i) {
     const std::string group = "group-" + std::to_string(i);
     const ClientResponse r = Post(port, kChat, ChatBody("m1", "probe", group));
-    if (r.status() == 200 && r.Header(kInstance) == instance &&
-        r.Header("x-prefix-router-rank") == "0") {
+    if (r.status() == 200 && r.Header(kInstance) == instance && r.Header("x-prefix-router-rank") == "0") {
       return group;
     }
   }
@@ -186,18 +185,24 @@ TEST(EjectionSignalTest, FireWakesWaitersAndCancellationUnregisters) {
   std::atomic<bool> available{true};
   int woken = 0;
   for (int i = 0; i < 3; ++i) {
-    net::co_spawn(io, [&]() -> net::awaitable<void> {
-      co_await signal.Wait(available);
-      ++woken;
-    }, net::detached);
+    net::co_spawn(
+        io,
+        [&]() -> net::awaitable<void> {
+          co_await signal.Wait(available);
+          ++woken;
+        },
+        net::detached);
   }
   // A wait that loses a race unregisters at once.
   bool timer_won = false;
-  net::co_spawn(io, [&]() -> net::awaitable<void> {
-    net::steady_timer t(io, 10ms);
-    auto r = co_await (t.async_wait(net::use_awaitable) || signal.Wait(available));
-    timer_won = r.index() == 0;
-  }, net::detached);
+  net::co_spawn(
+      io,
+      [&]() -> net::awaitable<void> {
+        net::steady_timer t(io, 10ms);
+        auto r = co_await (t.async_wait(net::use_awaitable) || signal.Wait(available));
+        timer_won = r.index() == 0;
+      },
+      net::detached);
   io.run_for(100ms);
   EXPECT_TRUE(timer_won);
   EXPECT_EQ(signal.waiting(), 3u);
@@ -208,10 +213,13 @@ TEST(EjectionSignalTest, FireWakesWaitersAndCancellationUnregisters) {
   EXPECT_EQ(woken, 3);
   EXPECT_EQ(signal.waiting(), 0u);
   // Already ejected: the wait completes at once.
-  net::co_spawn(io, [&]() -> net::awaitable<void> {
-    co_await signal.Wait(available);
-    ++woken;
-  }, net::detached);
+  net::co_spawn(
+      io,
+      [&]() -> net::awaitable<void> {
+        co_await signal.Wait(available);
+        ++woken;
+      },
+      net::detached);
   io.restart();
   io.run_for(50ms);
   EXPECT_EQ(woken, 4);

@@ -41,9 +41,16 @@ simdjson::simdjson_result<std::string_view> RawValue(od::value v) {
 }
 
 // Members copied to a chat /tokenize request (vLLM's TokenizeChatRequest), in this order.
-constexpr std::array<std::string_view, 10> kChatMembers = {
-    "model", "messages", "tools", "chat_template", "chat_template_kwargs", "add_generation_prompt",
-    "continue_final_message", "add_special_tokens", "documents", "mm_processor_kwargs"};
+constexpr std::array<std::string_view, 10> kChatMembers = {"model",
+                                                           "messages",
+                                                           "tools",
+                                                           "chat_template",
+                                                           "chat_template_kwargs",
+                                                           "add_generation_prompt",
+                                                           "continue_final_message",
+                                                           "add_special_tokens",
+                                                           "documents",
+                                                           "mm_processor_kwargs"};
 
 Status ReadId(od::value v, std::vector<uint32_t>& out) {
   uint64_t id = 0;
@@ -110,9 +117,7 @@ void AppendMember(std::string& out, std::string_view key, std::string_view raw) 
 
 }  // namespace
 
-bool WantsPromptTokens(const RoutingOptions& options) {
-  return UsesKvEvents(options.strategy);
-}
+bool WantsPromptTokens(const RoutingOptions& options) { return UsesKvEvents(options.strategy); }
 
 Result<std::vector<uint32_t>> EnginePromptTokens(api::ApiKind api, std::string_view body) {
   std::string_view path;
@@ -120,8 +125,7 @@ Result<std::vector<uint32_t>> EnginePromptTokens(api::ApiKind api, std::string_v
     case api::ApiKind::kChatCompletions: path = "/v1/chat/completions"; break;
     case api::ApiKind::kCompletions: path = "/v1/completions"; break;
     case api::ApiKind::kNative: path = "/invocations"; break;
-    default:
-      return Status::InvalidArgument("no prompt tokens for this API");
+    default: return Status::InvalidArgument("no prompt tokens for this API");
   }
   Result<engine_model::EngineHttpRequest> r = engine_model::ParseEngineRequest(path, body);
   if (!r.ok()) return r.status();
@@ -129,8 +133,7 @@ Result<std::vector<uint32_t>> EnginePromptTokens(api::ApiKind api, std::string_v
 }
 
 Result<TokenizeQuery> TokenizeQueryFor(api::ApiKind api, std::string_view body) {
-  if (api != api::ApiKind::kChatCompletions && api != api::ApiKind::kCompletions &&
-      api != api::ApiKind::kNative) {
+  if (api != api::ApiKind::kChatCompletions && api != api::ApiKind::kCompletions && api != api::ApiKind::kNative) {
     return Invalid("no prompt tokens for this API");
   }
   const simdjson::padded_string padded(body);

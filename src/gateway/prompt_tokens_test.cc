@@ -14,13 +14,11 @@ namespace {
 
 // Chat messages go through the engine's chat template: the tokens the emulator would cache.
 TEST(PromptTokens, ChatMatchesTheEngineTemplate) {
-  const std::string body =
-      R"({"model":"m","messages":[{"role":"system","content":"You are terse."},)"
-      R"({"role":"user","content":"hello there"}]})";
+  const std::string body = R"({"model":"m","messages":[{"role":"system","content":"You are terse."},)"
+                           R"({"role":"user","content":"hello there"}]})";
   Result<std::vector<uint32_t>> t = EnginePromptTokens(api::ApiKind::kChatCompletions, body);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  std::vector<engine_model::ChatMessage> m = {{"system", "You are terse.", {}},
-                                              {"user", "hello there", {}}};
+  std::vector<engine_model::ChatMessage> m = {{"system", "You are terse.", {}}, {"user", "hello there", {}}};
   EXPECT_EQ(*t, engine_model::RenderChat(m));
   EXPECT_GT(t->size(), 8u);
 }
@@ -32,8 +30,7 @@ TEST(PromptTokens, CompletionNativeAndErrors) {
       EnginePromptTokens(api::ApiKind::kCompletions, R"({"model":"m","prompt":"abc def"})");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(*c, engine_model::RenderCompletion("abc def"));
-  Result<std::vector<uint32_t>> n =
-      EnginePromptTokens(api::ApiKind::kNative, R"({"inputs":"abc def"})");
+  Result<std::vector<uint32_t>> n = EnginePromptTokens(api::ApiKind::kNative, R"({"inputs":"abc def"})");
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_FALSE(n->empty());
   EXPECT_FALSE(EnginePromptTokens(api::ApiKind::kChatCompletions, "{").ok());
@@ -88,12 +85,11 @@ TEST(TokenizeQuery, CopiesTemplateMembersOnly) {
       R"("add_generation_prompt":false,"logprobs":true,"prompt":"ignored on chat"})");
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_FALSE(q->has_tokens);
-  EXPECT_EQ(q->body,
-            R"({"model":"llama","messages":[{"role":"user","content":"x"}],)"
-            R"("tools":[{"type":"function","function":{"name":"f"}}],)"
-            R"("chat_template_kwargs":{"enable_thinking":false},"add_generation_prompt":false})");
-  Result<TokenizeQuery> c = TokenizeQueryFor(
-      api::ApiKind::kCompletions, R"({"prompt":"a","model":"m","add_special_tokens":false,"prompt":"b"})");
+  EXPECT_EQ(q->body, R"({"model":"llama","messages":[{"role":"user","content":"x"}],)"
+                     R"("tools":[{"type":"function","function":{"name":"f"}}],)"
+                     R"("chat_template_kwargs":{"enable_thinking":false},"add_generation_prompt":false})");
+  Result<TokenizeQuery> c = TokenizeQueryFor(api::ApiKind::kCompletions,
+                                             R"({"prompt":"a","model":"m","add_special_tokens":false,"prompt":"b"})");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->body, R"({"model":"m","prompt":"b","add_special_tokens":false})");
   Result<TokenizeQuery> ids = TokenizeQueryFor(api::ApiKind::kCompletions, R"({"prompt":[[1,2],[3,4]]})");
@@ -135,17 +131,16 @@ TEST(TokenizeAnswer, ReadsTokensAndRefusesMalformedAnswers) {
   Result<std::vector<uint32_t>> over = ParseTokenizeAnswer(R"({"tokens":[1,2,3,4]})", 3);
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
-  for (std::string_view bad : {"", "[]", "{}", R"({"tokens":"1 2"})", R"({"tokens":[1.5]})",
-                               R"({"tokens":[-1]})", R"({"tokens":[4294967296]})", R"({"tokens":[1,2)",
-                               R"({"tokens":[1]} x)"}) {
+  for (std::string_view bad : {"", "[]", "{}", R"({"tokens":"1 2"})", R"({"tokens":[1.5]})", R"({"tokens":[-1]})",
+                               R"({"tokens":[4294967296]})", R"({"tokens":[1,2)", R"({"tokens":[1]} x)"}) {
     EXPECT_FALSE(ParseTokenizeAnswer(bad, 100).ok()) << bad;
   }
 }
 
 // Only the strategies that read KV events ask for tokens.
 TEST(PromptTokens, WantedByKvEventStrategiesOnly) {
-  for (Strategy s : {Strategy::kRandom, Strategy::kLeastOutstanding, Strategy::kRoundRobin,
-                     Strategy::kPrefixAware, Strategy::kCacheAware}) {
+  for (Strategy s : {Strategy::kRandom, Strategy::kLeastOutstanding, Strategy::kRoundRobin, Strategy::kPrefixAware,
+                     Strategy::kCacheAware}) {
     RoutingOptions o;
     o.strategy = s;
     EXPECT_FALSE(WantsPromptTokens(o)) << StrategyName(s);

@@ -45,9 +45,9 @@ class RateLimiter {
 
   enum class Verdict {
     kAdmitted,
-    kRequests,   // the requests bucket is empty
-    kTokens,     // the tokens bucket holds fewer than the request's tokens
-    kTooLarge,   // the request's tokens exceed the token burst: it can never be admitted
+    kRequests,  // the requests bucket is empty
+    kTokens,    // the tokens bucket holds fewer than the request's tokens
+    kTooLarge,  // the request's tokens exceed the token burst: it can never be admitted
   };
 
   struct Decision {
@@ -81,8 +81,8 @@ class RateLimiter {
 
  private:
   struct Entry {
-    uint64_t id;         // seeded hash of the tenant's name
-    double requests;     // what each bucket holds
+    uint64_t id;      // seeded hash of the tenant's name
+    double requests;  // what each bucket holds
     double tokens;
     Clock::time_point last;  // when they were last refilled
   };
@@ -115,9 +115,8 @@ class ManualClock {
 
  private:
   // Far from the epoch, as a steady clock would be.
-  std::atomic<RateLimiter::Clock::rep> ticks_{std::chrono::duration_cast<RateLimiter::Clock::duration>(
-                                                  std::chrono::hours(1000))
-                                                  .count()};
+  std::atomic<RateLimiter::Clock::rep> ticks_{
+      std::chrono::duration_cast<RateLimiter::Clock::duration>(std::chrono::hours(1000)).count()};
 };
 
 }  // namespace prefix_router::gateway

@@ -34,8 +34,7 @@ constexpr std::string_view kRankHeader = "x-prefix-router-rank";
 
 // A per-thread generator for the random strategies, seeded once per thread.
 Rng& ThreadRng() {
-  thread_local Rng rng(std::random_device{}() ^
-                       std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  thread_local Rng rng(std::random_device{}() ^ std::hash<std::thread::id>{}(std::this_thread::get_id()));
   return rng;
 }
 
@@ -103,8 +102,8 @@ Result<api::ParsedRequest> ParseForRouting(api::ApiKind api_kind, const http::Re
   if (api_kind == api::ApiKind::kNative) {
     const std::optional<std::string_view> component = HeaderValue(req, api::kInferenceComponentHeader);
     const Pool& pool = rs.PoolFor(component.value_or(""));
-    return api::ParseNative(body, api::KeyedLength(pool.options), HeaderValue(req, api::kRoutingGroupHeader),
-                            component, pool.normaliser.get(),
+    return api::ParseNative(body, api::KeyedLength(pool.options), HeaderValue(req, api::kRoutingGroupHeader), component,
+                            pool.normaliser.get(),
                             UsesBlockChain(pool.options.strategy) ? &ThreadKeyedText() : nullptr);
   }
   // The pool (and so prefix_length) depends on the model, which is in the body: parse with
@@ -272,7 +271,7 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, api::ApiKind api_
 
   // 3. Admission: tenant rate limits, then the pool's ceiling, before any instance.
   if (limiter_->enabled()) {
-    const std::string_view tenant = !record.tenant.empty()        ? std::string_view(record.tenant)
+    const std::string_view tenant = !record.tenant.empty()     ? std::string_view(record.tenant)
                                     : !p.routing_group.empty() ? p.routing_group
                                                                : kAnonymousTenant;
     if (auto refusal = AdmitTenant(ex, tenant, attempt.model_label)) {
@@ -310,12 +309,11 @@ net::awaitable<void> Gateway::RefuseUnserved(http::Exchange& ex, api::ApiKind ap
 net::awaitable<void> Gateway::RefusePoolOverloaded(http::Exchange& ex, const Attempt& attempt, int64_t limit) {
   metrics_->rejected_requests.WithLabels({attempt.model_label, "pool_in_flight"}).Inc();
   metrics_->responses.WithLabels({"429", "gateway"}).Inc();
-  http::StringResponse res = JsonResponse(
-      429, api::ErrorBody(api::MakeError(
-               429,
-               "too many requests in flight for '" + attempt.model + "' (limit " + std::to_string(limit) +
-                   "); retry later",
-               "pool_overloaded")));
+  http::StringResponse res =
+      JsonResponse(429, api::ErrorBody(api::MakeError(429,
+                                                      "too many requests in flight for '" + attempt.model +
+                                                          "' (limit " + std::to_string(limit) + "); retry later",
+                                                      "pool_overloaded")));
   res.set(bhttp::field::retry_after, "1");
   co_await ex.Send(std::move(res));
 }
@@ -333,8 +331,8 @@ net::awaitable<void> Gateway::DispatchWithRetries(http::Exchange& ex, const Rout
     if (n == 0) metrics_->decision_seconds.WithLabels({}).Observe(SecondsSince(ex.received_at()));
     if (!decision.ok()) {
       const int status = n == 0 ? 503 : attempt.error_status;
-      std::string msg = n == 0 ? decision.status().message()
-                               : "all attempted instances failed; last error: " + attempt.error;
+      std::string msg =
+          n == 0 ? decision.status().message() : "all attempted instances failed; last error: " + attempt.error;
       LogEvent(spdlog::level::warn, "request failed",
                {{"model", attempt.model}, {"status", status}, {"attempts", n}, {"error", msg}});
       metrics_->responses.WithLabels({std::to_string(status), "gateway"}).Inc();
@@ -345,9 +343,8 @@ net::awaitable<void> Gateway::DispatchWithRetries(http::Exchange& ex, const Rout
     const uint32_t i = decision->instance;
     RecordDecision(rs, *decision, n, attempt, record);
     if (spdlog::should_log(spdlog::level::debug)) {
-      spdlog::debug("request {} (trace {}) for '{}' -> {} ({}, rank {}, attempt {})", RequestIdOf(req),
-                    TraceIdOf(req), d.served_name, record.instance, DecisionKindName(decision->kind),
-                    decision->rank, n + 1);
+      spdlog::debug("request {} (trace {}) for '{}' -> {} ({}, rank {}, attempt {})", RequestIdOf(req), TraceIdOf(req),
+                    d.served_name, record.instance, DecisionKindName(decision->kind), decision->rank, n + 1);
     }
     const bool last = n >= config_.max_retries;
     AttemptOutcome outcome = AttemptOutcome::kDone;
@@ -361,16 +358,16 @@ net::awaitable<void> Gateway::DispatchWithRetries(http::Exchange& ex, const Rout
     if (outcome == AttemptOutcome::kDone) co_return;
     tried.push_back(i);
     if (last || outcome == AttemptOutcome::kFail) {
-      LogEvent(spdlog::level::warn, "request failed",
-               {{"model", attempt.model}, {"status", attempt.error_status}, {"attempts", n + 1},
-                {"error", attempt.error}});
+      LogEvent(
+          spdlog::level::warn, "request failed",
+          {{"model", attempt.model}, {"status", attempt.error_status}, {"attempts", n + 1}, {"error", attempt.error}});
       metrics_->responses.WithLabels({std::to_string(attempt.error_status), "gateway"}).Inc();
       spdlog::info("request {} (trace {}) for '{}' failed: {}", RequestIdOf(req), TraceIdOf(req), d.served_name,
                    attempt.error);
-      co_await ex.SendError(attempt.error_status,
-                            (n == 0 ? "the instance failed: " : "all attempted instances failed; last error: ") +
-                                attempt.error,
-                            "upstream_failed");
+      co_await ex.SendError(
+          attempt.error_status,
+          (n == 0 ? "the instance failed: " : "all attempted instances failed; last error: ") + attempt.error,
+          "upstream_failed");
       co_return;
     }
   }
@@ -408,8 +405,8 @@ void Gateway::CountUsage(const std::string& instance, InstanceRuntime& rt, const
 }
 
 net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
-                                                        const Decision& decision, bool last_attempt,
-                                                        Attempt& attempt, Policy& policy) {
+                                                         const Decision& decision, bool last_attempt, Attempt& attempt,
+                                                         Policy& policy) {
   InstanceRuntime& rt = *rs.instances[index];
   const std::string& name = rs.fleet->spec(index).name;
   const auto& t = config_.timeouts;
@@ -475,8 +472,9 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
       co_return AttemptOutcome::kFail;
     }
     if (cec) {
-      error("connect", "connect to " + rt.target.host_header + " failed: " +
-                           (lease.error.empty() ? cec.message() : lease.error), 502);
+      error("connect",
+            "connect to " + rt.target.host_header + " failed: " + (lease.error.empty() ? cec.message() : lease.error),
+            502);
       if (!lease.error.empty()) {  // TLS: say why here, even when a retry then succeeds
         LogEvent(spdlog::level::warn, "upstream TLS connect failed",
                  {{"instance", name}, {"error", lease.error}, {"request_id", RequestIdOf(req)}});
@@ -631,10 +629,12 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
   co_return AttemptOutcome::kRetry;
 }
 
-net::awaitable<void> Gateway::EndBrokenStream(http::Exchange& ex, const std::string& instance,
-                                              const Attempt& attempt, bool sse) {
+net::awaitable<void> Gateway::EndBrokenStream(http::Exchange& ex, const std::string& instance, const Attempt& attempt,
+                                              bool sse) {
   LogEvent(spdlog::level::warn, "stream broke after it started",
-           {{"instance", instance}, {"model", attempt.model}, {"error", attempt.error},
+           {{"instance", instance},
+            {"model", attempt.model},
+            {"error", attempt.error},
             {"request_id", RequestIdOf(ex.request())}});
   if (sse) {
     const std::string event = BrokenStreamEvent(attempt.error);

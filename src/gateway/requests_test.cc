@@ -86,8 +86,8 @@ TEST(RequestIdTest, ValidIdKeptInvalidReplaced) {
   EXPECT_EQ(kept.Header("x-request-id"), "client-id 42");
   EXPECT_EQ(Received(fakes[0]->received().back(), "x-request-id"), std::vector<std::string>{"client-id 42"});
 
-  for (const Headers& bad : {Headers{{"X-Request-Id", std::string(129, 'x')}},
-                             Headers{{"X-Request-Id", "one"}, {"X-Request-Id", "two"}}}) {
+  for (const Headers& bad :
+       {Headers{{"X-Request-Id", std::string(129, 'x')}}, Headers{{"X-Request-Id", "one"}, {"X-Request-Id", "two"}}}) {
     const ClientResponse r = Post(gw->port(), kChat, ChatBody("m", "hi"), bad);
     ASSERT_EQ(r.status(), 200) << r.body();
     const std::string id = r.Header("x-request-id");
@@ -227,9 +227,9 @@ TEST(RoutesTest, EmbeddingsIgnorePrefixAffinityResponsesKeepIt) {
     ASSERT_EQ(e.status(), 200) << e.body();
     EXPECT_EQ(e.Header("x-prefix-router-decision"), "least-outstanding");
     ++embeddings[e.Header(kInstance)];
-    const ClientResponse r = Post(gw->port(), "/v1/responses",
-                                  R"({"model":"m","instructions":")" + instructions + R"(","input":"q)" +
-                                      std::to_string(i) + "\"}");
+    const ClientResponse r =
+        Post(gw->port(), "/v1/responses",
+             R"({"model":"m","instructions":")" + instructions + R"(","input":"q)" + std::to_string(i) + "\"}");
     ASSERT_EQ(r.status(), 200) << r.body();
     ++responses[r.Header(kInstance)];
   }

@@ -79,7 +79,8 @@ TEST(SageMakerConfigTest, TheServiceRulesAreEnforced) {
                              "{PrefixLength: 2048, ConcurrencyThreshold: 1025}}}}\n"),
                 "pools.m.RoutingConfig.PrefixAwareRoutingConfig.ConcurrencyThreshold: 1025 is outside the allowed "
                 "range 1..1024");
-  ExpectInvalid(ValidateYaml("RoutingConfig: {RoutingStrategy: RANDOM, Extra: 1}\n"), "RoutingConfig.Extra: unknown field");
+  ExpectInvalid(ValidateYaml("RoutingConfig: {RoutingStrategy: RANDOM, Extra: 1}\n"),
+                "RoutingConfig.Extra: unknown field");
 }
 
 // One setting under both names in one scope is refused, in either order.
@@ -108,8 +109,9 @@ TEST(SageMakerConfigTest, CompatibilityPresetFromYamlAndFlag) {
   EXPECT_EQ(c.routing.balance_factor, 0);
   EXPECT_EQ(c.pools.at("m").compatibility, Compatibility::kSageMaker);
   EXPECT_EQ(c.pools.at("m").strategy, Strategy::kRandom);
-  ASSERT_TRUE(ValidateYaml("routing: {balance_factor: 0, compatibility: sagemaker, routing_strategy: prefix-aware}\n", &c)
-                  .ok());
+  ASSERT_TRUE(
+      ValidateYaml("routing: {balance_factor: 0, compatibility: sagemaker, routing_strategy: prefix-aware}\n", &c)
+          .ok());
   EXPECT_EQ(c.routing.strategy, Strategy::kPrefixAware);
   ExpectInvalid(ValidateYaml("routing: {balance_factor: 2, compatibility: sagemaker}\n"),
                 "routing.balance_factor: compatibility sagemaker fixes");
@@ -136,10 +138,11 @@ TEST(SageMakerConfigTest, CompatibilityPresetFromYamlAndFlag) {
   }
   // A file that names its strategy keeps it under the flag; pools without one follow.
   TempFile file("compat.yaml");
-  file.Write("instances: [{url: 'http://127.0.0.1:8001'}]\n"
-             "RoutingConfig: {RoutingStrategy: PREFIX_AWARE, PrefixAwareRoutingConfig: "
-             "{PrefixLength: 2048, ConcurrencyThreshold: 4}}\n"
-             "pools: {m: {prefix_length: 4096}, n: {RoutingConfig: {RoutingStrategy: LEAST_OUTSTANDING_REQUESTS}}}\n");
+  file.Write(
+      "instances: [{url: 'http://127.0.0.1:8001'}]\n"
+      "RoutingConfig: {RoutingStrategy: PREFIX_AWARE, PrefixAwareRoutingConfig: "
+      "{PrefixLength: 2048, ConcurrencyThreshold: 4}}\n"
+      "pools: {m: {prefix_length: 4096}, n: {RoutingConfig: {RoutingStrategy: LEAST_OUTSTANDING_REQUESTS}}}\n");
   flag = Build({"--config", file.path(), "--compat", "sagemaker"});
   ASSERT_TRUE(flag.ok()) << flag.status().ToString();
   EXPECT_EQ(flag->routing.strategy, Strategy::kPrefixAware);

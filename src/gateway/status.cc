@@ -85,12 +85,13 @@ json::value HitRate(double cached, double prompt) {
 
 // The token figures of a TokenCounts-shaped count (lifetime or grown over the window).
 json::object TokensJson(const RequestSeries::Count& c) {
-  return json::object{{"prompt", c.prompt_tokens},
-                      {"cached", c.cached_tokens},
-                      {"completion", c.completion_tokens},
-                      {"responses_with_usage", c.with_usage},
-                      {"responses_without_usage", c.without_usage},
-                      {"hit_rate", HitRate(static_cast<double>(c.cached_tokens), static_cast<double>(c.prompt_tokens))}};
+  return json::object{
+      {"prompt", c.prompt_tokens},
+      {"cached", c.cached_tokens},
+      {"completion", c.completion_tokens},
+      {"responses_with_usage", c.with_usage},
+      {"responses_without_usage", c.without_usage},
+      {"hit_rate", HitRate(static_cast<double>(c.cached_tokens), static_cast<double>(c.prompt_tokens))}};
 }
 
 // Sums of grown counts: the measured tokens and the engines' counters (over those that
@@ -281,8 +282,7 @@ std::vector<RequestSeries::Bucket> RequestSeries::Buckets(StatusClock::time_poin
   return out;
 }
 
-std::vector<RequestSeries::Count> RequestSeries::Growth(StatusClock::time_point now,
-                                                        const std::vector<Count>& current,
+std::vector<RequestSeries::Count> RequestSeries::Growth(StatusClock::time_point now, const std::vector<Count>& current,
                                                         double* seconds) const {
   std::vector<Count> out;
   out.reserve(current.size());
@@ -382,7 +382,9 @@ json::object StatusJson(const Gateway& g, StatusClock::time_point now) {
                    {"url", spec.url},
                    {"weight", spec.weight},
                    {"models", std::move(models)},
-                   {"state", drained ? "drained" : healthy ? "available" : "ejected"},
+                   {"state", drained   ? "drained"
+                             : healthy ? "available"
+                                       : "ejected"},
                    {"in_flight", in_flight},
                    {"pools", std::move(pools)},
                    {"requests", counts[i].requests},
@@ -558,8 +560,7 @@ void AppendReadableJson(std::string& out, const json::value& v) {
       // writes "2.5E-1" and "3E0": both are JSON, only one is pleasant in `curl`.
       out += std::isfinite(v.get_double()) ? fmt::format("{}", v.get_double()) : "null";
       return;
-    default:
-      out += json::serialize(v);
+    default: out += json::serialize(v);
   }
 }
 

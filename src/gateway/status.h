@@ -100,8 +100,8 @@ struct TokenCounts {
     completion.fetch_add(u.completion_tokens, std::memory_order_relaxed);
   }
 
-  std::atomic<uint64_t> prompt{0};           // prompt tokens, cached ones included
-  std::atomic<uint64_t> cached{0};           // of which the engine served from its prefix cache
+  std::atomic<uint64_t> prompt{0};  // prompt tokens, cached ones included
+  std::atomic<uint64_t> cached{0};  // of which the engine served from its prefix cache
   std::atomic<uint64_t> completion{0};
   std::atomic<uint64_t> with_usage{0};       // responses that carried usage
   std::atomic<uint64_t> without_usage{0};    // ... that did not (a stream without include_usage)
@@ -186,11 +186,11 @@ class RequestSeries {
     double engine_queries_first = std::numeric_limits<double>::quiet_NaN();
   };
   struct Bucket {
-    double ended_ago = 0;   // seconds before `now` that the bucket ended (0: the current one)
-    double seconds = 0;     // its length
-    uint64_t total = 0;     // requests of every instance in it
+    double ended_ago = 0;               // seconds before `now` that the bucket ended (0: the current one)
+    double seconds = 0;                 // its length
+    uint64_t total = 0;                 // requests of every instance in it
     std::vector<uint64_t> by_instance;  // parallel to the `current` list given to Buckets()
-    bool partial = false;   // the bucket still filling: from the last sample to `now`
+    bool partial = false;               // the bucket still filling: from the last sample to `now`
   };
 
   RequestSeries() = default;

@@ -35,8 +35,8 @@ using testing::StartGateway;
 constexpr std::string_view kToken = "st4tus-T0ken-91c2";
 
 StatusClock::time_point At(double seconds) {
-  return StatusClock::time_point(std::chrono::duration_cast<StatusClock::duration>(
-      std::chrono::duration<double>(1'000'000 + seconds)));
+  return StatusClock::time_point(
+      std::chrono::duration_cast<StatusClock::duration>(std::chrono::duration<double>(1'000'000 + seconds)));
 }
 
 std::unique_ptr<AdminServer> StartAdmin(Gateway& g, std::string_view token = {}) {
@@ -83,7 +83,8 @@ const json::object& InstanceNamed(const json::object& status, std::string_view n
 void SendChats(uint16_t port, int n, std::string_view key_prefix = "k") {
   for (int i = 0; i < n; ++i) {
     const std::string key = std::string(key_prefix) + std::to_string(i % 5);
-    const pt::ClientResponse r = pt::Fetch(port, testing::JsonRequest(testing::kChat, testing::ChatBody("m", "hi", key)));
+    const pt::ClientResponse r =
+        pt::Fetch(port, testing::JsonRequest(testing::kChat, testing::ChatBody("m", "hi", key)));
     EXPECT_EQ(r.status(), 200) << r.body();
   }
 }
@@ -188,12 +189,12 @@ TEST(RequestSeriesTest, GrowthOverTheWindow) {
   ASSERT_EQ(g.size(), 3u);
   EXPECT_EQ(g[0].prompt_tokens, 600u);
   EXPECT_EQ(g[0].cached_tokens, 450u);
-  EXPECT_DOUBLE_EQ(g[0].engine_hits, 300);     // from the sample at 10 s, a's first report
+  EXPECT_DOUBLE_EQ(g[0].engine_hits, 300);  // from the sample at 10 s, a's first report
   EXPECT_DOUBLE_EQ(g[0].engine_queries, 500);
-  EXPECT_DOUBLE_EQ(g[1].engine_hits, 20);      // b restarted: its counters count from zero
+  EXPECT_DOUBLE_EQ(g[1].engine_hits, 20);  // b restarted: its counters count from zero
   EXPECT_DOUBLE_EQ(g[1].engine_queries, 50);
-  EXPECT_EQ(g[2].prompt_tokens, 9u);           // new since the oldest sample
-  EXPECT_TRUE(std::isnan(g[2].engine_hits));   // never reported
+  EXPECT_EQ(g[2].prompt_tokens, 9u);          // new since the oldest sample
+  EXPECT_TRUE(std::isnan(g[2].engine_hits));  // never reported
   // No sample has c's counters yet: they count from their first scrape.
   RequestSeries::Count c = count("c", 9, 9, 70, 100);
   c.engine_hits_first = 30;
@@ -342,7 +343,8 @@ TEST(StatusJsonTest, ErrorsStatesAndInFlight) {
   ASSERT_NE(g, nullptr);
   auto admin = StartAdmin(*g);
   for (int i = 0; i < 6; ++i) {
-    const pt::ClientResponse r = pt::Fetch(g->port(), testing::JsonRequest(testing::kChat, testing::ChatBody("m", "x")));
+    const pt::ClientResponse r =
+        pt::Fetch(g->port(), testing::JsonRequest(testing::kChat, testing::ChatBody("m", "x")));
     EXPECT_EQ(r.status(), 200) << r.body();  // a's 500 is retried on b
   }
   json::object s = StatusOf(admin->port());
@@ -442,7 +444,8 @@ TEST(StatusPageTest, SameAuthenticationAsTheAdminRoutes) {
     EXPECT_EQ(Request(port, bhttp::verb::get, path, wrong).status(), 401);
     EXPECT_EQ(Request(port, bhttp::verb::get, path, basic("!!!")).status(), 401);
     EXPECT_EQ(Request(port, bhttp::verb::get, path, good).status(), 200);
-    EXPECT_EQ(Request(port, bhttp::verb::get, path, {{"Authorization", "Bearer " + std::string(kToken)}}).status(), 200);
+    EXPECT_EQ(Request(port, bhttp::verb::get, path, {{"Authorization", "Bearer " + std::string(kToken)}}).status(),
+              200);
   }
   // Basic works for the other admin routes too (it is the same check).
   EXPECT_EQ(Request(port, bhttp::verb::get, "/admin/instances", good).status(), 200);

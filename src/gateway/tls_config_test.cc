@@ -112,8 +112,10 @@ TEST(TlsConfigTest, InstanceCredentials) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(c.instances[0].authorization.Matches("Bearer from-file"));  // trailing newline trimmed
 
-  s = ValidateYaml(Instance("http://127.0.0.1:1", ", authorization_env: PR_TLS_CONFIG_TEST_AUTH, "
-                                                  "authorization_file: '" + dir.Path("auth") + "'"));
+  s = ValidateYaml(Instance("http://127.0.0.1:1",
+                            ", authorization_env: PR_TLS_CONFIG_TEST_AUTH, "
+                            "authorization_file: '" +
+                                dir.Path("auth") + "'"));
   EXPECT_TRUE(Says(s, "instances[0]: set authorization_file or authorization_env, not both")) << s.message();
   s = ValidateYaml(Instance("http://127.0.0.1:1", ", authorization_env: PR_TLS_CONFIG_TEST_UNSET"));
   EXPECT_TRUE(Says(s, "instances[0].authorization_env: the environment variable PR_TLS_CONFIG_TEST_UNSET"))

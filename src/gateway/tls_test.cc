@@ -110,7 +110,7 @@ TEST(TlsListenerTest, FailedHandshakeIsCountedAndAffectsNoOne) {
 
   pt::TlsClient kept(g->port(), pki.ca_file());
   ASSERT_EQ(kept.RoundTrip(pt::MakeRequest(bhttp::verb::get, "/health")).status(), 200);  // now idle
-  const pt::ClientResponse plain = pt::Get(g->port(), "/health");  // HTTP to an HTTPS port
+  const pt::ClientResponse plain = pt::Get(g->port(), "/health");                         // HTTP to an HTTPS port
   EXPECT_TRUE(plain.error || plain.status() != 200);
   pt::TlsClient wrong_ca(g->port(), pt::TestPki("Other CA").ca_file());
   EXPECT_TRUE(wrong_ca.Connect());  // the client refuses the server: the server sees a failure
@@ -122,8 +122,8 @@ TEST(TlsListenerTest, FailedHandshakeIsCountedAndAffectsNoOne) {
   EXPECT_EQ(ok.status(), 200) << ok.error.message();
   EXPECT_EQ(kept.connects(), 1);  // the open connection lived through the others' failures
   pt::TlsClient big(g->port(), pki.ca_file());
-  const pt::ClientResponse too_big = big.RoundTrip(
-      pt::MakeRequest(bhttp::verb::get, "/health", "", {{"x-filler", std::string(4000, 'x')}}));
+  const pt::ClientResponse too_big =
+      big.RoundTrip(pt::MakeRequest(bhttp::verb::get, "/health", "", {{"x-filler", std::string(4000, 'x')}}));
   EXPECT_EQ(too_big.status(), 431) << too_big.error.message();
 
   std::string last;
@@ -357,8 +357,8 @@ TEST(UpstreamCredentialsTest, SentUpstreamOnlyAndNeverShown) {
   AdminServer admin(ac, TimeoutsConfig{}, *g, {});
   ASSERT_TRUE(admin.Start().ok());
 
-  const pt::ClientResponse ok = pt::Fetch(
-      g->port(), JsonRequest(kChat, ChatBody("m", "hi"), {{"Authorization", "Bearer client-token"}}));
+  const pt::ClientResponse ok =
+      pt::Fetch(g->port(), JsonRequest(kChat, ChatBody("m", "hi"), {{"Authorization", "Bearer client-token"}}));
   EXPECT_EQ(ok.status(), 200);
   ASSERT_TRUE(pt::Eventually([&] { return fakes[0]->received().size() >= 2; }));
   bool saw_health = false;
@@ -375,9 +375,9 @@ TEST(UpstreamCredentialsTest, SentUpstreamOnlyAndNeverShown) {
   const pt::ClientResponse failed = pt::Fetch(g->port(), JsonRequest(kChat, ChatBody("m", "hi")));
   EXPECT_GE(failed.status(), 502) << failed.body();  // 502, or 503 once health checks ejected it
   std::string shown;
-  for (const pt::ClientResponse& r : {ok, failed, pt::Get(admin.port(), "/status.json"),
-                                      pt::Get(admin.port(), "/admin/instances"),
-                                      pt::Get(admin.port(), "/admin/instances/a"), pt::Get(g->port(), "/metrics")}) {
+  for (const pt::ClientResponse& r :
+       {ok, failed, pt::Get(admin.port(), "/status.json"), pt::Get(admin.port(), "/admin/instances"),
+        pt::Get(admin.port(), "/admin/instances/a"), pt::Get(g->port(), "/metrics")}) {
     shown += r.body();
     for (const auto& f : r.message) shown += std::string(f.name_string()) + ": " + std::string(f.value()) + "\n";
   }
@@ -427,9 +427,9 @@ TEST(UpstreamCredentialsTest, ClientAuthorizationPassesWithoutOne) {
   Fakes fakes = StartFakes({"a"});
   auto g = StartGateway(ConfigFor(fakes));
   ASSERT_NE(g, nullptr);
-  EXPECT_EQ(pt::Fetch(g->port(), JsonRequest(kChat, ChatBody("m", "hi"), {{"Authorization", "Bearer client"}}))
-                .status(),
-            200);
+  EXPECT_EQ(
+      pt::Fetch(g->port(), JsonRequest(kChat, ChatBody("m", "hi"), {{"Authorization", "Bearer client"}})).status(),
+      200);
   ASSERT_EQ(fakes[0]->received().size(), 1u);
   EXPECT_EQ(fakes[0]->received()[0].Header("authorization"), "Bearer client");
 }

@@ -42,8 +42,8 @@ net::awaitable<Result<std::string>> Gateway::PostToInstance(const UpstreamTarget
     if (left.count() <= 0) co_return Status::Unavailable("no answer within the timeout");
     auto [cec, lease] = co_await pool.Acquire(target, left, fresh > 0);
     if (cec) {
-      co_return Status::Unavailable("connect to " + target.host_header + " failed: " +
-                                    (lease.error.empty() ? cec.message() : lease.error));
+      co_return Status::Unavailable("connect to " + target.host_header +
+                                    " failed: " + (lease.error.empty() ? cec.message() : lease.error));
     }
     UpstreamStream& stream = *lease.stream;
     bhttp::request<bhttp::span_body<const char>> req{bhttp::verb::post, target.base_path + std::string(path), 11};
@@ -110,14 +110,12 @@ net::awaitable<std::vector<uint32_t>> Gateway::EngineTokens(const RoutingState& 
   const std::string name = fleet.spec(i).name;
 
   const auto started = Clock::now();
-  const auto timeout = std::chrono::milliseconds(
-      std::max<int64_t>(1, static_cast<int64_t>(config_.timeouts.tokenize * 1000.0)));
-  Result<std::string> answer =
-      co_await PostToInstance(rt->target, "/tokenize", query->body, kMaxAnswerBytes, timeout);
+  const auto timeout =
+      std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(config_.timeouts.tokenize * 1000.0)));
+  Result<std::string> answer = co_await PostToInstance(rt->target, "/tokenize", query->body, kMaxAnswerBytes, timeout);
   Result<std::vector<uint32_t>> tokens =
       answer.ok() ? ParseTokenizeAnswer(*answer, kMaxTokens) : Result<std::vector<uint32_t>>(answer.status());
-  tokenize_seconds_->WithLabels({}).Observe(
-      std::chrono::duration<double>(Clock::now() - started).count());
+  tokenize_seconds_->WithLabels({}).Observe(std::chrono::duration<double>(Clock::now() - started).count());
   tokenize_requests_->WithLabels({name, tokens.ok() ? "ok" : "failed"}).Inc();
   if (tokens.ok()) {
     if (rt->tokenize_failing.exchange(false, std::memory_order_relaxed)) {

@@ -11,8 +11,9 @@ ConnectionPool& ConnectionPool::ForThisThread() {
   return pool;
 }
 
-net::awaitable<std::pair<beast::error_code, Lease>> ConnectionPool::Acquire(
-    const UpstreamTarget& target, std::chrono::milliseconds connect_timeout, bool fresh) {
+net::awaitable<std::pair<beast::error_code, Lease>> ConnectionPool::Acquire(const UpstreamTarget& target,
+                                                                            std::chrono::milliseconds connect_timeout,
+                                                                            bool fresh) {
   Lease lease;
   lease.key = target.key;
   auto executor = co_await net::this_coro::executor;
@@ -33,9 +34,9 @@ net::awaitable<std::pair<beast::error_code, Lease>> ConnectionPool::Acquire(
   }
   if (target.https && !target.tls) {
     lease.error = "no TLS context for this instance (see the error logged when it was configured)";
-    co_return std::make_pair(beast::error_code(boost::system::errc::protocol_not_supported,
-                                               boost::system::generic_category()),
-                             std::move(lease));
+    co_return std::make_pair(
+        beast::error_code(boost::system::errc::protocol_not_supported, boost::system::generic_category()),
+        std::move(lease));
   }
   lease.stream = target.https ? std::make_unique<UpstreamStream>(executor, target.tls)
                               : std::make_unique<UpstreamStream>(executor);
@@ -48,8 +49,7 @@ net::awaitable<std::pair<beast::error_code, Lease>> ConnectionPool::Acquire(
     std::tie(ec) = co_await base.async_connect(tcp::endpoint(address, target.port), http::kTuple);
   } else {
     tcp::resolver resolver(executor);
-    auto [rec, results] =
-        co_await resolver.async_resolve(target.host, std::to_string(target.port), http::kTuple);
+    auto [rec, results] = co_await resolver.async_resolve(target.host, std::to_string(target.port), http::kTuple);
     if (rec) co_return std::make_pair(rec, std::move(lease));
     auto [cec, endpoint] = co_await base.async_connect(results, http::kTuple);
     ec = cec;
@@ -57,11 +57,12 @@ net::awaitable<std::pair<beast::error_code, Lease>> ConnectionPool::Acquire(
   if (!ec) base.socket().set_option(tcp::no_delay(true), ec);
   if (!ec && target.https) {
     SSL* ssl = lease.stream->tls()->native_handle();
-    if (!http::PrepareClientConnection(ssl, target.tls_name.empty() ? target.host : target.tls_name, target.tls_config.verify)) {
+    if (!http::PrepareClientConnection(ssl, target.tls_name.empty() ? target.host : target.tls_name,
+                                       target.tls_config.verify)) {
       lease.error = "TLS setup failed: " + http::TakeOpenSslError();
-      co_return std::make_pair(beast::error_code(boost::system::errc::invalid_argument,
-                                                 boost::system::generic_category()),
-                               std::move(lease));
+      co_return std::make_pair(
+          beast::error_code(boost::system::errc::invalid_argument, boost::system::generic_category()),
+          std::move(lease));
     }
     auto [hec] = co_await lease.stream->tls()->async_handshake(net::ssl::stream_base::client, http::kTuple);
     if (hec) {
@@ -89,8 +90,7 @@ size_t ConnectionPool::idle_count() const {
 
 bool IsLocalResourceError(const beast::error_code& ec) {
   if (!ec) return false;
-  if (ec.category() != boost::system::system_category() &&
-      ec.category() != boost::system::generic_category()) {
+  if (ec.category() != boost::system::system_category() && ec.category() != boost::system::generic_category()) {
     return false;
   }
   switch (ec.value()) {
@@ -98,10 +98,8 @@ bool IsLocalResourceError(const beast::error_code& ec) {
     case ENFILE:
     case ENOBUFS:
     case ENOMEM:
-    case EADDRNOTAVAIL:
-      return true;
-    default:
-      return false;
+    case EADDRNOTAVAIL: return true;
+    default: return false;
   }
 }
 

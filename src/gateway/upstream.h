@@ -35,17 +35,16 @@ struct UpstreamTarget {
   std::string host_header;  // "host:port" as sent in Host
   std::string key;          // identity in the pool: scheme, host:port and TLS context
   bool https = false;
-  std::string tls_name;                       // https: name verified and sent as SNI; "" = host
-  UpstreamTlsConfig tls_config;               // https: the settings tls was made with
-  std::shared_ptr<net::ssl::context> tls;     // https: null when it could not be made
-  Secret authorization;                       // sent as Authorization when not empty
+  std::string tls_name;                    // https: name verified and sent as SNI; "" = host
+  UpstreamTlsConfig tls_config;            // https: the settings tls was made with
+  std::shared_ptr<net::ssl::context> tls;  // https: null when it could not be made
+  Secret authorization;                    // sent as Authorization when not empty
 };
 
 // One connection to an instance: a TCP stream, and for https the TLS stream over it.
 class UpstreamStream {
  public:
-  explicit UpstreamStream(net::any_io_executor executor)
-      : tcp_(std::make_unique<beast::tcp_stream>(executor)) {}
+  explicit UpstreamStream(net::any_io_executor executor) : tcp_(std::make_unique<beast::tcp_stream>(executor)) {}
   UpstreamStream(net::any_io_executor executor, std::shared_ptr<net::ssl::context> context)
       : context_(std::move(context)), tls_(std::make_unique<http::TlsStream>(executor, *context_)) {}
   UpstreamStream(const UpstreamStream&) = delete;
@@ -82,8 +81,7 @@ class ConnectionPool {
 
   // An idle connection to `target`, or a new one (always new when `fresh`).
   net::awaitable<std::pair<beast::error_code, Lease>> Acquire(const UpstreamTarget& target,
-                                                              std::chrono::milliseconds connect_timeout,
-                                                              bool fresh);
+                                                              std::chrono::milliseconds connect_timeout, bool fresh);
   // Returns a connection whose last exchange completed and allows reuse.
   void Release(Lease lease);
   size_t idle_count() const;

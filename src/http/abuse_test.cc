@@ -91,8 +91,7 @@ void ExpectRefused(const Exchanged& e, int status) {
   EXPECT_EQ(r[bhttp::field::content_type], "application/json");
   EXPECT_NE(r.body().find("\"error\""), std::string::npos) << r.body();
   EXPECT_FALSE(r.keep_alive());
-  EXPECT_EQ(e.ended_by, net::error::eof) << "the connection should end with a close, not "
-                                          << e.ended_by.message();
+  EXPECT_EQ(e.ended_by, net::error::eof) << "the connection should end with a close, not " << e.ended_by.message();
 }
 
 // The server still answers a plain request on a new connection.
@@ -124,16 +123,17 @@ TEST(HttpAbuseTest, OversizedBodyGets413NotReset) {
   auto t = StartServer();
   const uint16_t port = t->server->port();
   const std::string big(64 * 1024, 'b');
-  ExpectRefused(SendRaw(port, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(big.size()) +
-                                  "\r\n\r\n" + big),
-                413);
+  ExpectRefused(
+      SendRaw(port, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(big.size()) + "\r\n\r\n" + big),
+      413);
   std::string chunked = "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 16; ++i) chunked += "400\r\n" + std::string(1024, 'c') + "\r\n";
   ExpectRefused(SendRaw(port, chunked + "0\r\n\r\n"), 413);
   EXPECT_EQ(t->handler.handled.load(), 0);
   // Exactly at the limit is fine.
-  const Exchanged ok = SendRaw(port, "POST /up HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1024\r\n\r\n" +
-                                         std::string(1024, 'b'));
+  const Exchanged ok =
+      SendRaw(port, "POST /up HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1024\r\n\r\n" +
+                        std::string(1024, 'b'));
   ASSERT_EQ(ok.responses.size(), 1u);
   EXPECT_EQ(ok.responses[0].body(), "/up 1024");
 }
@@ -198,18 +198,20 @@ TEST(HttpAbuseTest, InvalidChunkedEncodingIs400) {
   auto t = StartServer();
   const uint16_t port = t->server->port();
   const std::string head = "POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
-  for (const char* body : {"zz\r\nhello\r\n0\r\n\r\n",             // not a hex size
-                                  "5\r\nhelloXX0\r\n\r\n",                // no CRLF after the data
-                                  "fffffffffffffffffffff\r\nx\r\n0\r\n\r\n",  // size overflows
-                                  "5;\x01=x\r\nhello\r\n0\r\n\r\n"}) {    // control byte in an extension
+  for (const char* body : {"zz\r\nhello\r\n0\r\n\r\n",                 // not a hex size
+                           "5\r\nhelloXX0\r\n\r\n",                    // no CRLF after the data
+                           "fffffffffffffffffffff\r\nx\r\n0\r\n\r\n",  // size overflows
+                           "5;\x01=x\r\nhello\r\n0\r\n\r\n"}) {        // control byte in an extension
     SCOPED_TRACE(body);
     ExpectRefused(SendRaw(port, head + body), 400);
   }
   // Ambiguous lengths (request smuggling): both framings, or two different Content-Lengths.
-  ExpectRefused(SendRaw(port, "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
-                              "5\r\nhello\r\n0\r\n\r\n"),
+  ExpectRefused(SendRaw(port,
+                        "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        "5\r\nhello\r\n0\r\n\r\n"),
                 400);
-  ExpectRefused(SendRaw(port, "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"), 400);
+  ExpectRefused(SendRaw(port, "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"),
+                400);
   EXPECT_EQ(t->handler.handled.load(), 0);
   ExpectStillServing(port);
 }
@@ -221,8 +223,12 @@ TEST(HttpAbuseTest, InvalidChunkedEncodingIs400) {
 TEST(HttpAbuseTest, ControlCharactersInHeadersAre400) {
   auto t = StartServer();
   const uint16_t port = t->server->port();
-  for (const std::string& value : {std::string("a\nX-Injected: 1"), std::string("a\rX-Injected: 1"),
-                                  std::string("a\0b", 3), std::string("a\x01" "b"), std::string("a\x7f" "b")}) {
+  for (const std::string& value :
+       {std::string("a\nX-Injected: 1"), std::string("a\rX-Injected: 1"), std::string("a\0b", 3),
+        std::string("a\x01"
+                    "b"),
+        std::string("a\x7f"
+                    "b")}) {
     SCOPED_TRACE(::testing::PrintToString(value));
     ExpectRefused(SendRaw(port, "GET / HTTP/1.1\r\nHost: x\r\nX-Echo: " + value + "\r\n\r\n"), 400);
   }
@@ -270,8 +276,8 @@ TEST(HttpAbuseTest, TransferCodingsOtherThanFinalChunkedAreRefused) {
   }
   EXPECT_EQ(t->handler.handled.load(), 0);
   // chunked alone, in any case and with list whitespace, is fine.
-  for (const char* field : {"Transfer-Encoding: chunked\r\n", "Transfer-Encoding: CHUNKED \r\n",
-                            "Transfer-Encoding: , chunked\r\n"}) {
+  for (const char* field :
+       {"Transfer-Encoding: chunked\r\n", "Transfer-Encoding: CHUNKED \r\n", "Transfer-Encoding: , chunked\r\n"}) {
     SCOPED_TRACE(field);
     const Exchanged ok = SendRaw(port, std::string("POST /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n") + field +
                                            "\r\n5\r\nhello\r\n0\r\n\r\n");
@@ -290,8 +296,9 @@ TEST(HttpAbuseTest, HostAndAuthorizationMustBeSingle) {
   const uint16_t port = t->server->port();
   ExpectRefused(SendRaw(port, "GET / HTTP/1.1\r\n\r\n"), 400);
   ExpectRefused(SendRaw(port, "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
-  ExpectRefused(SendRaw(port, "GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer one\r\n"
-                              "Authorization: Bearer two\r\n\r\n"),
+  ExpectRefused(SendRaw(port,
+                        "GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer one\r\n"
+                        "Authorization: Bearer two\r\n\r\n"),
                 400);
   EXPECT_EQ(t->handler.handled.load(), 0);
   const Exchanged old = SendRaw(port, "GET /old HTTP/1.0\r\n\r\n");
@@ -307,7 +314,8 @@ TEST(HttpAbuseTest, HostAndAuthorizationMustBeSingle) {
 TEST(HttpAbuseTest, RequestTimeoutGets408) {
   auto t = StartServer();
   const uint16_t port = t->server->port();
-  for (const char* partial : {"GET /slow HTTP/1.1\r\nHost: x\r\n", "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"}) {
+  for (const char* partial :
+       {"GET /slow HTTP/1.1\r\nHost: x\r\n", "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"}) {
     SCOPED_TRACE(partial);
     RawClient client(port);
     EXPECT_FALSE(client.Write(partial));

@@ -21,8 +21,8 @@ void LogCoroutineFailure(std::exception_ptr e, std::string_view what) {
   }
 }
 
-StringResponse ErrorResponse(int status, std::string_view message, std::string_view code,
-                             unsigned version, bool keep_alive, const std::string& server_name) {
+StringResponse ErrorResponse(int status, std::string_view message, std::string_view code, unsigned version,
+                             bool keep_alive, const std::string& server_name) {
   StringResponse res{static_cast<bhttp::status>(status), version};
   res.set(bhttp::field::server, server_name);
   res.set(bhttp::field::content_type, "application/json");
@@ -42,8 +42,8 @@ constexpr size_t kLingerBytes = 1u << 20;
 // destroy the response before the client reads it. So: half-close, then read and discard until
 // the client closes, for at most kLinger and `drain_budget` bytes.
 template <class Stream>
-net::awaitable<void> RefuseAndClose(Stream& stream, StringResponse res,
-                                    std::chrono::milliseconds write_timeout, size_t drain_budget) {
+net::awaitable<void> RefuseAndClose(Stream& stream, StringResponse res, std::chrono::milliseconds write_timeout,
+                                    size_t drain_budget) {
   beast::tcp_stream& base = beast::get_lowest_layer(stream);
   base.expires_after(write_timeout);
   auto [wec, wn] = co_await bhttp::async_write(stream, res, kTuple);
@@ -113,8 +113,7 @@ void AppendListElements(std::string_view value, std::vector<std::string_view>& o
 // Codings registered for Transfer-Encoding besides chunked (IANA HTTP Transfer Coding
 // Registry): understood as names, never decoded here.
 bool IsKnownCoding(std::string_view coding) {
-  static constexpr std::string_view kKnown[] = {"compress", "deflate", "gzip", "trailers",
-                                                "x-compress", "x-gzip"};
+  static constexpr std::string_view kKnown[] = {"compress", "deflate", "gzip", "trailers", "x-compress", "x-gzip"};
   for (std::string_view k : kKnown) {
     if (beast::iequals(coding, k)) return true;
   }
@@ -176,11 +175,15 @@ int CheckRequestHead(const bhttp::request_header<>& head, std::string& message) 
 }
 
 bool IsHopByHopHeader(std::string_view name) {
-  static constexpr std::string_view kHop[] = {"connection",        "keep-alive",
-                                                "proxy-authenticate", "proxy-authorization",
-                                                "proxy-connection",  "te",
-                                                "trailer",           "transfer-encoding",
-                                                "upgrade"};
+  static constexpr std::string_view kHop[] = {"connection",
+                                              "keep-alive",
+                                              "proxy-authenticate",
+                                              "proxy-authorization",
+                                              "proxy-connection",
+                                              "te",
+                                              "trailer",
+                                              "transfer-encoding",
+                                              "upgrade"};
   for (std::string_view h : kHop) {
     if (beast::iequals(name, h)) return true;
   }
@@ -215,8 +218,7 @@ net::awaitable<bool> Exchange::Send(StringResponse response) {
 }
 
 net::awaitable<bool> Exchange::SendError(int status, std::string_view message, std::string_view code) {
-  co_return co_await Send(ErrorResponse(status, message, code, request_.version(), keep_alive_,
-                                        options_.server_name));
+  co_return co_await Send(ErrorResponse(status, message, code, request_.version(), keep_alive_, options_.server_name));
 }
 
 net::awaitable<bool> Exchange::SendHead(bhttp::response_header<> head) {
@@ -316,8 +318,8 @@ struct Server::ThreadState {
   // connection on the listener's thread.
   std::mutex handoff_mu;
   std::vector<std::pair<tcp::socket, net::ip::address>> handoff;  // guarded by handoff_mu
-  bool wake_pending = false;                                        // guarded by handoff_mu
-  std::vector<std::pair<tcp::socket, net::ip::address>> batch;     // this thread's
+  bool wake_pending = false;                                      // guarded by handoff_mu
+  std::vector<std::pair<tcp::socket, net::ip::address>> batch;    // this thread's
 };
 
 Server::Server(ServerOptions options, Handler& handler) : options_(std::move(options)), handler_(handler) {
@@ -387,9 +389,10 @@ net::awaitable<void> Server::AcceptLoop() {
       // Out of descriptors and similar: back off instead of spinning, doubling the wait up to
       // kAcceptBackoffMax; one warning a streak, not one per failure.
       if (streak++ == 0) {
-        spdlog::warn("accept failed: {}; retrying with backoff from {} ms up to {} ms (limits.max_connections "
-                     "should keep this from happening; see docs/faults.md)",
-                     ec.message(), kAcceptBackoffMin.count(), kAcceptBackoffMax.count());
+        spdlog::warn(
+            "accept failed: {}; retrying with backoff from {} ms up to {} ms (limits.max_connections "
+            "should keep this from happening; see docs/faults.md)",
+            ec.message(), kAcceptBackoffMin.count(), kAcceptBackoffMax.count());
       }
       net::steady_timer timer(co_await net::this_coro::executor, backoff);
       co_await timer.async_wait(kTuple);
@@ -428,8 +431,7 @@ net::awaitable<void> Server::AcceptLoop() {
       continue;
     }
     const int64_t open = ++open_connections_;
-    for (int64_t peak = peak_open_.load(); open > peak && !peak_open_.compare_exchange_weak(peak, open);) {
-    }
+    for (int64_t peak = peak_open_.load(); open > peak && !peak_open_.compare_exchange_weak(peak, open);) {}
     accepted_connections_.fetch_add(1, std::memory_order_relaxed);
     // Handed to the connection's thread, where its coroutine frame is made: allocated here, on
     // the listener's thread, the frame (and a posted handler per connection) would come from
@@ -495,18 +497,17 @@ void Server::MaybeReturnMemory(int64_t open) {
   ++memory_returns_;
 }
 
-void Server::SetTlsContext(std::shared_ptr<net::ssl::context> context) {
-  tls_context_.store(std::move(context));
-}
+void Server::SetTlsContext(std::shared_ptr<net::ssl::context> context) { tls_context_.store(std::move(context)); }
 
 net::awaitable<void> Server::Reject(tcp::socket socket, int status) {
   StringResponse res =
-      status == 503 ? ErrorResponse(503, "the server has too many open connections; retry later",
-                                    "too_many_connections", 11, false, options_.server_name)
-                    : ErrorResponse(429, "this client address has too many open connections (" +
-                                             std::to_string(options_.max_connections_per_client) +
-                                             "); close some or retry later",
-                                    "too_many_connections_from_client", 11, false, options_.server_name);
+      status == 503
+          ? ErrorResponse(503, "the server has too many open connections; retry later", "too_many_connections", 11,
+                          false, options_.server_name)
+          : ErrorResponse(429,
+                          "this client address has too many open connections (" +
+                              std::to_string(options_.max_connections_per_client) + "); close some or retry later",
+                          "too_many_connections_from_client", 11, false, options_.server_name);
   res.set(bhttp::field::retry_after, "1");
   if (auto tls = tls_context_.load()) {
     // An HTTPS client can only read the 503 after a handshake; it gets kLinger for it.
@@ -554,8 +555,7 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
       ++tls_handshake_failures_;
       beast::error_code ignored;
       const auto peer = base.socket().remote_endpoint(ignored);
-      spdlog::debug("TLS handshake with {}:{} failed: {}", peer.address().to_string(), peer.port(),
-                    hec.message());
+      spdlog::debug("TLS handshake with {}:{} failed: {}", peer.address().to_string(), peer.port(), hec.message());
       serving = false;
     }
   }
@@ -578,27 +578,28 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
     if (ec) {
       if (ec == bhttp::error::header_limit) {
         co_await RefuseAndClose(
-            stream, ErrorResponse(431, "request headers are larger than the limit", "", 11, false, options_.server_name),
+            stream,
+            ErrorResponse(431, "request headers are larger than the limit", "", 11, false, options_.server_name),
             options_.write_timeout, kLingerBytes);
       } else if (ec == bhttp::error::body_limit) {
         // A Content-Length over the limit is refused as soon as the head is parsed.
         co_await RefuseAndClose(
             stream,
-            ErrorResponse(413, "request body is larger than the limit of " +
-                                   std::to_string(options_.max_body_bytes) + " bytes",
-                          "", 11, false, options_.server_name),
+            ErrorResponse(
+                413, "request body is larger than the limit of " + std::to_string(options_.max_body_bytes) + " bytes",
+                "", 11, false, options_.server_name),
             options_.write_timeout, kLingerBytes);
       } else if (ec == beast::error::timeout && (buffer.size() > 0 || parser.got_some())) {
         // Part of a head arrived, the rest did not within read_timeout (RFC 9110 section 15.5.9).
         ++request_timeouts_;
-        co_await RefuseAndClose(
-            stream, ErrorResponse(408, "the request head did not arrive in time", "request_timeout", 11, false,
-                                  options_.server_name),
-            options_.write_timeout, kLingerBytes);
+        co_await RefuseAndClose(stream,
+                                ErrorResponse(408, "the request head did not arrive in time", "request_timeout", 11,
+                                              false, options_.server_name),
+                                options_.write_timeout, kLingerBytes);
       } else if (ec != bhttp::error::end_of_stream && ec != net::error::operation_aborted &&
-                 ec != beast::error::timeout && ec != net::error::eof &&
-                 ec != net::error::connection_reset && ec != net::ssl::error::stream_truncated &&
-                 ec.category() != net::error::get_ssl_category() && buffer.size() > 0) {
+                 ec != beast::error::timeout && ec != net::error::eof && ec != net::error::connection_reset &&
+                 ec != net::ssl::error::stream_truncated && ec.category() != net::error::get_ssl_category() &&
+                 buffer.size() > 0) {
         co_await RefuseAndClose(
             stream, ErrorResponse(400, "malformed HTTP request: " + ec.message(), "", 11, false, options_.server_name),
             options_.write_timeout, kLingerBytes);
@@ -629,24 +630,23 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
         if (bec == bhttp::error::body_limit) {
           co_await RefuseAndClose(
               stream,
-              ErrorResponse(413, "request body is larger than the limit of " +
-                                     std::to_string(options_.max_body_bytes) + " bytes",
-                            "", head.version(), false, options_.server_name),
+              ErrorResponse(
+                  413, "request body is larger than the limit of " + std::to_string(options_.max_body_bytes) + " bytes",
+                  "", head.version(), false, options_.server_name),
               options_.write_timeout, kLingerBytes);
         } else if (bec == beast::error::timeout) {
           ++request_timeouts_;
-          co_await RefuseAndClose(
-              stream, ErrorResponse(408, "the request body did not arrive in time", "request_timeout", head.version(),
-                                    false, options_.server_name),
-              options_.write_timeout, kLingerBytes);
-        } else if (bec != net::error::eof &&
-                   bec != bhttp::error::partial_message && bec != net::error::connection_reset &&
-                   bec != net::error::operation_aborted && bec != net::ssl::error::stream_truncated &&
-                   bec.category() != net::error::get_ssl_category()) {
-          co_await RefuseAndClose(
-              stream, ErrorResponse(400, "malformed HTTP request body: " + bec.message(), "", head.version(), false,
-                                    options_.server_name),
-              options_.write_timeout, kLingerBytes);
+          co_await RefuseAndClose(stream,
+                                  ErrorResponse(408, "the request body did not arrive in time", "request_timeout",
+                                                head.version(), false, options_.server_name),
+                                  options_.write_timeout, kLingerBytes);
+        } else if (bec != net::error::eof && bec != bhttp::error::partial_message &&
+                   bec != net::error::connection_reset && bec != net::error::operation_aborted &&
+                   bec != net::ssl::error::stream_truncated && bec.category() != net::error::get_ssl_category()) {
+          co_await RefuseAndClose(stream,
+                                  ErrorResponse(400, "malformed HTTP request body: " + bec.message(), "",
+                                                head.version(), false, options_.server_name),
+                                  options_.write_timeout, kLingerBytes);
         }
         break;
       }
@@ -698,8 +698,7 @@ void Server::Stop(std::chrono::milliseconds drain) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (active_exchanges_.load() > 0) {
-    spdlog::warn("drain deadline reached with {} requests in flight; cancelling them",
-                 active_exchanges_.load());
+    spdlog::warn("drain deadline reached with {} requests in flight; cancelling them", active_exchanges_.load());
   }
   cancel_sessions(false);
   for (auto& w : work_) w.reset();

@@ -89,7 +89,7 @@ inline constexpr auto kTuple = net::as_tuple(net::use_awaitable);
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 0;                    // 0 = ephemeral (see Server::port())
+  uint16_t port = 0;  // 0 = ephemeral (see Server::port())
   uint32_t io_threads = 1;
   uint64_t max_body_bytes = 32ull << 20;
   uint32_t max_header_bytes = 64u << 10;
@@ -97,9 +97,9 @@ struct ServerOptions {
   std::chrono::milliseconds write_timeout{60'000};  // each write to the client
   std::chrono::milliseconds idle_timeout{60'000};   // keep-alive wait for the next request
   std::string server_name = "prefix-router";
-  uint32_t max_connections = 0;                     // open client connections; 0 = no limit
-  uint32_t max_connections_per_client = 0;          // open connections per client address; 0 = no limit
-  std::shared_ptr<net::ssl::context> tls;           // null = plain HTTP; see SetTlsContext
+  uint32_t max_connections = 0;             // open client connections; 0 = no limit
+  uint32_t max_connections_per_client = 0;  // open connections per client address; 0 = no limit
+  std::shared_ptr<net::ssl::context> tls;   // null = plain HTTP; see SetTlsContext
 };
 
 // One request and its response on one connection. Lives for one Handler::Handle call.

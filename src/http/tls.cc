@@ -39,8 +39,7 @@ std::string TakeOpenSslError() {
   return reason ? reason : "error " + std::to_string(last);
 }
 
-Result<std::shared_ptr<ssl::context>> MakeServerTlsContext(const std::string& cert_file,
-                                                           const std::string& key_file,
+Result<std::shared_ptr<ssl::context>> MakeServerTlsContext(const std::string& cert_file, const std::string& key_file,
                                                            std::string_view field) {
   const std::string cert_field = std::string(field) + ".cert_file";
   const std::string key_field = std::string(field) + ".key_file";
@@ -77,8 +76,8 @@ Result<std::shared_ptr<ssl::context>> MakeClientTlsContext(const std::string& ca
       return OpenSslFailure(ca_field, ca_file, "no PEM CA certificate could be loaded");
     }
   } else if (verify && SSL_CTX_set_default_verify_paths(native) != 1) {
-    return Status::InvalidArgument(ca_field + ": the system CA store cannot be loaded (" +
-                                   TakeOpenSslError() + "); set a CA file");
+    return Status::InvalidArgument(ca_field + ": the system CA store cannot be loaded (" + TakeOpenSslError() +
+                                   "); set a CA file");
   }
   SSL_CTX_set_verify(native, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nullptr);
   return ctx;

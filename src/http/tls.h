@@ -25,8 +25,7 @@ namespace ssl = boost::asio::ssl;
 
 // A server context: TLS 1.2 at least, the certificate chain (leaf first) and its private key,
 // checked to match. `field` prefixes messages ("tls" gives "tls.cert_file: ...").
-Result<std::shared_ptr<ssl::context>> MakeServerTlsContext(const std::string& cert_file,
-                                                           const std::string& key_file,
+Result<std::shared_ptr<ssl::context>> MakeServerTlsContext(const std::string& cert_file, const std::string& key_file,
                                                            std::string_view field = "tls");
 
 // A client context for https upstreams: TLS 1.2 at least; with `verify`, the peer's chain must

@@ -112,8 +112,9 @@ void FollowsTheBlocksEnginesReport(TokenizerSource tokenizer) {
       [&] {
         for (int i = 0; i < 3; ++i) {
           if (BatchesSeen(gw, names[i]) > 0) continue;
-          EXPECT_EQ(testing::Post(engines[i]->port(), "/v1/chat/completions",
-                                  ChatBody(Words(40, 900 + salt++), "warm")).status(), 200);
+          EXPECT_EQ(testing::Post(engines[i]->port(), "/v1/chat/completions", ChatBody(Words(40, 900 + salt++), "warm"))
+                        .status(),
+                    200);
         }
         return BatchesSeen(gw, names[0]) > 0 && BatchesSeen(gw, names[1]) > 0 && BatchesSeen(gw, names[2]) > 0;
       },
@@ -124,8 +125,9 @@ void FollowsTheBlocksEnginesReport(TokenizerSource tokenizer) {
     const std::string document = Words(300, 5000 + round);  // about 300 tokens: many blocks
     const double before = BatchesSeen(gw, names[target]);
     const uint64_t published_before = engines[target]->kv_publisher()->batches_published();
-    ASSERT_EQ(testing::Post(engines[target]->port(), "/v1/chat/completions",
-                            ChatBody(document, "first question")).status(), 200);
+    ASSERT_EQ(
+        testing::Post(engines[target]->port(), "/v1/chat/completions", ChatBody(document, "first question")).status(),
+        200);
     // Every batch the engine published for it has reached the gateway (joined: none is dropped).
     const uint64_t published = engines[target]->kv_publisher()->batches_published() - published_before;
     ASSERT_GT(published, 0u);

@@ -12,8 +12,8 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -36,9 +36,7 @@ const bool kQuietLogs = [] {
   return true;
 }();
 
-std::span<const uint8_t> Bytes(const std::string& s) {
-  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
+std::span<const uint8_t> Bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
 KvEventBatch DecodeOrFail(const Message& m) {
   EXPECT_EQ(m.size(), 3u);
@@ -63,14 +61,12 @@ bool Join(Socket& sub, const std::function<void()>& publish_one) {
     publish_one();
     joined = sub.Recv(milliseconds(20)).ok();
   }
-  while (sub.Recv(milliseconds(200)).ok()) {
-  }
+  while (sub.Recv(milliseconds(200)).ok()) {}
   return joined;
 }
 
 // Asks the replay socket for the batches from `start`; the reply ends with the 0xFF x 8 marker.
-std::vector<KvEventBatch> Replay(zmq::Context& ctx, const std::string& endpoint, uint64_t start,
-                                 bool* saw_end) {
+std::vector<KvEventBatch> Replay(zmq::Context& ctx, const std::string& endpoint, uint64_t start, bool* saw_end) {
   Socket dealer = Socket::Open(ctx, SocketType::kDealer).value();
   EXPECT_TRUE(dealer.Connect(endpoint).ok());
   EXPECT_TRUE(dealer.Send({"", api::EncodeKvSeq(start)}, milliseconds(2000)).ok());
@@ -226,8 +222,7 @@ std::string Words(size_t n, uint64_t salt) {
 }
 
 int PostCompletion(uint16_t port, const std::string& prompt) {
-  auto r = testing::Post(port, "/v1/completions",
-                         R"({"model":"llama","max_tokens":1,"prompt":")" + prompt + R"("})");
+  auto r = testing::Post(port, "/v1/completions", R"({"model":"llama","max_tokens":1,"prompt":")" + prompt + R"("})");
   return r.status();
 }
 
@@ -351,12 +346,10 @@ TEST(KvEventPublisher, GatewaySeesTheTokensItComputes) {
       },
       std::chrono::seconds(10), milliseconds(20)));
   const size_t before = policy->stored().size();
-  const std::string body =
-      R"({"model":"llama","max_tokens":1,"messages":[{"role":"system","content":")" +
-      Words(90, 77) + R"("},{"role":"user","content":"and then"}]})";
+  const std::string body = R"({"model":"llama","max_tokens":1,"messages":[{"role":"system","content":")" +
+                           Words(90, 77) + R"("},{"role":"user","content":"and then"}]})";
   ASSERT_EQ(testing::Post(engine.port(), "/v1/chat/completions", body).status(), 200);
-  Result<std::vector<uint32_t>> tokens =
-      gateway::EnginePromptTokens(api::ApiKind::kChatCompletions, body);
+  Result<std::vector<uint32_t>> tokens = gateway::EnginePromptTokens(api::ApiKind::kChatCompletions, body);
   ASSERT_TRUE(tokens.ok());
   ASSERT_GE(tokens->size(), 64u);
   // The request's blocks, in the order stored. A warm-up request's last blocks may still arrive

@@ -99,7 +99,8 @@ workload::Request Chat(uint64_t salt, uint32_t max_tokens = 16) {
   workload::Request r;
   r.api = api::ApiKind::kChatCompletions;
   std::string system = "You are a careful assistant for the prefix router load generator tests.";
-  for (int i = 0; i < 8; ++i) system += " Repeat the shared context paragraph number " + std::to_string(i) + " verbatim.";
+  for (int i = 0; i < 8; ++i)
+    system += " Repeat the shared context paragraph number " + std::to_string(i) + " verbatim.";
   r.messages = {{"system", system}, {"user", "Question number " + std::to_string(salt) + ": what now?"}};
   r.max_tokens = max_tokens;
   return r;
@@ -158,10 +159,10 @@ LoadOptions Closed(uint16_t port, uint32_t users, uint64_t requests) {
 // An OpenAI chat SSE stream replying `pieces`, with usage and [DONE].
 std::vector<std::string> SseReply(const std::vector<std::string>& pieces, bool done = true) {
   std::vector<std::string> out;
-  for (const auto& p : pieces) out.push_back("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + p + "\"}}]}\n\n");
-  out.push_back(
-      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":" + std::to_string(pieces.size()) +
-      ",\"prompt_tokens_details\":{\"cached_tokens\":7}}}\n\n");
+  for (const auto& p : pieces)
+    out.push_back("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + p + "\"}}]}\n\n");
+  out.push_back("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":" +
+                std::to_string(pieces.size()) + ",\"prompt_tokens_details\":{\"cached_tokens\":7}}}\n\n");
   if (done) out.push_back("data: [DONE]\n\n");
   return out;
 }
@@ -180,7 +181,8 @@ LoadRun MustRun(const LoadOptions& o, workload::Workload& w) {
 }
 
 uint64_t Errors(const LoadRun& run) {
-  return static_cast<uint64_t>(std::count_if(run.records.begin(), run.records.end(), [](const RequestRecord& r) { return r.error; }));
+  return static_cast<uint64_t>(
+      std::count_if(run.records.begin(), run.records.end(), [](const RequestRecord& r) { return r.error; }));
 }
 
 // A server whose responses carry scripted gateway decision headers: the n-th response (from 0)
@@ -304,11 +306,11 @@ TEST(RunLoad, NoCachedCountsFromADefaultEngine) {
 // gives no cached count; a number there, even 0, is one.
 TEST(RunLoad, CachedCountOnlyFromANumber) {
   for (const std::string details : {"null", "{\"cached_tokens\":0}"}) {
-    auto fake = StartFake(SseBehavior(
-        {"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n",
-         "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":1,"
-         "\"prompt_tokens_details\":" + details + "}}\n\n",
-         "data: [DONE]\n\n"}));
+    auto fake = StartFake(SseBehavior({"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n",
+                                       "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":1,"
+                                       "\"prompt_tokens_details\":" +
+                                           details + "}}\n\n",
+                                       "data: [DONE]\n\n"}));
     ASSERT_TRUE(fake);
     ScriptedWorkload w(1, [](uint64_t s, uint32_t) { return Chat(s); });
     LoadRun run = MustRun(Closed(fake->port(), 1, 1), w);
@@ -585,7 +587,8 @@ TEST(RunLoad, OpenLoopRateRoughlyRespected) {
   EXPECT_EQ(Errors(run), 0u) << run.first_error;
   EXPECT_LT(wall, 3.0);
   // Starts cover the duration: some in each half.
-  const auto early = std::count_if(run.records.begin(), run.records.end(), [](const RequestRecord& r) { return r.start_s < 0.5; });
+  const auto early =
+      std::count_if(run.records.begin(), run.records.end(), [](const RequestRecord& r) { return r.start_s < 0.5; });
   EXPECT_GT(early, 15);
   EXPECT_LT(static_cast<size_t>(early), run.records.size() - 15);
 }
@@ -1104,7 +1107,8 @@ TEST(RunLoad, AbortsDuringWarmupCountedApart) {
   EXPECT_EQ(run.aborted_by_point["sending"], planned_sending_counted);
   EXPECT_GE(run.aborted_warmup, planned_sending_warm);
   EXPECT_EQ(Errors(run), 0u) << run.first_error;
-  const auto counted = std::count_if(run.records.begin(), run.records.end(), [](const RequestRecord& r) { return r.counted; });
+  const auto counted =
+      std::count_if(run.records.begin(), run.records.end(), [](const RequestRecord& r) { return r.counted; });
   EXPECT_EQ(static_cast<uint64_t>(counted) + run.aborted, 100u);
 }
 
@@ -1139,7 +1143,8 @@ TEST(RunLoad, AbortsThroughGatewayLeaveNothingInFlight) {
   auto rs = (*gw)->routing();
   EXPECT_TRUE(Eventually([&] {
     return rs->fleet->state(0).in_flight.load() == 0 && rs->fleet->state(1).in_flight.load() == 0;
-  })) << rs->fleet->state(0).in_flight.load() << " and " << rs->fleet->state(1).in_flight.load() << " in flight";
+  })) << rs->fleet->state(0).in_flight.load()
+      << " and " << rs->fleet->state(1).in_flight.load() << " in flight";
   (*gw)->Stop();
 }
 

@@ -89,8 +89,8 @@ TEST(UsageTest, TokenCountersAgreeWithTheEngines) {
   for (int i = 0; i < 3; ++i) {
     engines.push_back(StartEngine());
     ASSERT_NE(engines.back(), nullptr);
-    c.instances.push_back(InstanceConfig{"e" + std::to_string(i),
-                                         "http://127.0.0.1:" + std::to_string(engines.back()->port())});
+    c.instances.push_back(
+        InstanceConfig{"e" + std::to_string(i), "http://127.0.0.1:" + std::to_string(engines.back()->port())});
     c.instances.back().models = {"llama"};
   }
   auto gw = StartGateway(c);
@@ -139,8 +139,8 @@ TEST(UsageTest, TokenCountersAgreeWithTheEngines) {
     all_prompt += cached + computed;
     all_cached += cached;
     // The figures compared, for the record (ctest -V shows them).
-    std::printf("%s: gateway prompt %.0f cached %.0f; engine queries %.0f hits %.0f\n", name.c_str(),
-                cached + computed, cached, queries, hits);
+    std::printf("%s: gateway prompt %.0f cached %.0f; engine queries %.0f hits %.0f\n", name.c_str(), cached + computed,
+                cached, queries, hits);
     ASSERT_TRUE(pt::Eventually([&] { return rs->instances[i]->stats->engine_prefix_queries.load() == queries; }))
         << name << ": the gateway's scrape never caught up";
   }
@@ -234,8 +234,10 @@ TEST(UsageTest, LabelsAreBoundedAndStreamsWithoutUsageAreCounted) {
 
   // First-byte times say whether they measured a stream (TTFT) or a whole response, per
   // instance and per model.
-  EXPECT_EQ(pt::Metric(gw->port(), R"(prefix_router_upstream_first_byte_seconds_count{instance="a",stream="true"})"), 2);
-  EXPECT_EQ(pt::Metric(gw->port(), R"(prefix_router_upstream_first_byte_seconds_count{instance="a",stream="false"})"), 1);
+  EXPECT_EQ(pt::Metric(gw->port(), R"(prefix_router_upstream_first_byte_seconds_count{instance="a",stream="true"})"),
+            2);
+  EXPECT_EQ(pt::Metric(gw->port(), R"(prefix_router_upstream_first_byte_seconds_count{instance="a",stream="false"})"),
+            1);
   EXPECT_EQ(pt::Metric(gw->port(), R"(prefix_router_model_first_byte_seconds_count{model="m",stream="true"})"), 2);
   // Request durations are bucketed up to an hour.
   EXPECT_GE(pt::Metric(gw->port(), R"(prefix_router_request_duration_seconds_bucket{instance="a",le="3600"})"), 3);
@@ -253,7 +255,9 @@ TEST(UsageTest, UnknownModelsAreOther) {
     ASSERT_EQ(pt::Post(gw->port(), kChat, ChatBody("made-up-" + std::to_string(i), "q")).status(), 200);
   }
   const std::string metrics = gw->metrics().Render();
-  EXPECT_EQ(pt::Metric(gw->port(), R"(prefix_router_prompt_tokens_total{instance="a",model="other",client="",cached="true"})"), 192);
+  EXPECT_EQ(pt::Metric(gw->port(),
+                       R"(prefix_router_prompt_tokens_total{instance="a",model="other",client="",cached="true"})"),
+            192);
   EXPECT_EQ(metrics.find("made-up-"), std::string::npos);
   EXPECT_EQ(pt::Metric(gw->port(), R"(prefix_router_model_first_byte_seconds_count{model="other",stream="false"})"), 3);
   const json::object s = StatusJson(*gw, StatusClock::now());

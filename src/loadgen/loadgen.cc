@@ -36,10 +36,10 @@ using Clock = std::chrono::steady_clock;
 using http::kTuple;
 
 constexpr size_t kReadBufferBytes = 16 * 1024;
-constexpr size_t kMaxBodyBytes = 64u << 20;    // a whole (non-streaming) response body
-constexpr size_t kMaxErrorBodyBytes = 2048;    // kept of an error response, for its message
+constexpr size_t kMaxBodyBytes = 64u << 20;  // a whole (non-streaming) response body
+constexpr size_t kMaxErrorBodyBytes = 2048;  // kept of an error response, for its message
 constexpr uint32_t kMaxHeaderBytes = 64u << 10;
-constexpr size_t kMaxIdlePerThread = 4096;     // open loop: idle connections kept per thread
+constexpr size_t kMaxIdlePerThread = 4096;  // open loop: idle connections kept per thread
 // Waits (think times, arrival gaps, the controller) wake at least this often to see a stop.
 constexpr auto kPollSlice = std::chrono::milliseconds(100);
 // After sending stops, requests in flight have their own deadline; past it plus this grace the
@@ -230,7 +230,7 @@ class Runner {
   Clock::time_point send_deadline_ = Clock::time_point::max();
   std::atomic<bool> stopping_{false};  // no more requests are sent
 
-  std::mutex workload_mu_;  // guards workload_ and every session's calls
+  std::mutex workload_mu_;                               // guards workload_ and every session's calls
   std::optional<workload::SessionStart> first_session_;  // open loop, taken by PrepareOpenLoop
   int32_t first_session_component_ = -1;
   uint64_t sessions_taken_ = 0;
@@ -265,8 +265,7 @@ Status Runner::PrepareOpenLoop() {
   first_session_ = workload_.NextSession();
   first_session_component_ = ComponentFor(options_, sessions_taken_++);
   if (first_session_->session && !first_session_->arrival_s && !(options_.rate_rps > 0)) {
-    return Status::InvalidArgument(
-        "rate_rps: an open loop over a generated workload needs a rate above 0");
+    return Status::InvalidArgument("rate_rps: an open loop over a generated workload needs a rate above 0");
   }
   return Status::Ok();
 }
@@ -401,8 +400,7 @@ net::awaitable<void> Runner::User(Thread& t) {
   }
 }
 
-net::awaitable<void> Runner::OpenSession(Thread& t, std::unique_ptr<workload::Session> session,
-                                         int32_t component) {
+net::awaitable<void> Runner::OpenSession(Thread& t, std::unique_ptr<workload::Session> session, int32_t component) {
   co_await RunSession(t, *session, nullptr, component);
   DropSession(std::move(session));
 }
@@ -494,8 +492,8 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
     return std::string(ec == beast::error::timeout ? "timeout" : otherwise);
   };
 
-  bhttp::request<bhttp::string_body> req{bhttp::verb::post,
-                                         target_.base_path + std::string(workload::PathFor(wr.api)), 11};
+  bhttp::request<bhttp::string_body> req{bhttp::verb::post, target_.base_path + std::string(workload::PathFor(wr.api)),
+                                         11};
   req.set(bhttp::field::host, target_.host_header);
   req.set(bhttp::field::user_agent, "prefix-router-bench");
   req.set(bhttp::field::content_type, "application/json");
@@ -578,8 +576,8 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
       co_return out;
     }
     if (hec) {
-      const bool idle_close = hec == bhttp::error::end_of_stream || hec == net::error::eof ||
-                              hec == net::error::connection_reset;
+      const bool idle_close =
+          hec == bhttp::error::end_of_stream || hec == net::error::eof || hec == net::error::connection_reset;
       conn.reset();
       if (reused && attempt == 0 && idle_close) continue;
       fail(transport_kind(hec, "read"), "no response: " + hec.message());
@@ -684,8 +682,8 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
     if (!ok_status) {
       fail("status_" + std::to_string(status), "HTTP " + std::to_string(status) + " (body broke off)");
     } else {
-      fail(transport_kind(read_error, "read"), "the response broke off after " + std::to_string(body_bytes) +
-                                                   " body bytes: " + read_error.message());
+      fail(transport_kind(read_error, "read"),
+           "the response broke off after " + std::to_string(body_bytes) + " body bytes: " + read_error.message());
     }
     co_return out;
   }
@@ -930,10 +928,12 @@ Result<LoadRun> RunLoad(const LoadOptions& options, workload::Workload& workload
   if (!(options.rate_rps >= 0) || !std::isfinite(options.rate_rps)) return invalid("rate_rps: must be >= 0");
   if (options.mode == Mode::kClosed && options.concurrency == 0) return invalid("concurrency: must be at least 1");
   if (!(options.stream_fraction <= 1)) return invalid("stream_fraction: must be in [0, 1] (or < 0: unset)");
-  if (!(options.abort_fraction >= 0 && options.abort_fraction <= 1)) return invalid("abort_fraction: must be in [0, 1]");
+  if (!(options.abort_fraction >= 0 && options.abort_fraction <= 1))
+    return invalid("abort_fraction: must be in [0, 1]");
   for (size_t i = 0; i < options.inference_components.size(); ++i) {
     const std::string& c = options.inference_components[i];
-    if (Status s = api::ValidateInferenceComponentName(c); !s.ok()) return invalid("inference_components: " + s.message());
+    if (Status s = api::ValidateInferenceComponentName(c); !s.ok())
+      return invalid("inference_components: " + s.message());
     const auto before = options.inference_components.begin() + static_cast<std::ptrdiff_t>(i);
     if (std::find(options.inference_components.begin(), before, c) != before) {
       return invalid("inference_components: '" + c + "' is given twice");

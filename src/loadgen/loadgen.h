@@ -108,15 +108,15 @@ struct LoadOptions {
   // Share of requests the client abandons, in [0, 1] (each AbortPoint equally likely).
   double abort_fraction = 0;
   Mode mode = Mode::kClosed;
-  uint32_t concurrency = 16;  // closed loop: users
-  double rate_rps = 0;        // open loop: requests per second (model time)
-  double trace_speed = 1;     // open loop over a trace: 2 = twice as fast
-  uint64_t requests = 0;      // stop sending after this many (0 = no limit)
-  double duration_s = 0;      // stop sending after this long, model time (0 = no limit)
+  uint32_t concurrency = 16;     // closed loop: users
+  double rate_rps = 0;           // open loop: requests per second (model time)
+  double trace_speed = 1;        // open loop over a trace: 2 = twice as fast
+  uint64_t requests = 0;         // stop sending after this many (0 = no limit)
+  double duration_s = 0;         // stop sending after this long, model time (0 = no limit)
   uint64_t warmup_requests = 0;  // the first N sent are recorded with counted = false
-  double timeout_s = 300;     // per request, wall time
-  double time_scale = 1;      // wall seconds per model second
-  uint32_t threads = 1;       // I/O threads
+  double timeout_s = 300;        // per request, wall time
+  double time_scale = 1;         // wall seconds per model second
+  uint32_t threads = 1;          // I/O threads
   // Instance names in index order (records' `instance` indexes this list); names first seen in
   // x-prefix-router-instance headers and not listed are appended. Empty = learn them all.
   std::vector<std::string> instance_names;

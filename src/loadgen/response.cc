@@ -150,8 +150,6 @@ bool ParseEngineTiming(std::string_view header, EngineTiming* out) {
   return any;
 }
 
-bool IsOverflowDecision(std::string_view decision) {
-  return decision == "overflow" || decision == "saturated";
-}
+bool IsOverflowDecision(std::string_view decision) { return decision == "overflow" || decision == "saturated"; }
 
 }  // namespace prefix_router::loadgen

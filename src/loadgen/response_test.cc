@@ -11,7 +11,8 @@ namespace {
 TEST(ParseStreamChunk, ChatDelta) {
   std::string reply = "He";
   Usage usage;
-  auto c = ParseStreamChunk(R"({"choices":[{"index":0,"delta":{"content":"llo"},"finish_reason":null}]})", &reply, &usage);
+  auto c =
+      ParseStreamChunk(R"({"choices":[{"index":0,"delta":{"content":"llo"},"finish_reason":null}]})", &reply, &usage);
   EXPECT_TRUE(c.valid);
   EXPECT_TRUE(c.has_content);
   EXPECT_FALSE(c.error);
@@ -53,12 +54,14 @@ TEST(ParseStreamChunk, Usage) {
   EXPECT_TRUE(usage.cached_present);
   // Without details (or with null, as vLLM without --enable-prompt-tokens-details) there is no
   // cached count: cached_present false, cached 0.
-  ParseStreamChunk(R"({"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":null}})", &reply, &usage);
+  ParseStreamChunk(R"({"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":null}})", &reply,
+                   &usage);
   EXPECT_EQ(usage.cached_tokens, 0u);
   EXPECT_FALSE(usage.cached_present);
   EXPECT_EQ(usage.prompt_tokens, 3u);
-  ParseStreamChunk(R"({"usage":{"prompt_tokens":4,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":96}}})",
-                   &reply, &usage);
+  ParseStreamChunk(
+      R"({"usage":{"prompt_tokens":4,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":96}}})", &reply,
+      &usage);
   ASSERT_TRUE(usage.cached_present);
   ParseStreamChunk(R"({"usage":{"prompt_tokens":4,"completion_tokens":1}})", &reply, &usage);
   EXPECT_FALSE(usage.cached_present);

@@ -87,9 +87,7 @@ TEST(SseParser, FieldRules) {
 }
 
 // A blank line without data dispatches nothing (as browsers do).
-TEST(SseParser, EventWithoutDataIsNotDispatched) {
-  EXPECT_TRUE(ParseWhole("event: ping\n\n\n\n: c\n\n").empty());
-}
+TEST(SseParser, EventWithoutDataIsNotDispatched) { EXPECT_TRUE(ParseWhole("event: ping\n\n\n\n: c\n\n").empty()); }
 
 // A last event without its blank line is still dispatched by Finish.
 TEST(SseParser, FinishDispatchesUnterminatedEvent) {

@@ -75,8 +75,8 @@ void AppendEscaped(std::string& out, std::string_view s, bool escape_quote) {
 
 // Appends `{l1="v1",l2="v2",le="0.5"}`, or nothing when there are no labels at all. An empty
 // `le` means the sample has no le label.
-void AppendLabels(std::string& out, const std::vector<std::string>& names,
-                  const std::vector<std::string>& values, std::string_view le) {
+void AppendLabels(std::string& out, const std::vector<std::string>& names, const std::vector<std::string>& values,
+                  std::string_view le) {
   if (names.empty() && le.empty()) return;
   out += '{';
   for (size_t i = 0; i < names.size(); ++i) {
@@ -97,8 +97,8 @@ void AppendLabels(std::string& out, const std::vector<std::string>& names,
 
 // Appends "name<suffix>{labels} " ready for the value.
 void AppendSampleStart(std::string& out, std::string_view name, std::string_view suffix,
-                       const std::vector<std::string>& label_names,
-                       const std::vector<std::string>& label_values, std::string_view le = {}) {
+                       const std::vector<std::string>& label_names, const std::vector<std::string>& label_values,
+                       std::string_view le = {}) {
   out += name;
   out += suffix;
   AppendLabels(out, label_names, label_values, le);
@@ -146,17 +146,14 @@ void RenderChild(std::string& out, std::string_view name, const std::vector<std:
 }
 
 bool StrictlyIncreasing(const std::vector<double>& v) {
-  return std::adjacent_find(v.begin(), v.end(), [](double a, double b) { return !(a < b); }) ==
-         v.end();
+  return std::adjacent_find(v.begin(), v.end(), [](double a, double b) { return !(a < b); }) == v.end();
 }
 
 // Drops the implicit +Inf bound. Observe's binary search needs sorted, NaN-free bounds, so a
 // broken REQUIRES is repaired in release builds after asserting in debug ones.
 std::vector<double> NormalizeBounds(std::vector<double> bounds) {
   if (!bounds.empty() && bounds.back() == kInf) bounds.pop_back();
-  const bool has_nan = std::any_of(bounds.begin(), bounds.end(), [](double b) {
-    return std::isnan(b);
-  });
+  const bool has_nan = std::any_of(bounds.begin(), bounds.end(), [](double b) { return std::isnan(b); });
   assert(!has_nan && "histogram bounds must not be NaN");
   assert(StrictlyIncreasing(bounds) && "histogram bounds must be strictly increasing");
   if (has_nan || !StrictlyIncreasing(bounds)) {
@@ -198,11 +195,9 @@ Histogram::Histogram(std::vector<double> upper_bounds)
 void Histogram::Observe(double v) {
   // lower_bound finds the first bound b with !(b < v), i.e. v <= b. NaN compares false with
   // everything and would land in the first bucket, so it is sent to +Inf explicitly.
-  const size_t i =
-      std::isnan(v) ? upper_bounds_.size()
-                    : static_cast<size_t>(std::lower_bound(upper_bounds_.begin(),
-                                                           upper_bounds_.end(), v) -
-                                          upper_bounds_.begin());
+  const size_t i = std::isnan(v) ? upper_bounds_.size()
+                                 : static_cast<size_t>(std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), v) -
+                                                       upper_bounds_.begin());
   bucket_counts_[i].fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(v, std::memory_order_relaxed);
 }
@@ -236,8 +231,7 @@ std::vector<double> Histogram::ExponentialBuckets(double start, double factor, i
 }
 
 std::vector<double> Histogram::LatencyBuckets() {
-  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-          0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 }
 
 std::vector<double> Histogram::DurationBuckets() {
@@ -261,22 +255,17 @@ namespace internal {
 
 FamilyBase::FamilyBase(std::string name, std::string help, std::vector<std::string> label_names,
                        std::string_view type_name)
-    : name_(std::move(name)),
-      help_(std::move(help)),
-      label_names_(std::move(label_names)),
-      type_name_(type_name) {
+    : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)), type_name_(type_name) {
   const bool name_ok = IsValidMetricName(name_);
   assert(name_ok && "metric name must match [a-zA-Z_:][a-zA-Z0-9_:]*");
-  const bool labels_ok = std::all_of(label_names_.begin(), label_names_.end(),
-                                     [](const std::string& l) { return IsValidLabelName(l); });
+  const bool labels_ok =
+      std::all_of(label_names_.begin(), label_names_.end(), [](const std::string& l) { return IsValidLabelName(l); });
   assert(labels_ok && "label names must match [a-zA-Z_][a-zA-Z0-9_]* and not start with __");
   const bool distinct =
-      std::set<std::string_view>(label_names_.begin(), label_names_.end()).size() ==
-      label_names_.size();
+      std::set<std::string_view>(label_names_.begin(), label_names_.end()).size() == label_names_.size();
   assert(distinct && "label names must be distinct");
   const bool le_ok = type_name_ != Histogram::kTypeName ||
-                     std::find(label_names_.begin(), label_names_.end(), "le") ==
-                         label_names_.end();
+                     std::find(label_names_.begin(), label_names_.end(), "le") == label_names_.end();
   assert(le_ok && "\"le\" is reserved for histogram buckets");
   renderable_ = name_ok && labels_ok && distinct && le_ok;
 }
@@ -340,7 +329,8 @@ M& Family<M>::WithLabels(std::initializer_list<std::string_view> values) {
     if (it == children_.end()) it = children_.emplace(std::move(owned), NewChild()).first;
     child = it->second.get();
   }
-  if (overflowed && limit_ && limit_->overflow && static_cast<const void*>(limit_->overflow) != static_cast<const void*>(this)) {
+  if (overflowed && limit_ && limit_->overflow &&
+      static_cast<const void*>(limit_->overflow) != static_cast<const void*>(this)) {
     limit_->overflow->WithLabels({Name()}).Inc();
   }
   return *child;
@@ -372,38 +362,33 @@ void Registry::SetSeriesLimit(size_t max_series, Family<Counter>* overflow) {
 Registry::~Registry() = default;
 
 template <typename M>
-Family<M>& Registry::Add(std::string name, std::string help,
-                         std::vector<std::string> label_names, std::vector<double> bounds) {
+Family<M>& Registry::Add(std::string name, std::string help, std::vector<std::string> label_names,
+                         std::vector<double> bounds) {
   // Family's constructor is private to Registry, hence new rather than make_unique.
   std::unique_ptr<Family<M>> family(
       new Family<M>(std::move(name), std::move(help), std::move(label_names), std::move(bounds)));
   Family<M>& ref = *family;
   std::lock_guard<std::mutex> lock(mu_);
   ref.limit_ = &limit_;
-  const bool unique = std::none_of(families_.begin(), families_.end(), [&](const auto& f) {
-    return f->Name() == ref.Name();
-  });
+  const bool unique =
+      std::none_of(families_.begin(), families_.end(), [&](const auto& f) { return f->Name() == ref.Name(); });
   assert(unique && "metric family registered twice");
   if (!unique) ref.renderable_ = false;
   families_.push_back(std::move(family));
   return ref;
 }
 
-Family<Counter>& Registry::AddCounter(std::string name, std::string help,
-                                      std::vector<std::string> label_names) {
+Family<Counter>& Registry::AddCounter(std::string name, std::string help, std::vector<std::string> label_names) {
   return Add<Counter>(std::move(name), std::move(help), std::move(label_names), {});
 }
 
-Family<Gauge>& Registry::AddGauge(std::string name, std::string help,
-                                  std::vector<std::string> label_names) {
+Family<Gauge>& Registry::AddGauge(std::string name, std::string help, std::vector<std::string> label_names) {
   return Add<Gauge>(std::move(name), std::move(help), std::move(label_names), {});
 }
 
-Family<Histogram>& Registry::AddHistogram(std::string name, std::string help,
-                                          std::vector<std::string> label_names,
+Family<Histogram>& Registry::AddHistogram(std::string name, std::string help, std::vector<std::string> label_names,
                                           std::vector<double> bounds) {
-  return Add<Histogram>(std::move(name), std::move(help), std::move(label_names),
-                        std::move(bounds));
+  return Add<Histogram>(std::move(name), std::move(help), std::move(label_names), std::move(bounds));
 }
 
 void Registry::AddCollector(std::function<void()> refresh) {

@@ -157,9 +157,8 @@ struct LabelValuesLess {
   using is_transparent = void;
   template <typename A, typename B>
   bool operator()(const A& a, const B& b) const {
-    return std::lexicographical_compare(
-        a.begin(), a.end(), b.begin(), b.end(),
-        [](std::string_view x, std::string_view y) { return x < y; });
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(),
+                                        [](std::string_view x, std::string_view y) { return x < y; });
   }
 };
 
@@ -175,8 +174,7 @@ class FamilyBase {
   const std::vector<std::string>& LabelNames() const { return label_names_; }
 
  protected:
-  FamilyBase(std::string name, std::string help, std::vector<std::string> label_names,
-             std::string_view type_name);
+  FamilyBase(std::string name, std::string help, std::vector<std::string> label_names, std::string_view type_name);
   // Appends "# HELP ...\n# TYPE ...\n".
   void AppendHeader(std::string& out) const;
 
@@ -209,16 +207,14 @@ class Family final : public internal::FamilyBase {
 
  private:
   friend class metrics::Registry;
-  Family(std::string name, std::string help, std::vector<std::string> label_names,
-         std::vector<double> bucket_bounds);
+  Family(std::string name, std::string help, std::vector<std::string> label_names, std::vector<double> bucket_bounds);
   void RenderTo(std::string& out) const override;
   std::unique_ptr<M> NewChild() const;
 
   const std::vector<double> bucket_bounds_;  // histograms only: every child's upper bounds
   mutable std::mutex mu_;
   // Guarded by mu_. Children are never removed, so references handed out stay valid.
-  std::map<std::vector<std::string>, std::unique_ptr<M>, internal::LabelValuesLess>
-      children_;
+  std::map<std::vector<std::string>, std::unique_ptr<M>, internal::LabelValuesLess> children_;
   const std::unique_ptr<M> invalid_child_;  // target of wrong-arity WithLabels; never rendered
 };
 
@@ -232,13 +228,10 @@ class Registry {
 
   // REQUIRES (for all Add*): `name` a valid metric name not yet registered here; `label_names`
   // valid label names, pairwise distinct. The returned family lives as long as the Registry.
-  Family<Counter>& AddCounter(std::string name, std::string help,
-                              std::vector<std::string> label_names = {});
-  Family<Gauge>& AddGauge(std::string name, std::string help,
-                          std::vector<std::string> label_names = {});
+  Family<Counter>& AddCounter(std::string name, std::string help, std::vector<std::string> label_names = {});
+  Family<Gauge>& AddGauge(std::string name, std::string help, std::vector<std::string> label_names = {});
   // Also REQUIRES: no label named "le"; `bounds` as for Histogram's constructor.
-  Family<Histogram>& AddHistogram(std::string name, std::string help,
-                                  std::vector<std::string> label_names,
+  Family<Histogram>& AddHistogram(std::string name, std::string help, std::vector<std::string> label_names,
                                   std::vector<double> bounds);
 
   // Bounds every family's children (those of families added before too) to `max_series`;
@@ -258,13 +251,12 @@ class Registry {
 
  private:
   template <typename M>
-  Family<M>& Add(std::string name, std::string help, std::vector<std::string> label_names,
-                 std::vector<double> bounds);
+  Family<M>& Add(std::string name, std::string help, std::vector<std::string> label_names, std::vector<double> bounds);
 
   internal::SeriesLimit limit_;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<internal::FamilyBase>> families_;  // guarded by mu_
-  std::vector<std::function<void()>> collectors_;                       // guarded by mu_
+  std::vector<std::function<void()>> collectors_;                // guarded by mu_
 };
 
 // Defined in metrics.cc for exactly these metric types.

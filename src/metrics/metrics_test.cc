@@ -64,8 +64,7 @@ TEST(MetricsTest, FamiliesRenderInRegistrationOrder) {
 // Gauge Set replaces the value and Add moves it both ways.
 TEST(MetricsTest, GaugeSetAndAdd) {
   Registry registry;
-  Gauge& in_flight = registry.AddGauge("in_flight", "Requests in flight.", {"instance"})
-                         .WithLabels({"a"});
+  Gauge& in_flight = registry.AddGauge("in_flight", "Requests in flight.", {"instance"}).WithLabels({"a"});
   in_flight.Set(5);
   in_flight.Add(2.5);
   in_flight.Add(-4);
@@ -79,8 +78,7 @@ TEST(MetricsTest, GaugeSetAndAdd) {
 // Buckets render cumulative (a value equal to a bound counts in it), +Inf = _count, then _sum.
 TEST(MetricsTest, HistogramRendersCumulativeBucketsSumAndCount) {
   Registry registry;
-  auto& latency =
-      registry.AddHistogram("latency_seconds", "Latency.", {"pool"}, {0.5, 1, 2.5});
+  auto& latency = registry.AddHistogram("latency_seconds", "Latency.", {"pool"}, {0.5, 1, 2.5});
   Histogram& h = latency.WithLabels({"a"});
   for (double v : {0.25, 0.5, 1.0, 2.0, 3.0}) h.Observe(v);
   EXPECT_EQ(registry.Render(),
@@ -98,7 +96,7 @@ TEST(MetricsTest, HistogramRendersCumulativeBucketsSumAndCount) {
 TEST(MetricsTest, HistogramBucketBoundaries) {
   Histogram h({1, 2});
   h.Observe(-kInf);
-  h.Observe(1);                 // equal to a bound: that bucket
+  h.Observe(1);                   // equal to a bound: that bucket
   h.Observe(1.0000000000000002);  // just above: the next one
   h.Observe(2);
   h.Observe(2.5);
@@ -120,9 +118,7 @@ TEST(MetricsTest, HistogramTrailingInfBoundIsImplicit) {
 // Label values escape backslash, quote and newline; help escapes backslash and newline only.
 TEST(MetricsTest, EscapesLabelValuesAndHelp) {
   Registry registry;
-  registry.AddCounter("escapes_total", "Path C:\\dir \"quoted\"\nsecond line", {"v"})
-      .WithLabels({"a\\b\"c"})
-      .Inc();
+  registry.AddCounter("escapes_total", "Path C:\\dir \"quoted\"\nsecond line", {"v"}).WithLabels({"a\\b\"c"}).Inc();
   EXPECT_EQ(registry.Render(),
             "# HELP escapes_total Path C:\\\\dir \"quoted\"\\nsecond line\n"
             "# TYPE escapes_total counter\n"
@@ -318,8 +314,7 @@ TEST(MetricsTest, DoublesRenderShortestRoundTrip) {
 // Integer-valued samples (counters, bucket counts) never carry a decimal point.
 TEST(MetricsTest, IntegersRenderWithoutDecimalPoint) {
   Registry registry;
-  registry.AddCounter("big_total", "Big.").WithLabels({}).Inc(
-      std::numeric_limits<uint64_t>::max());
+  registry.AddCounter("big_total", "Big.").WithLabels({}).Inc(std::numeric_limits<uint64_t>::max());
   registry.AddCounter("zero_total", "Zero.").WithLabels({});
   const std::string text = registry.Render();
   EXPECT_NE(text.find("big_total 18446744073709551615\n"), std::string::npos) << text;
@@ -333,8 +328,7 @@ TEST(MetricsTest, RenderedSampleLinesParseBack) {
   c.WithLabels({"affinity", "llama"}).Inc();
   c.WithLabels({"spill \"x\"\nnext", "a\\b"}).Inc(2);
   registry.AddGauge("ratio", "Ratio\nwith newline.").WithLabels({}).Set(-kInf);
-  auto& h = registry.AddHistogram("upstream_seconds", "Upstream.", {"instance"},
-                                  Histogram::LatencyBuckets());
+  auto& h = registry.AddHistogram("upstream_seconds", "Upstream.", {"instance"}, Histogram::LatencyBuckets());
   h.WithLabels({"a"}).Observe(0.003);
   h.WithLabels({"b"}).Observe(100);
   registry.AddCounter("unused_total", "Unused.", {"x"});
@@ -342,8 +336,7 @@ TEST(MetricsTest, RenderedSampleLinesParseBack) {
   // The grammar's regex in POSIX ERE (\S as [^[:space:]]); glibc's regex.h rather than
   // std::regex, whose libstdc++ 12 headers warn spuriously (-Wmaybe-uninitialized) under ASan.
   regex_t sample_line;
-  ASSERT_EQ(regcomp(&sample_line, R"re(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? [^[:space:]]+$)re",
-                    REG_EXTENDED | REG_NOSUB),
+  ASSERT_EQ(regcomp(&sample_line, R"re(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? [^[:space:]]+$)re", REG_EXTENDED | REG_NOSUB),
             0);
   const std::string text = registry.Render();
   std::istringstream lines(text);
@@ -354,8 +347,7 @@ TEST(MetricsTest, RenderedSampleLinesParseBack) {
     ++samples;
   }
   regfree(&sample_line);
-  EXPECT_NE(text.find("upstream_seconds_bucket{instance=\"a\",le=\"0.0001\"} 0\n"),
-            std::string::npos);
+  EXPECT_NE(text.find("upstream_seconds_bucket{instance=\"a\",le=\"0.0001\"} 0\n"), std::string::npos);
   EXPECT_EQ(samples, 2 + 1 + 2 * (18 + 1 + 2));
 }
 
@@ -378,8 +370,7 @@ TEST(MetricsTest, NameValidation) {
 // ExponentialBuckets multiplies by factor; LatencyBuckets spans 100 us to 60 s, DurationBuckets
 // on to an hour, increasing.
 TEST(MetricsTest, BucketHelpers) {
-  EXPECT_EQ(Histogram::ExponentialBuckets(0.001, 2, 4),
-            (std::vector<double>{0.001, 0.002, 0.004, 0.008}));
+  EXPECT_EQ(Histogram::ExponentialBuckets(0.001, 2, 4), (std::vector<double>{0.001, 0.002, 0.004, 0.008}));
   EXPECT_EQ(Histogram::ExponentialBuckets(1, 10, 3), (std::vector<double>{1, 10, 100}));
   const std::vector<double> latency = Histogram::LatencyBuckets();
   ASSERT_EQ(latency.size(), 18u);

@@ -136,9 +136,7 @@ namespace {
 
 // m * 10^e computed so that the result is the double nearest the decimal (0.6, not
 // 0.6000000000000001), which keeps tick labels and equality tests clean.
-double Decimal(double m, int e) {
-  return e >= 0 ? m * std::pow(10.0, e) : m / std::pow(10.0, -e);
-}
+double Decimal(double m, int e) { return e >= 0 ? m * std::pow(10.0, e) : m / std::pow(10.0, -e); }
 
 }  // namespace
 
@@ -180,8 +178,7 @@ std::vector<double> LogTicks(double lo, double hi) {
   for (size_t i = grid.size(); i-- > 0;) {
     if (grid[i] >= hi * (1 - 1e-9)) b = i;
   }
-  ticks.assign(grid.begin() + static_cast<std::ptrdiff_t>(a),
-               grid.begin() + static_cast<std::ptrdiff_t>(b) + 1);
+  ticks.assign(grid.begin() + static_cast<std::ptrdiff_t>(a), grid.begin() + static_cast<std::ptrdiff_t>(b) + 1);
   if (ticks.size() > 7) {
     // Labels would touch on a phone: keep 1 and 5 per decade (and both ends of the range).
     std::vector<double> thinned;
@@ -200,10 +197,8 @@ std::string TickLabel(double v, Format format) {
       if (v == 0) return "0";
       if (std::fabs(v) < 1) return fmt::format("{:g} ms", std::round(v * 1e6) / 1e3);
       return fmt::format("{:g} s", v);
-    case Format::kPercent:
-      return fmt::format("{:g}%", std::round(v * 1e5) / 1e3);
-    case Format::kNumber:
-      break;
+    case Format::kPercent: return fmt::format("{:g}%", std::round(v * 1e5) / 1e3);
+    case Format::kNumber: break;
   }
   if (std::fabs(v) >= 1e6 && v == std::floor(v)) return fmt::format("{:.0f}", v);
   return fmt::format("{:g}", v);
@@ -230,26 +225,22 @@ std::string RenderLineChart(const LineChart& chart) {
   out += "<g class=\"grid\">";
   for (double t : y.ticks) {
     const double py = y.scale(t);
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>", Num(kLeft), Num(py),
-                       Num(right), Num(py));
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>", Num(kLeft), Num(py), Num(right), Num(py));
   }
   for (double t : Thin(x.ticks)) {
     const double px = x.scale(t);
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>", Num(px), Num(kTop),
-                       Num(px), Num(bottom));
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>", Num(px), Num(kTop), Num(px), Num(bottom));
   }
   out += "</g><g class=\"axis\">";
-  out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>", Num(kLeft), Num(kTop),
-                     Num(bottom));
-  out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\"/>", Num(kLeft),
-                     Num(bottom), Num(right));
+  out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>", Num(kLeft), Num(kTop), Num(bottom));
+  out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\"/>", Num(kLeft), Num(bottom), Num(right));
   for (double t : y.ticks) {
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", Num(kLeft - 6),
-                       Num(y.scale(t) + 4), HtmlEscape(TickLabel(t, chart.y.format)));
+    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", Num(kLeft - 6), Num(y.scale(t) + 4),
+                       HtmlEscape(TickLabel(t, chart.y.format)));
   }
   for (double t : Thin(x.ticks)) {
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                       Num(x.scale(t)), Num(bottom + 17), HtmlEscape(TickLabel(t, chart.x.format)));
+    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>", Num(x.scale(t)), Num(bottom + 17),
+                       HtmlEscape(TickLabel(t, chart.x.format)));
   }
   out += fmt::format("<text class=\"title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
                      Num((kLeft + right) / 2), Num(kHeight - 8), HtmlEscape(chart.x.title));
@@ -260,8 +251,7 @@ std::string RenderLineChart(const LineChart& chart) {
   out += "</g>";
 
   for (const Line& line : chart.lines) {
-    const std::string dash =
-        line.dash.empty() ? "" : fmt::format(" stroke-dasharray=\"{}\"", HtmlEscape(line.dash));
+    const std::string dash = line.dash.empty() ? "" : fmt::format(" stroke-dasharray=\"{}\"", HtmlEscape(line.dash));
     const std::string color = HtmlEscape(line.color);
     for (const Points& raw : line.segments) {
       Points seg;  // a NaN read back from a results file must not reach the SVG
@@ -269,8 +259,7 @@ std::string RenderLineChart(const LineChart& chart) {
         if (std::isfinite(p.first) && std::isfinite(p.second)) seg.push_back(p);
       }
       if (seg.empty()) continue;
-      out += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} points=\"",
-                         color, dash);
+      out += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} points=\"", color, dash);
       for (size_t i = 0; i < seg.size(); ++i) {
         if (i > 0) out += ' ';
         out += Num(x.scale(seg[i].first));
@@ -280,10 +269,9 @@ std::string RenderLineChart(const LineChart& chart) {
       out += fmt::format("\"><title>{}</title></polyline>", HtmlEscape(line.label));
       if (!line.markers) continue;
       for (const auto& [px, py] : seg) {
-        out += fmt::format(
-            "<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\"><title>{}: {}, {}</title></circle>",
-            Num(x.scale(px)), Num(y.scale(py)), color, HtmlEscape(line.label),
-            HtmlEscape(TickLabel(px, chart.x.format)), HtmlEscape(TickLabel(py, chart.y.format)));
+        out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\"><title>{}: {}, {}</title></circle>",
+                           Num(x.scale(px)), Num(y.scale(py)), color, HtmlEscape(line.label),
+                           HtmlEscape(TickLabel(px, chart.x.format)), HtmlEscape(TickLabel(py, chart.y.format)));
       }
     }
   }
@@ -296,8 +284,7 @@ std::string RenderLegend(const std::vector<Line>& lines) {
   std::set<std::string> seen;
   for (const Line& line : lines) {
     if (!seen.insert(line.label).second) continue;
-    const std::string dash =
-        line.dash.empty() ? "" : fmt::format(" stroke-dasharray=\"{}\"", HtmlEscape(line.dash));
+    const std::string dash = line.dash.empty() ? "" : fmt::format(" stroke-dasharray=\"{}\"", HtmlEscape(line.dash));
     out += fmt::format(
         "<li><svg class=\"swatch\" viewBox=\"0 0 28 10\" aria-hidden=\"true\"><line x1=\"1\" "
         "y1=\"5\" x2=\"27\" y2=\"5\" stroke=\"{}\" stroke-width=\"3\"{}/></svg>{}</li>",
@@ -326,17 +313,16 @@ std::string RenderShareChart(const ShareChart& chart) {
       kBarWidth, kBarHeight, HtmlEscape(chart.description));
   out += "<g class=\"grid\">";
   for (double t : ticks) {
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>", Num(kBarLeft),
-                       Num(y(t)), Num(right), Num(y(t)));
+    out +=
+        fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>", Num(kBarLeft), Num(y(t)), Num(right), Num(y(t)));
   }
   out += "</g>";
   if (chart.band_hi > chart.band_lo) {
     out += fmt::format(
         "<rect class=\"band\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>balance band "
         "{}-{}</title></rect>",
-        Num(kBarLeft), Num(y(chart.band_hi)), Num(right - kBarLeft),
-        Num(y(chart.band_lo) - y(chart.band_hi)), FormatPercent(chart.band_lo),
-        FormatPercent(chart.band_hi));
+        Num(kBarLeft), Num(y(chart.band_hi)), Num(right - kBarLeft), Num(y(chart.band_lo) - y(chart.band_hi)),
+        FormatPercent(chart.band_lo), FormatPercent(chart.band_hi));
   }
   const size_t n = chart.share.size();
   const double slot = n > 0 ? (right - kBarLeft) / static_cast<double>(n) : 0;
@@ -346,32 +332,27 @@ std::string RenderShareChart(const ShareChart& chart) {
     const double s = std::isfinite(chart.share[i]) ? std::max(chart.share[i], 0.0) : 0;
     const double bw = slot * 0.72;
     const double bx = kBarLeft + slot * static_cast<double>(i) + (slot - bw) / 2;
-    const bool out_of_band =
-        chart.band_hi > chart.band_lo && (s < chart.band_lo || s > chart.band_hi);
+    const bool out_of_band = chart.band_hi > chart.band_lo && (s < chart.band_lo || s > chart.band_hi);
     out += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"{}><title>instance {}: "
         "{}</title></rect>",
-        Num(bx), Num(y(s)), Num(bw), Num(bottom - y(s)), color,
-        out_of_band ? " class=\"outside\"" : "", i, FormatPercent(s));
+        Num(bx), Num(y(s)), Num(bw), Num(bottom - y(s)), color, out_of_band ? " class=\"outside\"" : "", i,
+        FormatPercent(s));
     if (i % label_step == 0) {
-      out += fmt::format("<text class=\"small\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                         Num(bx + bw / 2), Num(bottom + 14), i);
+      out += fmt::format("<text class=\"small\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>", Num(bx + bw / 2),
+                         Num(bottom + 14), i);
     }
   }
   if (chart.ideal > 0) {
-    out += fmt::format(
-        "<line class=\"ideal\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"><title>ideal {}</title></line>",
-        Num(kBarLeft), Num(y(chart.ideal)), Num(right), Num(y(chart.ideal)),
-        FormatPercent(chart.ideal));
+    out += fmt::format("<line class=\"ideal\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"><title>ideal {}</title></line>",
+                       Num(kBarLeft), Num(y(chart.ideal)), Num(right), Num(y(chart.ideal)), FormatPercent(chart.ideal));
   }
   out += "<g class=\"axis\">";
-  out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>", Num(kBarLeft),
-                     Num(kBarTop), Num(bottom));
-  out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\"/>", Num(kBarLeft),
-                     Num(bottom), Num(right));
+  out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>", Num(kBarLeft), Num(kBarTop), Num(bottom));
+  out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\"/>", Num(kBarLeft), Num(bottom), Num(right));
   for (double t : ticks) {
-    out += fmt::format("<text class=\"small\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-                       Num(kBarLeft - 5), Num(y(t) + 4), TickLabel(t, Format::kPercent));
+    out += fmt::format("<text class=\"small\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", Num(kBarLeft - 5),
+                       Num(y(t) + 4), TickLabel(t, Format::kPercent));
   }
   out += "</g></svg>";
   return out;

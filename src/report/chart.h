@@ -32,9 +32,9 @@ struct Axis {
 using Points = std::vector<std::pair<double, double>>;
 
 struct Line {
-  std::string label;  // legend and tooltip text
-  std::string color;  // CSS colour
-  std::string dash;   // SVG stroke-dasharray, "" for solid
+  std::string label;             // legend and tooltip text
+  std::string color;             // CSS colour
+  std::string dash;              // SVG stroke-dasharray, "" for solid
   std::vector<Points> segments;  // each drawn as one polyline (gaps between segments)
   bool markers = false;          // a dot at every point (sparse data such as sweeps)
 };
@@ -52,7 +52,7 @@ std::string RenderLegend(const std::vector<Line>& lines);
 
 struct ShareChart {
   std::string description;
-  std::vector<double> share;  // fraction of requests per instance
+  std::vector<double> share;        // fraction of requests per instance
   double band_lo = 0, band_hi = 0;  // the acceptable balance band, drawn shaded
   double ideal = 0;                 // 1 / instances, drawn dashed
   std::string color;

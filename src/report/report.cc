@@ -20,8 +20,8 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // The swept settings the report recognises; "instances" is RunResult::instances. "gateways"
 // (simulate --gateways) is recorded only when it is not 1 or when a sweep varies it.
-constexpr std::string_view kSweepKeys[] = {"prefix_length", "concurrency_threshold", "load_pct",
-                                           "gateways", "instances"};
+constexpr std::string_view kSweepKeys[] = {"prefix_length", "concurrency_threshold", "load_pct", "gateways",
+                                           "instances"};
 // Above this many runs in one block, charts keep the first run of each strategy.
 constexpr size_t kMaxChartRuns = 10;
 // Time series are merged down to at most this many points per line.
@@ -118,8 +118,7 @@ const RunResult* Baseline(const Block& b, const RunResult& r) {
       if (it == c->settings.end()) continue;
       (it->second == v ? match : mismatch) += 1;
     }
-    if (best == nullptr || mismatch < best_mismatch ||
-        (mismatch == best_mismatch && match > best_match)) {
+    if (best == nullptr || mismatch < best_mismatch || (mismatch == best_mismatch && match > best_match)) {
       best = c;
       best_mismatch = mismatch;
       best_match = match;
@@ -140,20 +139,16 @@ double Extra(const RunResult& r, const char* key) {
 }
 
 bool AnyExtra(const std::vector<const RunResult*>& runs, const char* key) {
-  return std::any_of(runs.begin(), runs.end(),
-                     [&](const RunResult* r) { return std::isfinite(Extra(*r, key)); });
+  return std::any_of(runs.begin(), runs.end(), [&](const RunResult* r) { return std::isfinite(Extra(*r, key)); });
 }
 
 bool AnyEngineTtft(const std::vector<const RunResult*>& runs) {
-  return std::any_of(runs.begin(), runs.end(),
-                     [](const RunResult* r) { return r->engine_ttft_p50_s >= 0; });
+  return std::any_of(runs.begin(), runs.end(), [](const RunResult* r) { return r->engine_ttft_p50_s >= 0; });
 }
 
 // ---- Balance ---------------------------------------------------------------------------------
 
-size_t FleetSize(const RunResult& r) {
-  return r.instances > 0 ? r.instances : r.share.size();
-}
+size_t FleetSize(const RunResult& r) { return r.instances > 0 ? r.instances : r.share.size(); }
 
 struct Band {
   double lo = 0, hi = 0, ideal = 0;
@@ -193,8 +188,7 @@ bool ShareInBand(const RunResult& r) {
   const Band band = BalanceBand(FleetSize(r));
   const auto [lo, hi] = ShareRange(r);
   // Compare at the displayed precision so that "13.3-15.4%" never reads as out of band.
-  return std::round(lo * 1000) >= std::round(band.lo * 1000) &&
-         std::round(hi * 1000) <= std::round(band.hi * 1000);
+  return std::round(lo * 1000) >= std::round(band.lo * 1000) && std::round(hi * 1000) <= std::round(band.hi * 1000);
 }
 
 std::string FormatThroughput(double rps) {
@@ -232,7 +226,7 @@ std::string BlockTitle(const Block& b) {
 
 struct Cell {
   std::string text;
-  double change = kNaN;       // shown after the text when finite
+  double change = kNaN;      // shown after the text when finite
   bool lower_better = true;  // colours the change in HTML
   bool warn = false;         // out of the balance band
 };
@@ -274,25 +268,22 @@ Table ComparisonRows(const Block& b) {
 
   for (const RunResult* r : b.runs) {
     const RunResult* base = Baseline(b, *r);
-    const auto change = [&](double v, double RunResult::*m) {
-      return base != nullptr ? Change(v, base->*m) : kNaN;
-    };
+    const auto change = [&](double v, double RunResult::*m) { return base != nullptr ? Change(v, base->*m) : kNaN; };
     std::vector<Cell> row;
     row.push_back({RowLabel(b, *r)});
     row.push_back({FormatSeconds(r->ttft_p50_s), change(r->ttft_p50_s, &RunResult::ttft_p50_s)});
     row.push_back({FormatSeconds(r->ttft_p90_s), change(r->ttft_p90_s, &RunResult::ttft_p90_s)});
     row.push_back({FormatSeconds(r->ttft_p99_s)});
     if (engine) {
-      row.push_back({FormatMaybeSeconds(r->engine_ttft_p50_s),
-                     change(r->engine_ttft_p50_s, &RunResult::engine_ttft_p50_s)});
-      row.push_back({FormatMaybeSeconds(r->engine_ttft_p90_s),
-                     change(r->engine_ttft_p90_s, &RunResult::engine_ttft_p90_s)});
+      row.push_back(
+          {FormatMaybeSeconds(r->engine_ttft_p50_s), change(r->engine_ttft_p50_s, &RunResult::engine_ttft_p50_s)});
+      row.push_back(
+          {FormatMaybeSeconds(r->engine_ttft_p90_s), change(r->engine_ttft_p90_s, &RunResult::engine_ttft_p90_s)});
     }
     row.push_back({FormatHitRate(r->hit_rate)});
     if (lru) row.push_back({FormatPercent(Extra(*r, "lru_bound_hit_rate"))});
     if (inf) row.push_back({FormatPercent(Extra(*r, "infinite_bound_hit_rate"))});
-    row.push_back({FormatThroughput(r->throughput_rps),
-                   change(r->throughput_rps, &RunResult::throughput_rps), false});
+    row.push_back({FormatThroughput(r->throughput_rps), change(r->throughput_rps, &RunResult::throughput_rps), false});
     Cell share{FormatShareRange(*r)};
     share.warn = !ShareInBand(*r);
     row.push_back(share);
@@ -394,7 +385,10 @@ std::string ChangeSpan(const Cell& c) {
   if (!std::isfinite(c.change)) return "";
   const bool better = c.lower_better ? c.change < 0 : c.change > 0;
   const bool flat = std::fabs(c.change) < 0.0005;
-  return fmt::format("<span class=\"chg {}\">{}</span>", flat ? "" : better ? "better" : "worse",
+  return fmt::format("<span class=\"chg {}\">{}</span>",
+                     flat     ? ""
+                     : better ? "better"
+                              : "worse",
                      FormatChange(c.change));
 }
 
@@ -460,12 +454,11 @@ std::vector<std::string> Dashes(const std::vector<const RunResult*>& runs) {
 }
 
 std::string Figure(const std::string& caption, const chart::LineChart& c) {
-  return "<figure><figcaption>" + HtmlEscape(caption) + "</figcaption>" +
-         chart::RenderLineChart(c) + chart::RenderLegend(c.lines) + "</figure>";
+  return "<figure><figcaption>" + HtmlEscape(caption) + "</figcaption>" + chart::RenderLineChart(c) +
+         chart::RenderLegend(c.lines) + "</figure>";
 }
 
-std::string CdfFigure(const Block& b, const std::vector<const RunResult*>& runs,
-                      const Palette& palette) {
+std::string CdfFigure(const Block& b, const std::vector<const RunResult*>& runs, const Palette& palette) {
   chart::LineChart c;
   c.description = "TTFT cumulative distribution per strategy, workload " + b.workload;
   c.y = {"fraction of requests", chart::Format::kPercent, false, false, 0, 1, {}};
@@ -474,8 +467,7 @@ std::string CdfFigure(const Block& b, const std::vector<const RunResult*>& runs,
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunResult& r = *runs[i];
     if (r.ttft_quantiles.empty()) continue;
-    chart::Line line{RowLabel(b, r), palette.Color(r.strategy), dashes[i],
-                     std::vector<chart::Points>(1), false};
+    chart::Line line{RowLabel(b, r), palette.Color(r.strategy), dashes[i], std::vector<chart::Points>(1), false};
     const double n = static_cast<double>(r.ttft_quantiles.size() - 1);
     for (size_t k = 0; k < r.ttft_quantiles.size(); ++k) {
       const double v = r.ttft_quantiles[k];
@@ -489,15 +481,13 @@ std::string CdfFigure(const Block& b, const std::vector<const RunResult*>& runs,
   // Prefix caching splits TTFTs into a fast (hit) and a slow (miss) mode often an order of
   // magnitude apart; a log axis shows both.
   const bool log = std::isfinite(lo) && hi / lo > 10;
-  c.x = {std::string("TTFT") + (log ? " (log scale)" : ""), chart::Format::kSeconds, log, !log,
-         kNaN, kNaN, {}};
+  c.x = {std::string("TTFT") + (log ? " (log scale)" : ""), chart::Format::kSeconds, log, !log, kNaN, kNaN, {}};
   return Figure("TTFT distribution (CDF): fraction of requests with TTFT at or below x", c);
 }
 
 // A series line (hit rate or TTFT P50), merged down to kMaxSeriesPoints weighted by requests;
 // empty windows break the line.
-std::vector<chart::Points> SeriesSegments(const RunResult& r, double SeriesPoint::*member,
-                                          double time_unit) {
+std::vector<chart::Points> SeriesSegments(const RunResult& r, double SeriesPoint::*member, double time_unit) {
   const size_t n = r.series.size();
   const size_t merge = std::max<size_t>(1, (n + kMaxSeriesPoints - 1) / kMaxSeriesPoints);
   std::vector<chart::Points> segs(1);
@@ -523,8 +513,7 @@ std::vector<chart::Points> SeriesSegments(const RunResult& r, double SeriesPoint
   return segs;
 }
 
-std::string SeriesFigures(const Block& b, const std::vector<const RunResult*>& runs,
-                          const Palette& palette) {
+std::string SeriesFigures(const Block& b, const std::vector<const RunResult*>& runs, const Palette& palette) {
   double t_max = 0;
   bool any = false;
   for (const RunResult* r : runs) {
@@ -551,15 +540,12 @@ std::string SeriesFigures(const Block& b, const std::vector<const RunResult*>& r
     const std::string label = RowLabel(b, r);
     const std::string& color = palette.Color(r.strategy);
     hit.lines.push_back({label, color, dashes[i], SeriesSegments(r, &SeriesPoint::hit_rate, unit)});
-    ttft.lines.push_back(
-        {label, color, dashes[i], SeriesSegments(r, &SeriesPoint::ttft_p50_s, unit)});
+    ttft.lines.push_back({label, color, dashes[i], SeriesSegments(r, &SeriesPoint::ttft_p50_s, unit)});
   }
-  return Figure("KV cache hit rate over time (per window)", hit) +
-         Figure("TTFT P50 over time (per window)", ttft);
+  return Figure("KV cache hit rate over time (per window)", hit) + Figure("TTFT P50 over time (per window)", ttft);
 }
 
-std::string ShareFigures(const Block& b, const std::vector<const RunResult*>& runs,
-                         const Palette& palette) {
+std::string ShareFigures(const Block& b, const std::vector<const RunResult*>& runs, const Palette& palette) {
   std::string figs;
   for (const RunResult* r : runs) {
     if (!ShareKnown(*r)) continue;
@@ -572,11 +558,11 @@ std::string ShareFigures(const Block& b, const std::vector<const RunResult*>& ru
     c.band_hi = band.hi;
     c.ideal = band.ideal;
     c.color = palette.Color(r->strategy);
-    figs += fmt::format("<figure><figcaption><span class=\"dot\" style=\"background:{}\"></span>"
-                        "{}: {}-{}{}</figcaption>{}</figure>",
-                        HtmlEscape(c.color), HtmlEscape(RowLabel(b, *r)), FormatPercent(lo),
-                        FormatPercent(hi), ShareInBand(*r) ? "" : " (outside the band)",
-                        chart::RenderShareChart(c));
+    figs += fmt::format(
+        "<figure><figcaption><span class=\"dot\" style=\"background:{}\"></span>"
+        "{}: {}-{}{}</figcaption>{}</figure>",
+        HtmlEscape(c.color), HtmlEscape(RowLabel(b, *r)), FormatPercent(lo), FormatPercent(hi),
+        ShareInBand(*r) ? "" : " (outside the band)", chart::RenderShareChart(c));
   }
   if (figs.empty()) return "";
   const Band band = BalanceBand(b.instances);
@@ -600,15 +586,17 @@ std::string PublishedReference(const std::string& workload) {
       "caching, prefix-aware vs random; each instance received 13.3-15.4% of requests and "
       "routing cost 1.3-1.9 ms per request.";
   if (workload.find("long-context") != std::string::npos) {
-    return std::string("Published reference (long context, 8,000-token shared prefix, 1 h): "
-                       "TTFT P50 -71 to -77%, P90 -33 to -37%, KV cache hit rate about 25% to up "
-                       "to 82%, throughput +15 to +16%.") +
+    return std::string(
+               "Published reference (long context, 8,000-token shared prefix, 1 h): "
+               "TTFT P50 -71 to -77%, P90 -33 to -37%, KV cache hit rate about 25% to up "
+               "to 82%, throughput +15 to +16%.") +
            common;
   }
   if (workload.find("sharegpt") != std::string::npos) {
-    return std::string("Published reference (short ShareGPT-style conversations, 30 min): TTFT "
-                       "P50 -13 to -16%, P90 -24 to -37%, KV cache hit rate about 30% to 80%, "
-                       "throughput +1.7 to +2%.") +
+    return std::string(
+               "Published reference (short ShareGPT-style conversations, 30 min): TTFT "
+               "P50 -13 to -16%, P90 -24 to -37%, KV cache hit rate about 30% to 80%, "
+               "throughput +1.7 to +2%.") +
            common;
   }
   return "";
@@ -621,12 +609,10 @@ std::string Headlines(const Block& b) {
     const RunResult* base = Baseline(b, *r);
     if (base == nullptr) continue;
     if (++count > 6) break;
-    items += fmt::format(
-        "<li><b>{}</b> vs random: TTFT P50 {}, P90 {}; hit rate {} &rarr; {}; throughput {}</li>",
-        HtmlEscape(RowLabel(b, *r)), FormatChange(Change(r->ttft_p50_s, base->ttft_p50_s)),
-        FormatChange(Change(r->ttft_p90_s, base->ttft_p90_s)), FormatHitRate(base->hit_rate),
-        FormatHitRate(r->hit_rate),
-        FormatChange(Change(r->throughput_rps, base->throughput_rps)));
+    items += fmt::format("<li><b>{}</b> vs random: TTFT P50 {}, P90 {}; hit rate {} &rarr; {}; throughput {}</li>",
+                         HtmlEscape(RowLabel(b, *r)), FormatChange(Change(r->ttft_p50_s, base->ttft_p50_s)),
+                         FormatChange(Change(r->ttft_p90_s, base->ttft_p90_s)), FormatHitRate(base->hit_rate),
+                         FormatHitRate(r->hit_rate), FormatChange(Change(r->throughput_rps, base->throughput_rps)));
   }
   return items.empty() ? "" : "<ul class=\"headline\">" + items + "</ul>";
 }
@@ -641,8 +627,8 @@ double Coordinate(const RunResult& r, std::string_view key) {
 
 struct Sweep {
   std::string key;
-  const RunResult* first = nullptr;             // for the workload, source, kind, fixed values
-  std::vector<const RunResult*> runs;           // in input order
+  const RunResult* first = nullptr;    // for the workload, source, kind, fixed values
+  std::vector<const RunResult*> runs;  // in input order
 };
 
 // Runs of one workload, source and TTFT kind whose other sweep coordinates agree, grouped by
@@ -663,8 +649,7 @@ std::vector<Sweep> FindSweeps(const std::vector<RunResult>& runs) {
         if (other == key) continue;
         sig += fmt::format("{}={}\x1f", other, Coordinate(r, other));
       }
-      auto it = std::find_if(groups.begin(), groups.end(),
-                             [&](const auto& g) { return g.first == sig; });
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == sig; });
       if (it == groups.end()) {
         groups.push_back({sig, Sweep{std::string(key), &r, {}}});
         it = groups.end() - 1;
@@ -717,10 +702,9 @@ std::string SweepSection(const Sweep& s, size_t index, const Palette& palette) {
     if (!std::isfinite(v)) continue;
     fixed += fmt::format("{}{} {}", fixed.empty() ? "" : ", ", other, FormatValue(v));
   }
-  std::string out = fmt::format(
-      "<h3 id=\"sweep{}\">{} sweep: workload {}{}{}</h3>", index, HtmlEscape(s.key),
-      HtmlEscape(f.workload), f.source.empty() ? "" : ", " + HtmlEscape(f.source),
-      f.ttft_kind.empty() ? "" : ", " + HtmlEscape(TtftKindText(f.ttft_kind)));
+  std::string out = fmt::format("<h3 id=\"sweep{}\">{} sweep: workload {}{}{}</h3>", index, HtmlEscape(s.key),
+                                HtmlEscape(f.workload), f.source.empty() ? "" : ", " + HtmlEscape(f.source),
+                                f.ttft_kind.empty() ? "" : ", " + HtmlEscape(TtftKindText(f.ttft_kind)));
   if (!fixed.empty()) out += "<p class=\"meta\">Fixed: " + HtmlEscape(fixed) + "</p>";
 
   // Table.
@@ -731,20 +715,20 @@ std::string SweepSection(const Sweep& s, size_t index, const Palette& palette) {
   out += "<th>TTFT P50</th><th>P90</th><th>P99</th><th>hit rate</th>";
   if (lru) out += "<th>LRU bound</th>";
   if (inf) out += "<th>inf bound</th>";
-  out += "<th>throughput</th><th>overflow</th><th>share min-max</th><th>requests</th></tr>"
-         "</thead><tbody>";
+  out +=
+      "<th>throughput</th><th>overflow</th><th>share min-max</th><th>requests</th></tr>"
+      "</thead><tbody>";
   for (const RunResult* r : rows) {
     out += fmt::format(
         "<tr><td><span class=\"dot\" style=\"background:{}\"></span>{}</td><td>{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td>",
-        HtmlEscape(palette.Color(r->strategy)), HtmlEscape(line_label(*r)),
-        FormatValue(Coordinate(*r, s.key)), FormatSeconds(r->ttft_p50_s),
-        FormatSeconds(r->ttft_p90_s), FormatSeconds(r->ttft_p99_s), FormatHitRate(r->hit_rate));
+        HtmlEscape(palette.Color(r->strategy)), HtmlEscape(line_label(*r)), FormatValue(Coordinate(*r, s.key)),
+        FormatSeconds(r->ttft_p50_s), FormatSeconds(r->ttft_p90_s), FormatSeconds(r->ttft_p99_s),
+        FormatHitRate(r->hit_rate));
     if (lru) out += "<td>" + FormatPercent(Extra(*r, "lru_bound_hit_rate")) + "</td>";
     if (inf) out += "<td>" + FormatPercent(Extra(*r, "infinite_bound_hit_rate")) + "</td>";
-    out += fmt::format("<td>{}</td><td>{}</td><td{}>{}</td><td>{}</td></tr>",
-                       FormatThroughput(r->throughput_rps), FormatPercent(r->overflow_rate),
-                       ShareInBand(*r) ? "" : " class=\"warn\"", FormatShareRange(*r),
+    out += fmt::format("<td>{}</td><td>{}</td><td{}>{}</td><td>{}</td></tr>", FormatThroughput(r->throughput_rps),
+                       FormatPercent(r->overflow_rate), ShareInBand(*r) ? "" : " class=\"warn\"", FormatShareRange(*r),
                        r->requests);
   }
   out += "</tbody></table></div>";
@@ -760,8 +744,7 @@ std::string SweepSection(const Sweep& s, size_t index, const Palette& palette) {
   }
   const bool log_key = s.key == "prefix_length" || s.key == "concurrency_threshold";
   const bool log = log_key && *values.begin() > 0 && *values.rbegin() / *values.begin() >= 8;
-  chart::Axis x{s.key + (log ? " (log scale)" : ""), chart::Format::kNumber, log, false,
-                kNaN, kNaN, {}};
+  chart::Axis x{s.key + (log ? " (log scale)" : ""), chart::Format::kNumber, log, false, kNaN, kNaN, {}};
   if (values.size() <= 12) x.ticks.assign(values.begin(), values.end());
 
   chart::LineChart ttft, hit, overflow;
@@ -813,8 +796,7 @@ std::string SweepSection(const Sweep& s, size_t index, const Palette& palette) {
 std::string KeyValues(const std::map<std::string, double>& m) {
   std::string out;
   for (const auto& [k, v] : m) {
-    out += fmt::format("{}<code>{}={}</code>", out.empty() ? "" : " ", HtmlEscape(k),
-                       FormatValue(v));
+    out += fmt::format("{}<code>{}={}</code>", out.empty() ? "" : " ", HtmlEscape(k), FormatValue(v));
   }
   return out.empty() ? "-" : out;
 }
@@ -833,12 +815,10 @@ std::string DetailsTable(const std::vector<RunResult>& runs, const Palette& pale
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td class=\"wrap\">{}</td>"
         "<td class=\"wrap\">{}</td></tr>",
-        i + 1, HtmlEscape(palette.Color(r.strategy)), HtmlEscape(r.strategy),
-        HtmlEscape(r.workload), r.instances, r.seed, HtmlEscape(r.source), HtmlEscape(r.ttft_kind),
-        r.requests, r.errors, FormatSeconds(r.ttft_mean_s), FormatSeconds(r.e2e_p50_s),
-        FormatSeconds(r.e2e_p90_s), FormatMaybeSeconds(r.itl_p50_s),
-        FormatMaybeSeconds(r.engine_ttft_p99_s), r.output_tokens_per_s, KeyValues(r.settings),
-        KeyValues(r.extra));
+        i + 1, HtmlEscape(palette.Color(r.strategy)), HtmlEscape(r.strategy), HtmlEscape(r.workload), r.instances,
+        r.seed, HtmlEscape(r.source), HtmlEscape(r.ttft_kind), r.requests, r.errors, FormatSeconds(r.ttft_mean_s),
+        FormatSeconds(r.e2e_p50_s), FormatSeconds(r.e2e_p90_s), FormatMaybeSeconds(r.itl_p50_s),
+        FormatMaybeSeconds(r.engine_ttft_p99_s), r.output_tokens_per_s, KeyValues(r.settings), KeyValues(r.extra));
   }
   out += "</tbody></table></div>";
   return out;
@@ -883,9 +863,10 @@ std::string PeersSection(const std::vector<RunResult>& runs) {
   for (const RunResult& r : runs) {
     auto ev = r.settings.find("scale_events");
     const bool scaled = ev != r.settings.end() && ev->second > 0;
-    const std::string title = fmt::format("{}{}, {} instances, {}", r.workload, scaled ? " with scale events" : "",
-                                          r.instances, r.source);
-    auto e = std::find_if(experiments.begin(), experiments.end(), [&](const Experiment& x) { return x.title == title; });
+    const std::string title =
+        fmt::format("{}{}, {} instances, {}", r.workload, scaled ? " with scale events" : "", r.instances, r.source);
+    auto e =
+        std::find_if(experiments.begin(), experiments.end(), [&](const Experiment& x) { return x.title == title; });
     if (e == experiments.end()) {
       experiments.push_back({title, {}});
       e = experiments.end() - 1;
@@ -918,13 +899,13 @@ std::string PeersSection(const std::vector<RunResult>& runs) {
       "published policies at their sources' defaults; the source is named in each row. A share "
       "range marked * leaves the balance band on some seed.</p>\n";
   for (const Experiment& e : experiments) {
-    out += "<h3>" + HtmlEscape(e.title) + "</h3>\n<table>\n<thead><tr><th>strategy</th><th>what it is</th>"
+    out += "<h3>" + HtmlEscape(e.title) +
+           "</h3>\n<table>\n<thead><tr><th>strategy</th><th>what it is</th>"
            "<th>seeds</th><th>TTFT P90</th><th>hit rate</th><th>share min-max</th></tr></thead>\n<tbody>\n";
     for (const PeerRow& row : e.rows) {
       out += fmt::format(
-          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td></tr>\n",
-          HtmlEscape(row.label), HtmlEscape(row.origin), row.seeds, Range(row.p90_lo, row.p90_hi, false),
-          Range(row.hit_lo, row.hit_hi, true),
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td></tr>\n", HtmlEscape(row.label),
+          HtmlEscape(row.origin), row.seeds, Range(row.p90_lo, row.p90_hi, false), Range(row.hit_lo, row.hit_hi, true),
           std::isnan(row.share_lo) ? std::string("-")
                                    : fmt::format("{:.1f}-{:.1f}%", row.share_lo * 100, row.share_hi * 100),
           row.balanced ? "" : "*");
@@ -985,8 +966,8 @@ std::string ComparisonTable(const std::vector<RunResult>& runs) {
     if (std::any_of(t.rows.begin(), t.rows.end(), [](const auto& row) {
           return std::any_of(row.begin(), row.end(), [](const Cell& c) { return c.warn; });
         })) {
-      out += fmt::format("* an instance outside the balance band {}-{}\n", FormatPercent(band.lo),
-                         FormatPercent(band.hi));
+      out +=
+          fmt::format("* an instance outside the balance band {}-{}\n", FormatPercent(band.lo), FormatPercent(band.hi));
     }
     out += "\n";
   }
@@ -1005,24 +986,22 @@ std::string ReportHtml(const std::vector<RunResult>& runs, const ReportOptions& 
     }
   }
 
-  std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  out += "<title>" + HtmlEscape(options.title) + "</title>\n<style>" + kCss +
-         "</style>\n</head>\n<body>\n<main>\n";
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  out += "<title>" + HtmlEscape(options.title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n";
   out += "<h1>" + HtmlEscape(options.title) + "</h1>\n";
   for (const std::string& note : options.notes) {
     out += "<p class=\"note\">" + HtmlEscape(note) + "</p>\n";
   }
-  out += fmt::format("<p class=\"meta\">{} run{}, {} workload{}.</p>\n", runs.size(),
-                     runs.size() == 1 ? "" : "s", workloads.size(),
-                     workloads.size() == 1 ? "" : "s");
+  out += fmt::format("<p class=\"meta\">{} run{}, {} workload{}.</p>\n", runs.size(), runs.size() == 1 ? "" : "s",
+                     workloads.size(), workloads.size() == 1 ? "" : "s");
   if (runs.empty()) {
     out += "<p>No runs to report.</p>\n";
   } else {
     out += "<nav><ul>";
     for (size_t w = 0; w < workloads.size(); ++w) {
-      out += fmt::format("<li><a href=\"#workload{}\">workload {}</a></li>", w + 1,
-                         HtmlEscape(workloads[w]));
+      out += fmt::format("<li><a href=\"#workload{}\">workload {}</a></li>", w + 1, HtmlEscape(workloads[w]));
     }
     if (!sweeps.empty()) out += "<li><a href=\"#sweeps\">sweeps</a></li>";
     if (!peers.empty()) out += "<li><a href=\"#peers\">peers</a></li>";
@@ -1030,8 +1009,7 @@ std::string ReportHtml(const std::vector<RunResult>& runs, const ReportOptions& 
   }
 
   for (size_t w = 0; w < workloads.size(); ++w) {
-    out += fmt::format("<section>\n<h2 id=\"workload{}\">Workload {}</h2>\n", w + 1,
-                       HtmlEscape(workloads[w]));
+    out += fmt::format("<section>\n<h2 id=\"workload{}\">Workload {}</h2>\n", w + 1, HtmlEscape(workloads[w]));
     if (const std::string ref = PublishedReference(workloads[w]); !ref.empty()) {
       out += "<p class=\"ref\">" + HtmlEscape(ref) + "</p>\n";
     }
@@ -1047,20 +1025,22 @@ std::string ReportHtml(const std::vector<RunResult>& runs, const ReportOptions& 
       }
       const std::vector<const RunResult*> chart_runs = ChartRuns(b);
       if (chart_runs.size() < b.runs.size()) {
-        out += "<p class=\"caption\">Charts show the first run of each strategy; the sweep "
-               "section below has the rest.</p>";
+        out +=
+            "<p class=\"caption\">Charts show the first run of each strategy; the sweep "
+            "section below has the rest.</p>";
       }
-      out += "<div class=\"charts\">" + CdfFigure(b, chart_runs, palette) +
-             SeriesFigures(b, chart_runs, palette) + "</div>\n";
+      out += "<div class=\"charts\">" + CdfFigure(b, chart_runs, palette) + SeriesFigures(b, chart_runs, palette) +
+             "</div>\n";
       out += ShareFigures(b, chart_runs, palette) + "\n";
     }
     out += "</section>\n";
   }
 
   if (!sweeps.empty()) {
-    out += "<section>\n<h2 id=\"sweeps\">Sweeps</h2>\n<p class=\"caption\">Runs of the same "
-           "workload and strategy that differ in one of prefix_length, concurrency_threshold, "
-           "load_pct, gateways or instances.</p>\n";
+    out +=
+        "<section>\n<h2 id=\"sweeps\">Sweeps</h2>\n<p class=\"caption\">Runs of the same "
+        "workload and strategy that differ in one of prefix_length, concurrency_threshold, "
+        "load_pct, gateways or instances.</p>\n";
     for (size_t i = 0; i < sweeps.size(); ++i) {
       out += SweepSection(sweeps[i], i + 1, palette) + "\n";
     }
@@ -1072,8 +1052,9 @@ std::string ReportHtml(const std::vector<RunResult>& runs, const ReportOptions& 
     out += "<section>\n<h2 id=\"details\">Run details</h2>\n";
     out += DetailsTable(runs, palette) + "\n</section>\n";
   }
-  out += "<footer>Generated by prefix-router. This page is self-contained: no scripts, fonts or "
-         "external resources.</footer>\n</main>\n</body>\n</html>\n";
+  out +=
+      "<footer>Generated by prefix-router. This page is self-contained: no scripts, fonts or "
+      "external resources.</footer>\n</main>\n</body>\n</html>\n";
   return out;
 }
 

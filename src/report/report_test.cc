@@ -61,8 +61,7 @@ std::string LineStartingWith(const std::string& text, const std::string& prefix)
 
 size_t Count(const std::string& haystack, const std::string& needle) {
   size_t n = 0;
-  for (size_t pos = haystack.find(needle); pos != std::string::npos;
-       pos = haystack.find(needle, pos + 1)) {
+  for (size_t pos = haystack.find(needle); pos != std::string::npos; pos = haystack.find(needle, pos + 1)) {
     ++n;
   }
   return n;
@@ -126,8 +125,7 @@ TEST(ComparisonTableTest, MarksTheDefaultStrategy) {
 // With several seeds, each run is compared with the random run of its own seed.
 TEST(ComparisonTableTest, BaselinePerSeed) {
   std::vector<RunResult> runs = {MakeRun("random", 0.4, 0.8, 30, 1), MakeRun("random", 0.5, 1.0, 30, 2),
-                                 MakeRun("prefix-aware", 0.1, 0.4, 30, 1),
-                                 MakeRun("prefix-aware", 0.1, 0.4, 30, 2)};
+                                 MakeRun("prefix-aware", 0.1, 0.4, 30, 1), MakeRun("prefix-aware", 0.1, 0.4, 30, 2)};
   const std::string t = ComparisonTable(runs);
   EXPECT_THAT(t, HasSubstr("seeds 1 2"));
   EXPECT_THAT(LineStartingWith(t, "prefix-aware seed 1"), HasSubstr("-75.0%"));
@@ -275,8 +273,7 @@ TEST(ReportHtmlTest, SweepSectionOnlyForSweeps) {
   ASSERT_FALSE(ttft.empty());
   EXPECT_EQ(Count(ttft, "<polyline"), 2u);  // prefix-aware P50 and P90
   EXPECT_THAT(ttft, HasSubstr(">32768<"));  // ticks at the swept values
-  EXPECT_THAT(SvgWithLabel(html, "KV cache hit rate against prefix_length"),
-              HasSubstr("LRU bound"));
+  EXPECT_THAT(SvgWithLabel(html, "KV cache hit rate against prefix_length"), HasSubstr("LRU bound"));
   EXPECT_FALSE(SvgWithLabel(html, "overflow rate against prefix_length").empty());
 }
 
@@ -331,8 +328,8 @@ TEST(ReportHtmlTest, SizeStaysReasonable) {
     r.workload = "workload-" + std::to_string(i / 5);
     r.settings["load_pct"] = 10 + i;
     for (int k = 0; k < 720; ++k) {
-      r.series.push_back(SeriesPoint{k * 5.0, 40, 0.5 + 0.3 * ((k % 7) / 7.0), 0.2, 0.4,
-                                     std::vector<double>(7, 1.0 / 7)});
+      r.series.push_back(
+          SeriesPoint{k * 5.0, 40, 0.5 + 0.3 * ((k % 7) / 7.0), 0.2, 0.4, std::vector<double>(7, 1.0 / 7)});
     }
     runs.push_back(r);
   }
@@ -344,21 +341,18 @@ TEST(ReportHtmlTest, SizeStaysReasonable) {
 // Each strategy keeps one colour in every chart, and different strategies get different ones.
 TEST(ReportHtmlTest, ConsistentColours) {
   std::vector<RunResult> runs = ThreeStrategies();
-  for (const char* s : {"prefix-aware-least-loaded", "prefix-aware-next-preferred", "custom-a",
-                        "custom-b"}) {
+  for (const char* s : {"prefix-aware-least-loaded", "prefix-aware-next-preferred", "custom-a", "custom-b"}) {
     runs.push_back(MakeRun(s, 0.1, 0.3, 30));
   }
   const std::string html = ReportHtml(runs, {});
   const std::string cdf = SvgWithLabel(html, "TTFT cumulative distribution");
   std::set<std::string> colours;
-  for (size_t pos = cdf.find("stroke=\""); pos != std::string::npos;
-       pos = cdf.find("stroke=\"", pos + 1)) {
+  for (size_t pos = cdf.find("stroke=\""); pos != std::string::npos; pos = cdf.find("stroke=\"", pos + 1)) {
     colours.insert(cdf.substr(pos + 8, 7));
   }
   EXPECT_EQ(colours.size(), runs.size());
   EXPECT_THAT(cdf, HasSubstr("stroke=\"#0072b2\" stroke-width=\"2\" points"));
-  EXPECT_THAT(SvgWithLabel(html, "share of requests per instance, prefix-aware\""),
-              HasSubstr("fill=\"#0072b2\""));
+  EXPECT_THAT(SvgWithLabel(html, "share of requests per instance, prefix-aware\""), HasSubstr("fill=\"#0072b2\""));
 }
 
 // NaN read back from a file (null) never reaches the page as "nan".

@@ -10,9 +10,9 @@
 #include <set>
 #include <utility>
 
+#include <fmt/format.h>
 #include <boost/json.hpp>
 #include <boost/json/basic_parser_impl.hpp>
-#include <fmt/format.h>
 
 #include "base/json_text.h"
 #include "base/utf8.h"
@@ -70,8 +70,8 @@ constexpr PointDoubleField kPointDoubleFields[] = {
 // ---- Summarize -------------------------------------------------------------------------------
 
 // Fills one series point from the records that started in its window.
-void SummarizeWindow(const std::vector<const RequestRecord*>& in_window, size_t instances,
-                     bool counts_known, SeriesPoint& p) {
+void SummarizeWindow(const std::vector<const RequestRecord*>& in_window, size_t instances, bool counts_known,
+                     SeriesPoint& p) {
   p.requests = in_window.size();
   p.share.assign(instances, 0.0);
   std::vector<double> ttft;
@@ -95,12 +95,9 @@ void SummarizeWindow(const std::vector<const RequestRecord*>& in_window, size_t 
   }
 }
 
-void SummarizeSeries(const std::vector<const RequestRecord*>& counted, double first_start,
-                     double last_start, double window, size_t instances, bool counts_known,
-                     std::vector<SeriesPoint>& series) {
-  auto window_index = [&](double t, double w) {
-    return static_cast<int64_t>(std::floor(t / w));
-  };
+void SummarizeSeries(const std::vector<const RequestRecord*>& counted, double first_start, double last_start,
+                     double window, size_t instances, bool counts_known, std::vector<SeriesPoint>& series) {
+  auto window_index = [&](double t, double w) { return static_cast<int64_t>(std::floor(t / w)); };
   int64_t k0 = window_index(first_start, window);
   int64_t k1 = window_index(last_start, window);
   uint64_t count = static_cast<uint64_t>(k1 - k0) + 1;
@@ -361,8 +358,7 @@ Status ToDoubleArray(const json::value& v, const std::string& path, std::vector<
   return Status::Ok();
 }
 
-Status ToNumberMap(const json::value& v, const std::string& path,
-                   std::map<std::string, double>& out) {
+Status ToNumberMap(const json::value& v, const std::string& path, std::map<std::string, double>& out) {
   if (!v.is_object()) return Bad(path, "expected an object of numbers");
   out.clear();
   for (const auto& kv : v.get_object()) {
@@ -483,8 +479,7 @@ double Percentile(std::vector<double>& v, double p) {
   return SortedPercentile(v, p);
 }
 
-void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& options,
-               RunResult& into) {
+void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& options, RunResult& into) {
   std::vector<const RequestRecord*> counted;
   size_t instances = options.instances;
   for (const RequestRecord& r : records) {
@@ -555,8 +550,7 @@ void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& 
   if (with_instance > 0) {
     for (double& s : into.share) s /= static_cast<double>(with_instance);
   }
-  into.overflow_rate =
-      counted.empty() ? 0 : static_cast<double>(overflows) / static_cast<double>(counted.size());
+  into.overflow_rate = counted.empty() ? 0 : static_cast<double>(overflows) / static_cast<double>(counted.size());
 
   into.ttft_quantiles.clear();
   if (!ttft.empty()) {
@@ -565,10 +559,8 @@ void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& 
   }
 
   into.series.clear();
-  if (options.series_window_s > 0 && !counted.empty() && std::isfinite(first_start) &&
-      std::isfinite(last_start)) {
-    SummarizeSeries(counted, first_start, last_start, options.series_window_s, instances,
-                    counts_known, into.series);
+  if (options.series_window_s > 0 && !counted.empty() && std::isfinite(first_start) && std::isfinite(last_start)) {
+    SummarizeSeries(counted, first_start, last_start, options.series_window_s, instances, counts_known, into.series);
   }
 }
 
@@ -587,8 +579,7 @@ Result<std::vector<RunResult>> ParseResultsJson(std::string_view text) {
   json::error_code ec;
   const size_t used = parser.write_some(false, text.data(), text.size(), ec);
   if (ec) {
-    return Status::InvalidArgument(
-        fmt::format("results JSON: {} at offset {}", ec.message(), used));
+    return Status::InvalidArgument(fmt::format("results JSON: {} at offset {}", ec.message(), used));
   }
   if (used != text.size()) {
     return Status::InvalidArgument(fmt::format("results JSON: extra data at offset {}", used));
@@ -609,7 +600,7 @@ std::string ResultsCsv(const std::vector<RunResult>& runs) {
     for (const auto& kv : r.settings) settings.insert(kv.first);
     for (const auto& kv : r.extra) extra.insert(kv.first);
   }
-  std::vector<std::string> header = {"source", "workload", "strategy", "instances",
+  std::vector<std::string> header = {"source", "workload",  "strategy", "instances",
                                      "seed",   "ttft_kind", "requests", "errors"};
   for (const DoubleField& f : kDoubleFields) header.emplace_back(f.name);
   header.emplace_back("share");
@@ -628,14 +619,9 @@ std::string ResultsCsv(const std::vector<RunResult>& runs) {
   for (const std::string& h : header) cells.push_back(CsvField(h));
   line(cells);
   for (const RunResult& r : runs) {
-    cells = {CsvField(r.source),
-             CsvField(r.workload),
-             CsvField(r.strategy),
-             fmt::format("{}", r.instances),
-             fmt::format("{}", r.seed),
-             CsvField(r.ttft_kind),
-             fmt::format("{}", r.requests),
-             fmt::format("{}", r.errors)};
+    cells = {
+        CsvField(r.source),        CsvField(r.workload),  CsvField(r.strategy),          fmt::format("{}", r.instances),
+        fmt::format("{}", r.seed), CsvField(r.ttft_kind), fmt::format("{}", r.requests), fmt::format("{}", r.errors)};
     for (const DoubleField& f : kDoubleFields) cells.push_back(CsvNumber(r.*f.member));
     std::string share;
     for (size_t i = 0; i < r.share.size(); ++i) {

@@ -20,9 +20,9 @@
 namespace prefix_router::report {
 
 struct RequestRecord {
-  double start_s = 0;     // when the request was sent, seconds from the run's start
-  double ttft_s = -1;     // to the first content token (client-measured or modelled); <0 unknown
-  double e2e_s = -1;      // to the last byte; <0 when the request failed
+  double start_s = 0;          // when the request was sent, seconds from the run's start
+  double ttft_s = -1;          // to the first content token (client-measured or modelled); <0 unknown
+  double e2e_s = -1;           // to the last byte; <0 when the request failed
   double engine_ttft_s = -1;   // the engine's own modelled TTFT when reported, else <0
   double engine_queue_s = -1;  // the engine's modelled queue wait when reported, else <0
   double itl_mean_s = -1;      // mean inter-token latency over the stream, <0 unknown
@@ -33,17 +33,17 @@ struct RequestRecord {
   // out); cached_tokens is then 0. See Summarize for how the hit rate reads it.
   bool cached_tokens_known = true;
   uint32_t output_tokens = 0;
-  int32_t instance = -1;       // index into the run's instance list; -1 unknown or none
-  bool error = false;          // no complete, successful response
-  bool overflow = false;       // routed away from its preferred instance (spill)
-  bool counted = true;         // false during warm-up: excluded from every summary figure
+  int32_t instance = -1;  // index into the run's instance list; -1 unknown or none
+  bool error = false;     // no complete, successful response
+  bool overflow = false;  // routed away from its preferred instance (spill)
+  bool counted = true;    // false during warm-up: excluded from every summary figure
 };
 
 // One point of a run's time series: requests that started in [t_s, t_s + window).
 struct SeriesPoint {
   double t_s = 0;
   uint64_t requests = 0;
-  double hit_rate = 0;   // cached / prompt tokens in the window; NaN when not known (see Summarize)
+  double hit_rate = 0;  // cached / prompt tokens in the window; NaN when not known (see Summarize)
   double ttft_p50_s = 0;
   double ttft_p90_s = 0;
   std::vector<double> share;  // per instance, fraction of the window's requests
@@ -51,7 +51,7 @@ struct SeriesPoint {
 
 struct RunResult {
   // Identity.
-  std::string source;    // "simulate", "bench" or "demo"
+  std::string source;  // "simulate", "bench" or "demo"
   std::string workload;
   std::string strategy;  // strategy name as given on the command line (e.g. prefix-aware-least-loaded)
   uint32_t instances = 0;
@@ -73,10 +73,10 @@ struct RunResult {
   // Sum cached_tokens / sum prompt_tokens; NaN ("n/a", JSON null) when no response carried a
   // cached-token count (see Summarize).
   double hit_rate = 0;
-  double throughput_rps = 0;        // successful counted requests / measured span
+  double throughput_rps = 0;  // successful counted requests / measured span
   double output_tokens_per_s = 0;
-  std::vector<double> share;        // per instance, fraction of counted requests
-  double overflow_rate = 0;         // fraction of counted requests that overflowed
+  std::vector<double> share;  // per instance, fraction of counted requests
+  double overflow_rate = 0;   // fraction of counted requests that overflowed
   // Extra figures a producer may add (e.g. queue_depth_mean, queue_depth_max, lru_bound_hit_rate,
   // infinite_bound_hit_rate, routing_overhead_p50_s). Numbers only.
   std::map<std::string, double> extra;
@@ -86,7 +86,7 @@ struct RunResult {
 };
 
 struct SummaryOptions {
-  uint32_t instances = 0;     // share vector length
+  uint32_t instances = 0;      // share vector length
   double series_window_s = 0;  // 0 = no time series
 };
 
@@ -110,8 +110,7 @@ struct SummaryOptions {
 // Series windows are aligned to multiples of series_window_s from t = 0 and run from the window
 // of the first counted start to that of the last, empty windows included (requests = 0); more
 // than 10,000 windows widen the window to a multiple of itself.
-void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& options,
-               RunResult& into);
+void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& options, RunResult& into);
 
 // Percentile by linear interpolation between closest ranks; 0 for an empty input. Sorts `v`.
 double Percentile(std::vector<double>& v, double p);

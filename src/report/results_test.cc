@@ -23,8 +23,7 @@ RequestRecord Ok(double start, double ttft, double e2e, int32_t instance = -1) {
   return r;
 }
 
-RunResult Summary(const std::vector<RequestRecord>& records, uint32_t instances = 0,
-                  double window = 0) {
+RunResult Summary(const std::vector<RequestRecord>& records, uint32_t instances = 0, double window = 0) {
   RunResult r;
   Summarize(records, SummaryOptions{instances, window}, r);
   return r;
@@ -167,8 +166,8 @@ TEST(SummarizeTest, ThroughputOverMeasuredSpan) {
 // Shares cover counted requests with a known instance; the vector has options.instances
 // entries, more when a record names a higher index.
 TEST(SummarizeTest, SharesPerInstance) {
-  std::vector<RequestRecord> records = {Ok(0, 0.1, 1, 0), Ok(0, 0.1, 1, 0), Ok(0, 0.1, 1, 1),
-                                        Ok(0, 0.1, 1, 3), Ok(0, 0.1, 1, -1)};
+  std::vector<RequestRecord> records = {Ok(0, 0.1, 1, 0), Ok(0, 0.1, 1, 0), Ok(0, 0.1, 1, 1), Ok(0, 0.1, 1, 3),
+                                        Ok(0, 0.1, 1, -1)};
   EXPECT_THAT(Summary(records, 5).share, ElementsAre(0.5, 0.25, 0.0, 0.25, 0.0));
   records.push_back(Ok(0, 0.1, 1, 6));
   EXPECT_EQ(Summary(records, 5).share.size(), 7u);
@@ -185,8 +184,7 @@ TEST(SummarizeTest, OverflowRate) {
 // Series windows are aligned to multiples of the window, include empty windows, and carry
 // per-window hit rate, TTFT percentiles and shares.
 TEST(SummarizeTest, SeriesWindows) {
-  std::vector<RequestRecord> records = {Ok(12, 0.1, 1, 0), Ok(15, 0.3, 1, 1), Ok(21, 0.5, 1, 1),
-                                        Ok(47, 0.7, 1, 0)};
+  std::vector<RequestRecord> records = {Ok(12, 0.1, 1, 0), Ok(15, 0.3, 1, 1), Ok(21, 0.5, 1, 1), Ok(47, 0.7, 1, 0)};
   records[0].prompt_tokens = records[1].prompt_tokens = 100;
   records[0].cached_tokens = 100;
   records[3].error = true;

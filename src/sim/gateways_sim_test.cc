@@ -9,8 +9,8 @@
 
 #include "core/peer_policies.h"
 #include "report/report.h"
-#include "sim/simulator.h"
 #include "sim/sim_test_workload.h"
+#include "sim/simulator.h"
 #include "sim/sweep.h"
 
 namespace prefix_router::sim {
@@ -175,8 +175,7 @@ TEST(GatewaysSimTest, KvAwareGatewaysEachReceiveTheEvents) {
 // added instance, for each kind of policy (stateless, load-reading, learning, KV events, peer).
 TEST(GatewaysSimTest, EveryRequestIsAnswered) {
   for (std::string_view strategy :
-       {"least-outstanding-requests", "prefix-aware", "cache-aware", "kv-aware", "dynamo-kv",
-        "sglang-cache-aware"}) {
+       {"least-outstanding-requests", "prefix-aware", "cache-aware", "kv-aware", "dynamo-kv", "sglang-cache-aware"}) {
     SimOptions o = Options(strategy, 3, /*turns=*/3);
     if (IsPeerStrategy(strategy)) o.peer = std::string(strategy);
     o.kv_events.loss = 0.05;
@@ -200,8 +199,7 @@ TEST(GatewaysSimTest, RejectsBadGatewayCounts) {
     auto run = Simulate(Options("random", k));
     ASSERT_FALSE(run.ok()) << k;
     EXPECT_EQ(run.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(run.status().message().find("gateways: " + std::to_string(k) +
-                                          " is outside the allowed range 1..64"),
+    EXPECT_NE(run.status().message().find("gateways: " + std::to_string(k) + " is outside the allowed range 1..64"),
               std::string::npos)
         << run.status().message();
     SweepSpec spec;

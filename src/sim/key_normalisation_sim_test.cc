@@ -13,8 +13,11 @@ namespace {
 SimOptions NoisyOptions(KeyNormalisation k) {
   SimOptions o;
   o.workload = "noisy-native";
-  o.params = {{"documents", "12"}, {"prefix_tokens", "600"}, {"preamble_tokens", "20"},
-              {"output_tokens_median", "8"}, {"output_tokens_max", "16"}};
+  o.params = {{"documents", "12"},
+              {"prefix_tokens", "600"},
+              {"preamble_tokens", "20"},
+              {"output_tokens_median", "8"},
+              {"output_tokens_max", "16"}};
   auto profile = engine_model::FindProfile("tiny-test");
   EXPECT_TRUE(profile.ok());
   o.profile = *profile;

@@ -18,8 +18,11 @@ SweepSpec SmallLongContext(std::vector<std::string> strategies) {
   auto profile = engine_model::FindProfile("tiny-test");
   EXPECT_TRUE(profile.ok());
   spec.base.profile = *profile;
-  spec.base.params = {{"documents", "24"}, {"prefix_tokens", "300"}, {"preamble_tokens", "40"},
-                      {"output_tokens_min", "4"}, {"output_tokens_max", "16"}};
+  spec.base.params = {{"documents", "24"},
+                      {"prefix_tokens", "300"},
+                      {"preamble_tokens", "40"},
+                      {"output_tokens_min", "4"},
+                      {"output_tokens_max", "16"}};
   spec.base.duration_s = 120;
   spec.base.warmup_s = 20;
   spec.base.series_window_s = 0;
@@ -61,8 +64,8 @@ TEST(PeersSimTest, EveryPeerRoutesEveryRequest) {
   // every KV usage low, so the blocks of the shared preamble outscore them and herd requests on
   // the pods that hold them, as GIE's default weights do; with AutoTune its LRU is as small as
   // these engines' caches, so how far that goes depends on what it forgets.)
-  for (const char* peer : {"sglang-cache-aware", "sglang-cache-aware-min-load", "haproxy-chash-bl",
-                           "haproxy-chash-bl-f0"}) {
+  for (const char* peer :
+       {"sglang-cache-aware", "sglang-cache-aware-min-load", "haproxy-chash-bl", "haproxy-chash-bl-f0"}) {
     EXPECT_GT(hit_rate[peer], hit_rate["random"]) << peer;
   }
 }

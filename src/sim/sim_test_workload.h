@@ -19,8 +19,7 @@ namespace prefix_router::sim::test_traffic {
 // each resending the history with the previous reply.
 class DocWorkload : public workload::Workload {
  public:
-  DocWorkload(uint64_t seed, uint32_t documents, uint32_t doc_words, uint32_t turns)
-      : rng_(seed), turns_(turns) {
+  DocWorkload(uint64_t seed, uint32_t documents, uint32_t doc_words, uint32_t turns) : rng_(seed), turns_(turns) {
     for (uint32_t d = 0; d < documents; ++d) {
       std::string doc = "Document " + std::to_string(d) + " seed " + std::to_string(seed) + ".";
       for (uint32_t w = 0; w < doc_words; ++w) doc += " w" + std::to_string((d * 7919 + w) % 9973);

@@ -78,8 +78,8 @@ class PromptTokenizer {
       return scratch_;
     }
     // Keyed by a 128-bit hash of role and content: no 32 KB key copied or hashed twice.
-    const XXH128_hash_t h = XXH3_128bits_withSeed(m.content.data(), m.content.size(),
-                                                  XXH3_64bits(m.role.data(), m.role.size()));
+    const XXH128_hash_t h =
+        XXH3_128bits_withSeed(m.content.data(), m.content.size(), XXH3_64bits(m.role.data(), m.role.size()));
     const std::pair<uint64_t, uint64_t> key{h.high64, h.low64};
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     if (memo_bytes_ + m.content.size() > kMemoMaxBytes) {
@@ -138,13 +138,12 @@ class Bounds {
  public:
   Bounds(uint32_t block_size, uint64_t fleet_blocks)
       : block_size_(block_size),
-        lru_(engine_model::KvCacheConfig{
-            block_size, static_cast<uint32_t>(std::min<uint64_t>(fleet_blocks, UINT32_MAX / 2))}) {}
+        lru_(engine_model::KvCacheConfig{block_size,
+                                         static_cast<uint32_t>(std::min<uint64_t>(fleet_blocks, UINT32_MAX / 2))}) {}
 
   // Returns {lru cached tokens, infinite cached tokens} for this prompt, then caches prompt
   // and output.
-  std::pair<uint32_t, uint32_t> Observe(const std::vector<uint32_t>& prompt,
-                                        const std::vector<uint32_t>& output) {
+  std::pair<uint32_t, uint32_t> Observe(const std::vector<uint32_t>& prompt, const std::vector<uint32_t>& output) {
     // Infinite: leading full blocks already seen, capped like the engine (one token is always
     // computed).
     uint64_t parent = engine_model::kRootParentHash;
@@ -154,8 +153,8 @@ class Bounds {
     all_.insert(all_.end(), output.begin(), output.end());
     const size_t prompt_blocks = prompt.size() / block_size_;
     for (size_t b = 0; b < all_.size() / block_size_; ++b) {
-      const uint64_t h = engine_model::BlockHash(
-          parent, std::span<const uint32_t>(all_).subspan(b * block_size_, block_size_), 0);
+      const uint64_t h =
+          engine_model::BlockHash(parent, std::span<const uint32_t>(all_).subspan(b * block_size_, block_size_), 0);
       const bool seen = seen_.TestAndInsert(h);
       if (hitting && b < prompt_blocks && seen) {
         ++blocks;
@@ -164,8 +163,8 @@ class Bounds {
       }
       parent = h;
     }
-    uint32_t infinite = static_cast<uint32_t>(
-        std::min(blocks * block_size_, prompt.empty() ? size_t{0} : prompt.size() - 1));
+    uint32_t infinite =
+        static_cast<uint32_t>(std::min(blocks * block_size_, prompt.empty() ? size_t{0} : prompt.size() - 1));
     infinite -= infinite % block_size_;
 
     uint32_t lru = 0;
@@ -263,7 +262,7 @@ class Simulation {
     uint32_t share_index = 0;
     std::unique_ptr<KvPublisher> publisher;  // with a KV event feed; before the scheduler using it
     std::unique_ptr<StepScheduler> scheduler;
-    double kv_batch_opened = -1;             // batching interval: the open batch's first step end
+    double kv_batch_opened = -1;  // batching interval: the open batch's first step end
     // Per gateway, that gateway's live state for this engine's name (its in-flight counts);
     // empty until the engine first joins the fleet.
     std::vector<std::shared_ptr<InstanceState>> states;
@@ -286,14 +285,12 @@ class Simulation {
     uint32_t max_tokens = 0;
     uint32_t work_tokens = 0;  // the gateway's estimate, counted in the instance's load
     Decision decision;
-    std::shared_ptr<const FleetSnapshot> fleet;  // the gateway's snapshot the decision was made on
+    std::shared_ptr<const FleetSnapshot> fleet;         // the gateway's snapshot the decision was made on
     std::optional<engine_model::EngineRequest> submit;  // until submitted
   };
 
   void Push(double t, EvType type, uint64_t a) { queue_.push(Ev{t, seq_++, type, a}); }
-  bool Sending(double t) const {
-    return t < o_.duration_s && (o_.max_requests == 0 || sent_ < o_.max_requests);
-  }
+  bool Sending(double t) const { return t < o_.duration_s && (o_.max_requests == 0 || sent_ < o_.max_requests); }
 
   // What every engine reports of its KV cache (vllm:cache_config_info), for the peers that size
   // themselves from it (GIE's AutoTune).
@@ -315,8 +312,8 @@ class Simulation {
 
   const SimOptions& o_;
   Rng rng_;
-  Rng kv_rng_;            // KV batch losses, apart from the routing's randomness
-  bool kv_feed_ = false;  // the strategy reads KV events
+  Rng kv_rng_;                       // KV batch losses, apart from the routing's randomness
+  bool kv_feed_ = false;             // the strategy reads KV events
   uint64_t policy_index_bytes_ = 0;  // the index bound the policy was built with
   struct KvDelivery {
     uint32_t engine;
@@ -339,9 +336,9 @@ class Simulation {
   uint64_t sent_ = 0;
   uint64_t events_ = 0;
 
-  std::vector<Engine> engines_;                 // every engine ever started, by id
-  std::vector<std::string> share_names_;        // share index -> instance name
-  std::vector<uint32_t> fleet_engine_;          // snapshot index (every gateway's) -> engine id
+  std::vector<Engine> engines_;           // every engine ever started, by id
+  std::vector<std::string> share_names_;  // share index -> instance name
+  std::vector<uint32_t> fleet_engine_;    // snapshot index (every gateway's) -> engine id
 
   std::unordered_map<uint64_t, SimSession> sessions_;
   uint64_t next_session_ = 0;
@@ -476,7 +473,8 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
                              BlockChainSeed(parsed->served_name, parsed->routing_group));
   }
   std::vector<uint32_t> prompt;
-  if (r->api == api::ApiKind::kChatCompletions || (r->api == api::ApiKind::kNative && r->body.empty() && r->prompt.empty())) {
+  if (r->api == api::ApiKind::kChatCompletions ||
+      (r->api == api::ApiKind::kNative && r->body.empty() && r->prompt.empty())) {
     prompt = tokenizer_.Chat(r->messages);
   } else if (!r->prompt.empty()) {
     prompt = engine_model::RenderCompletion(r->prompt);
@@ -491,11 +489,11 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
     return;
   }
   RouteRequest route = api::RouteRequestFor(*parsed);
-  route.served_name = "";  // every simulated instance serves every model
+  route.served_name = "";                                      // every simulated instance serves every model
   route.work_tokens = api::EstimatePromptTokens(body.size());  // as the gateway estimates it
   if (chained) route.blocks = chain_;
   route.text = keyed_text_;
-  route.prompt_tokens = prompt;  // the engine's tokens, as the emulator's /tokenize gives them
+  route.prompt_tokens = prompt;       // the engine's tokens, as the emulator's /tokenize gives them
   route.request_id = request_id + 1;  // 0 is "not named"
   // Dealt round-robin over the gateways by send order (request_id counts every send).
   const uint32_t gateway_id = static_cast<uint32_t>(request_id % gateways_.size());
@@ -733,8 +731,8 @@ Status Simulation::Scale(double t, const ScaleEvent& e) {
 Result<SimRun> Simulation::Run() {
   if (o_.instances == 0) return Status::InvalidArgument("instances must be >= 1");
   if (o_.gateways < 1 || o_.gateways > kMaxGateways) {
-    return Status::InvalidArgument("gateways: " + std::to_string(o_.gateways) +
-                                   " is outside the allowed range 1.." + std::to_string(kMaxGateways));
+    return Status::InvalidArgument("gateways: " + std::to_string(o_.gateways) + " is outside the allowed range 1.." +
+                                   std::to_string(kMaxGateways));
   }
   if (Status s = o_.profile.config.Validate(); !s.ok()) return s;
   if (Status s = o_.routing.Validate(); !s.ok()) return s;
@@ -748,8 +746,7 @@ Result<SimRun> Simulation::Run() {
     return Status::InvalidArgument("rate must be > 0 requests/s");
   }
   if (!(o_.trace_speed > 0)) return Status::InvalidArgument("trace speed must be > 0");
-  auto w = o_.make_workload ? o_.make_workload(o_.seed)
-                            : workload::MakeWorkload(o_.workload, o_.params, o_.seed);
+  auto w = o_.make_workload ? o_.make_workload(o_.seed) : workload::MakeWorkload(o_.workload, o_.params, o_.seed);
   if (!w.ok()) return w.status();
   workload_ = std::move(*w);
   session_rate_ = o_.rate_rps / std::max(1.0, workload_->mean_turns());
@@ -765,8 +762,8 @@ Result<SimRun> Simulation::Run() {
     // hold (kv-aware gives 8/9 of the bound to its KvIndex), at least the configured bound.
     const uint64_t blocks = uint64_t{o_.instances} * o_.profile.config.capacity_blocks;
     const uint64_t need = blocks * KvIndex::kBytesPerEntry / 8 * 9;
-    routing.cache_aware.max_index_bytes = std::min<uint64_t>(
-        64ull << 30, std::max(routing.cache_aware.max_index_bytes, need));
+    routing.cache_aware.max_index_bytes =
+        std::min<uint64_t>(64ull << 30, std::max(routing.cache_aware.max_index_bytes, need));
   }
   // Each replica builds its own policy from the same options, as K gateway processes would.
   gateways_.resize(o_.gateways);
@@ -797,8 +794,7 @@ Result<SimRun> Simulation::Run() {
   for (uint32_t i = 0; i < o_.instances; ++i) AddEngine(InstanceName(i));
   if (Status s = RebuildFleet(); !s.ok()) return s;
   if (o_.bounds) {
-    bounds_.emplace(o_.profile.config.block_size,
-                    uint64_t{o_.instances} * o_.profile.config.capacity_blocks);
+    bounds_.emplace(o_.profile.config.block_size, uint64_t{o_.instances} * o_.profile.config.capacity_blocks);
   }
   std::vector<ScaleEvent> events = o_.events;
   std::stable_sort(events.begin(), events.end(),
@@ -824,9 +820,7 @@ Result<SimRun> Simulation::Run() {
     now = ev.t;
     ++events_;
     switch (ev.type) {
-      case EvType::kSessionStart:
-        StartSession(now, /*closed_user=*/false);
-        break;
+      case EvType::kSessionStart: StartSession(now, /*closed_user=*/false); break;
       case EvType::kSend: {
         std::string reply;
         if (auto it = replies_.find(ev.a); it != replies_.end()) {
@@ -836,15 +830,9 @@ Result<SimRun> Simulation::Run() {
         SendTurn(now, ev.a, reply);
         break;
       }
-      case EvType::kSubmit:
-        Submit(now, ev.a);
-        break;
-      case EvType::kStepEnd:
-        StepEnd(now, static_cast<uint32_t>(ev.a));
-        break;
-      case EvType::kKvDeliver:
-        DeliverKv();
-        break;
+      case EvType::kSubmit: Submit(now, ev.a); break;
+      case EvType::kStepEnd: StepEnd(now, static_cast<uint32_t>(ev.a)); break;
+      case EvType::kKvDeliver: DeliverKv(); break;
       case EvType::kScale:
         if (now < o_.duration_s) {
           if (Status s = Scale(now, events[ev.a]); !s.ok()) return s;
@@ -861,8 +849,8 @@ Result<SimRun> Simulation::Run() {
   r.source = "simulate";
   r.workload = o_.workload;
   r.strategy = !o_.strategy_label.empty() ? o_.strategy_label
-               : !o_.peer.empty()          ? o_.peer
-                                           : std::string(StrategyName(o_.routing.strategy));
+               : !o_.peer.empty()         ? o_.peer
+                                          : std::string(StrategyName(o_.routing.strategy));
   // Runs keyed with normalisation say so where runs are compared (tables, reports).
   if (o_.routing.key_normalisation.enabled()) r.strategy += "+keynorm";
   r.instances = o_.instances;
@@ -884,8 +872,7 @@ Result<SimRun> Simulation::Run() {
   {
     const engine_model::SchedulerConfig& c = o_.profile.config;
     r.settings["engine_uncached_ttft_ms"] = engine_model::IdleTtft(c, 8000, 0) * 1e3;
-    r.settings["engine_cached_ttft_ms"] =
-        engine_model::IdleTtft(c, 8000, 7999 / c.block_size * c.block_size) * 1e3;
+    r.settings["engine_cached_ttft_ms"] = engine_model::IdleTtft(c, 8000, 7999 / c.block_size * c.block_size) * 1e3;
     r.settings["engine_mfu"] = c.cost.mfu;
   }
   r.settings["duration_s"] = o_.duration_s;
@@ -897,9 +884,7 @@ Result<SimRun> Simulation::Run() {
   } else {
     r.settings["rate_rps"] = o_.rate_rps;
   }
-  report::Summarize(run.records,
-                    report::SummaryOptions{static_cast<uint32_t>(share_names_.size()),
-                                           o_.series_window_s},
+  report::Summarize(run.records, report::SummaryOptions{static_cast<uint32_t>(share_names_.size()), o_.series_window_s},
                     r);
   if (!queue_depths_.empty()) {
     double sum = 0;
@@ -946,8 +931,7 @@ Result<ScaleEvent> ParseScaleEvent(std::string_view text) {
                                      " needs an instance name, e.g. " + std::string(kind) + ":instance-3@600");
     }
   } else {
-    return Status::InvalidArgument("scale event '" + std::string(text) +
-                                   "': kind must be add, remove or replace");
+    return Status::InvalidArgument("scale event '" + std::string(text) + "': kind must be add, remove or replace");
   }
   return e;
 }
@@ -1001,9 +985,8 @@ Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions b
   }
   if (name.starts_with(kPrefixAware)) {
     // An optional "-bF" suffix: the balance factor.
-    if (size_t b = name.rfind("-b"); b != std::string_view::npos && b >= kPrefixAware.size() &&
-                                      b + 2 < name.size() &&
-                                      (std::isdigit(static_cast<unsigned char>(name[b + 2])) != 0)) {
+    if (size_t b = name.rfind("-b"); b != std::string_view::npos && b >= kPrefixAware.size() && b + 2 < name.size() &&
+                                     (std::isdigit(static_cast<unsigned char>(name[b + 2])) != 0)) {
       double factor = 0;
       std::string_view digits = name.substr(b + 2);
       auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), factor);
@@ -1027,8 +1010,7 @@ Result<RoutingOptions> ParseStrategyName(std::string_view name, RoutingOptions b
     base.cache_aware.load_weight = weight;
     name = kCacheAware;
   }
-  if (name.starts_with(kPrefixAware) && name.size() > kPrefixAware.size() &&
-      name[kPrefixAware.size()] == '-') {
+  if (name.starts_with(kPrefixAware) && name.size() > kPrefixAware.size() && name[kPrefixAware.size()] == '-') {
     auto spill = ParseSpillMode(name.substr(kPrefixAware.size() + 1));
     if (!spill.ok()) {
       return Status::InvalidArgument("unknown strategy '" + std::string(name) +
@@ -1053,8 +1035,8 @@ Result<SimRun> Simulate(const SimOptions& options) {
   return sim.Run();
 }
 
-Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_instance,
-                                    double duration_s, double warmup_s) {
+Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_instance, double duration_s,
+                                    double warmup_s) {
   options.routing.strategy = Strategy::kRandom;
   options.strategy_label = StrategyName(Strategy::kRandom);
   options.arrivals = Arrivals::kClosed;

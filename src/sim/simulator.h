@@ -98,9 +98,9 @@ enum class Arrivals { kClosed, kOpen };
 
 // How KV events reach the router (see the file comment); used by strategies that read them.
 struct KvEventFeed {
-  double delay_s = 0.05;         // model seconds from the end of the step to the router
-  double batch_interval_s = 0;   // 0 = one batch per engine step
-  double loss = 0;               // probability that a batch is lost, 0..1
+  double delay_s = 0.05;        // model seconds from the end of the step to the router
+  double batch_interval_s = 0;  // 0 = one batch per engine step
+  double loss = 0;              // probability that a batch is lost, 0..1
 };
 
 inline constexpr uint32_t kMaxGateways = 64;
@@ -113,13 +113,13 @@ struct SimOptions {
   std::function<Result<std::unique_ptr<workload::Workload>>(uint64_t seed)> make_workload;
   uint64_t seed = 1;
   uint32_t instances = 7;
-  uint32_t gateways = 1;           // gateway replicas, 1..kMaxGateways (see the file comment)
-  engine_model::Profile profile;   // REQUIRES: profile.config.Validate().ok()
-  RoutingOptions routing;          // key_normalisation applies as in a gateway pool
+  uint32_t gateways = 1;          // gateway replicas, 1..kMaxGateways (see the file comment)
+  engine_model::Profile profile;  // REQUIRES: profile.config.Validate().ok()
+  RoutingOptions routing;         // key_normalisation applies as in a gateway pool
   // A peer's routing policy, re-implemented (core/peer_policies.h), instead of routing.strategy;
   // "" = none. The sweep sets it from a strategy name IsPeerStrategy accepts.
   std::string peer;
-  std::string strategy_label;      // the name recorded in results ("" = from routing)
+  std::string strategy_label;  // the name recorded in results ("" = from routing)
   Arrivals arrivals = Arrivals::kOpen;
   uint32_t concurrency = 64;       // closed loop: users
   bool ignore_think_time = false;  // sessions' think times taken as 0 (saturation runs)
@@ -130,7 +130,7 @@ struct SimOptions {
   double warmup_s = 0;             // requests sent before are recorded with counted = false
   double series_window_s = 60;     // 0 = no time series
   std::vector<ScaleEvent> events;
-  bool bounds = false;             // compute the LRU and infinite-cache bounds
+  bool bounds = false;  // compute the LRU and infinite-cache bounds
   std::string default_model = "default";
   KvEventFeed kv_events;
 };
@@ -148,7 +148,7 @@ Result<SimRun> Simulate(const SimOptions& options);
 // Random routing's saturation throughput (requests per second) on this fleet and workload: a
 // closed loop with `users_per_instance` users per instance and no think time for `duration_s`,
 // the first `warmup_s` excluded. Offered loads are stated as a percentage of it.
-Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_instance = 32,
-                                    double duration_s = 900, double warmup_s = 300);
+Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_instance = 32, double duration_s = 900,
+                                    double warmup_s = 300);
 
 }  // namespace prefix_router::sim

@@ -60,9 +60,7 @@ TEST(SimulatorTest, DeterministicForASeed) {
   other.seed = 2;
   auto c = Simulate(other);
   ASSERT_TRUE(c.ok());
-  EXPECT_NE(a->records.size() == c->records.size() &&
-                a->records[5].start_s == c->records[5].start_s,
-            true);
+  EXPECT_NE(a->records.size() == c->records.size() && a->records[5].start_s == c->records[5].start_s, true);
 }
 
 // Every request is recorded and finishes; in-flight counts return to zero.
@@ -180,8 +178,12 @@ TEST(SimulatorTest, ScaleEventsChangeTheFleet) {
   ASSERT_EQ(run->instance_names.size(), 5u);
   EXPECT_EQ(run->instance_names[4], "instance-5");
   for (const auto& r : run->records) {
-    if (r.instance == 1) { EXPECT_LT(r.start_s, 20.0); }
-    if (r.instance == 4) { EXPECT_GE(r.start_s, 40.0); }
+    if (r.instance == 1) {
+      EXPECT_LT(r.start_s, 20.0);
+    }
+    if (r.instance == 4) {
+      EXPECT_GE(r.start_s, 40.0);
+    }
   }
   size_t to_new = 0;
   for (const auto& r : run->records) to_new += r.instance == 4;

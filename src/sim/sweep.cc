@@ -1,12 +1,12 @@
 #include "sim/sweep.h"
 
-#include "core/peer_policies.h"
 #include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
 #include <thread>
 #include <tuple>
+#include "core/peer_policies.h"
 
 namespace prefix_router::sim {
 namespace {
@@ -37,8 +37,7 @@ std::vector<T> OrDefault(const std::vector<T>& v, T fallback) {
 }  // namespace
 
 size_t SweepSize(const SweepSpec& spec) {
-  return spec.workloads.size() * spec.strategies.size() *
-         std::max<size_t>(1, spec.prefix_lengths.size()) *
+  return spec.workloads.size() * spec.strategies.size() * std::max<size_t>(1, spec.prefix_lengths.size()) *
          std::max<size_t>(1, spec.thresholds.size()) * std::max<size_t>(1, spec.instances.size()) *
          std::max<size_t>(1, spec.gateways.size()) * spec.seeds.size() * spec.loads.size();
 }
@@ -57,8 +56,8 @@ Result<std::vector<report::RunResult>> RunSweep(
   // saturation runs.
   for (uint32_t g : gateways) {
     if (g < 1 || g > kMaxGateways) {
-      return Status::InvalidArgument("gateways: " + std::to_string(g) +
-                                     " is outside the allowed range 1.." + std::to_string(kMaxGateways));
+      return Status::InvalidArgument("gateways: " + std::to_string(g) + " is outside the allowed range 1.." +
+                                     std::to_string(kMaxGateways));
     }
   }
 
@@ -126,8 +125,8 @@ Result<std::vector<report::RunResult>> RunSweep(
       o.workload = std::get<0>(keys[i]);
       o.instances = std::get<1>(keys[i]);
       o.seed = std::get<2>(keys[i]);
-      auto sat = SaturationThroughput(o, spec.saturation_users_per_instance,
-                                      spec.saturation_duration_s, spec.saturation_warmup_s);
+      auto sat = SaturationThroughput(o, spec.saturation_users_per_instance, spec.saturation_duration_s,
+                                      spec.saturation_warmup_s);
       if (!sat.ok()) return sat.status();
       values[i] = *sat;
       return Status::Ok();

@@ -2,8 +2,8 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
-#include "base/json_text.h"
 #include "api/error.h"
+#include "base/json_text.h"
 
 namespace prefix_router::testing {
 namespace bhttp = http::bhttp;

@@ -23,12 +23,12 @@ struct Behavior {
   int status = 200;
   // When not empty: a streamed body made of these pieces, one write each.
   std::vector<std::string> chunks;
-  bool sse = false;                             // content-type text/event-stream
-  std::chrono::milliseconds head_delay{0};      // before the response head
-  std::chrono::milliseconds chunk_delay{0};     // before each streamed piece
+  bool sse = false;                          // content-type text/event-stream
+  std::chrono::milliseconds head_delay{0};   // before the response head
+  std::chrono::milliseconds chunk_delay{0};  // before each streamed piece
   Fault fault = Fault::kNone;
-  size_t fault_after_chunks = 1;                // kCloseMidStream: pieces sent before closing
-  std::chrono::milliseconds hang_for{10'000};   // kHang: how long to sit on the request
+  size_t fault_after_chunks = 1;               // kCloseMidStream: pieces sent before closing
+  std::chrono::milliseconds hang_for{10'000};  // kHang: how long to sit on the request
 };
 
 struct RecordedRequest {

@@ -17,8 +17,7 @@ std::string FieldValue(const Fields& fields, std::string_view name) {
 
 }  // namespace
 
-ClientRequest MakeRequest(bhttp::verb method, std::string_view target, std::string body,
-                          const Headers& headers) {
+ClientRequest MakeRequest(bhttp::verb method, std::string_view target, std::string body, const Headers& headers) {
   ClientRequest req{method, target, 11};
   req.set(bhttp::field::host, "127.0.0.1");
   for (const auto& [name, value] : headers) req.insert(name, value);
@@ -65,8 +64,7 @@ bool HttpClient::connected() const { return stream_ && stream_->socket().is_open
 
 beast::error_code HttpClient::Send(const ClientRequest& request) {
   if (beast::error_code ec = Connect()) return ec;
-  beast::error_code ec =
-      Run([&](auto handler) { bhttp::async_write(*stream_, request, std::move(handler)); });
+  beast::error_code ec = Run([&](auto handler) { bhttp::async_write(*stream_, request, std::move(handler)); });
   sent_at_ = Clock::now();
   return ec;
 }

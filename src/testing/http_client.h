@@ -49,7 +49,7 @@ struct StreamedResponse {
   bool complete = false;          // the body ended as framed (last chunk, or Content-Length)
   int status = 0;
   http::bhttp::response_header<> head;
-  std::string body;               // every piece, in order
+  std::string body;  // every piece, in order
   std::vector<BodyPiece> pieces;
   std::chrono::steady_clock::time_point sent_at;  // the request had been written
   std::chrono::steady_clock::time_point done_at;  // reading stopped
@@ -59,8 +59,7 @@ struct StreamedResponse {
 
 class HttpClient {
  public:
-  explicit HttpClient(uint16_t port,
-                      std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000));
+  explicit HttpClient(uint16_t port, std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000));
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -108,7 +107,6 @@ double Metric(uint16_t port, std::string_view series);
 // The sum of every sample whose line starts with `prefix` (e.g. a metric name and its first
 // labels: `name{model="m1",`), 0 when there is none.
 double MetricSum(uint16_t port, std::string_view prefix);
-ClientResponse Post(uint16_t port, std::string_view target, std::string body,
-                    const Headers& headers = {});
+ClientResponse Post(uint16_t port, std::string_view target, std::string body, const Headers& headers = {});
 
 }  // namespace prefix_router::testing

@@ -8,9 +8,7 @@
 namespace prefix_router::testing {
 namespace {
 
-bool Run(const std::string& command) {
-  return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
-}
+bool Run(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
@@ -47,8 +45,8 @@ Result<CertFiles> TestPki::Issue(const std::string& common_name, uint64_t serial
                           "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")) {
     return Status::Internal("cannot write " + ext);
   }
-  if (!Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj " +
-           Quote("/CN=" + common_name) + " -keyout " + Quote(files.key) + " -out " + Quote(base + ".csr")) ||
+  if (!Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj " + Quote("/CN=" + common_name) +
+           " -keyout " + Quote(files.key) + " -out " + Quote(base + ".csr")) ||
       !Run("openssl x509 -req -days 2 -in " + Quote(base + ".csr") + " -CA " + Quote(ca_.cert) + " -CAkey " +
            Quote(ca_.key) + " -set_serial " + std::to_string(serial) + " -extfile " + Quote(ext) + " -out " +
            Quote(files.cert))) {

@@ -71,8 +71,7 @@ class AgenticSession : public Session {
     steps_ = UniformInt(rng_, c.steps_min, c.steps_max);
     history_.push_back(Message{"system", shared_->blocks[tenant_]});
     const uint32_t task = UniformInt(rng_, c.task_tokens_min, c.task_tokens_max);
-    history_.push_back(
-        Message{"user", HeadedText(rng_, "Task " + std::to_string(id_) + ":", task)});
+    history_.push_back(Message{"user", HeadedText(rng_, "Task " + std::to_string(id_) + ":", task)});
     if (c.cache_key == "tenant") {
       group_ = "tenant-" + std::to_string(tenant_);
     } else if (c.cache_key == "session") {
@@ -91,8 +90,7 @@ class AgenticSession : public Session {
       if (call.empty()) AppendProse(rng_, last_max_tokens_, call);
       history_.push_back(Message{"assistant", std::move(call)});
       history_.push_back(Message{
-          "tool", HeadedText(rng_, "Result of step " + std::to_string(step_) + ":",
-                             c.tool_result_tokens.Draw(rng_))});
+          "tool", HeadedText(rng_, "Result of step " + std::to_string(step_) + ":", c.tool_result_tokens.Draw(rng_))});
     }
     ++step_;
     Request r;
@@ -136,16 +134,13 @@ class AgenticWorkload : public Workload {
   }
 
   std::string_view name() const override { return kName; }
-  double mean_turns() const override {
-    return (static_cast<double>(shared_->c.steps_min) + shared_->c.steps_max) / 2;
-  }
+  double mean_turns() const override { return (static_cast<double>(shared_->c.steps_min) + shared_->c.steps_max) / 2; }
   std::map<std::string, std::string> Parameters() const override { return params_; }
 
   SessionStart NextSession() override {
     const uint64_t id = counter_++;
-    return SessionStart{
-        std::make_unique<AgenticSession>(shared_, id, SubSeed(seed_, kStreamSession, id)),
-        std::nullopt};
+    return SessionStart{std::make_unique<AgenticSession>(shared_, id, SubSeed(seed_, kStreamSession, id)),
+                        std::nullopt};
   }
 
  private:
@@ -175,8 +170,7 @@ Result<std::unique_ptr<Workload>> MakeAgentic(const ParamMap& params, uint64_t s
   c.think_s = p.Real("think_s", c.think_s, 0, 86'400);
   c.model = p.Text("model", "");
   if (Status s = p.Finish(); !s.ok()) return s;
-  return std::unique_ptr<Workload>(
-      std::make_unique<AgenticWorkload>(std::move(c), p.effective(), seed));
+  return std::unique_ptr<Workload>(std::make_unique<AgenticWorkload>(std::move(c), p.effective(), seed));
 }
 
 }  // namespace prefix_router::workload

@@ -32,8 +32,7 @@ int Tenant(const Request& r) {
 
 // Each tenant's requests carry prompt_cache_key "tenant-<k>"; "session" and "none" change it.
 TEST(AgenticTest, CacheKeysFollowTheCacheKeyParameter) {
-  const ParamMap small = {{"tools_tokens_min", "200"}, {"tools_tokens_median", "200"},
-                          {"steps_max", "5"}};
+  const ParamMap small = {{"tools_tokens_min", "200"}, {"tools_tokens_median", "200"}, {"steps_max", "5"}};
   for (const Request& r : RunAgentic(small, 30).requests) {
     EXPECT_EQ(r.routing_group, "tenant-" + std::to_string(Tenant(r)));
   }
@@ -54,8 +53,7 @@ TEST(AgenticTest, CacheKeysFollowTheCacheKeyParameter) {
 // Tenants 0 and 1 send the identical tool block; every other tenant's differs from its first
 // line; block sizes stay within their clamp.
 TEST(AgenticTest, TenantsZeroAndOneShareTheirBlock) {
-  const AgenticRun run =
-      RunAgentic({{"tenants", "5"}, {"tenant_zipf", "0"}, {"steps_max", "4"}}, 80);
+  const AgenticRun run = RunAgentic({{"tenants", "5"}, {"tenant_zipf", "0"}, {"steps_max", "4"}}, 80);
   std::map<int, std::string> blocks;
   for (const Request& r : run.requests) {
     ASSERT_EQ(r.messages[0].role, "system");
@@ -79,8 +77,7 @@ TEST(AgenticTest, TenantsZeroAndOneShareTheirBlock) {
 // A session is a task: [system, user], then each step appends the previous reply (assistant)
 // and a tool result; steps per session stay in [steps_min, steps_max].
 TEST(AgenticTest, StepsAppendToolCallAndResult) {
-  const AgenticRun run =
-      RunAgentic({{"tools_tokens_min", "100"}, {"tools_tokens_median", "100"}}, 40);
+  const AgenticRun run = RunAgentic({{"tools_tokens_min", "100"}, {"tools_tokens_median", "100"}}, 40);
   size_t at = 0;
   double total = 0;
   for (size_t steps : run.turns) {
@@ -113,9 +110,8 @@ TEST(AgenticTest, StepsAppendToolCallAndResult) {
 
 // Tenants are chosen with Zipf 1.0 weights: tenant 0 is the hot one.
 TEST(AgenticTest, TenantZeroIsHot) {
-  const AgenticRun run = RunAgentic({{"tools_tokens_min", "100"}, {"tools_tokens_median", "100"},
-                              {"steps_min", "1"}, {"steps_max", "1"}},
-                             2000);
+  const AgenticRun run = RunAgentic(
+      {{"tools_tokens_min", "100"}, {"tools_tokens_median", "100"}, {"steps_min", "1"}, {"steps_max", "1"}}, 2000);
   std::map<int, int> sessions;
   for (const Request& r : run.requests) ++sessions[Tenant(r)];
   // Weights 1, 1/2, 1/3, 1/4 over 4 tenants: tenant 0 gets 48%.

@@ -43,8 +43,7 @@ bool ParsePopularity(std::string_view text, double& s) {
   const std::string_view number = text.substr(5);
   double v = 0;
   const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
-  if (number.empty() || ec != std::errc() || end != number.data() + number.size() || !(v > 0) ||
-      !(v <= 10)) {
+  if (number.empty() || ec != std::errc() || end != number.data() + number.size() || !(v > 0) || !(v <= 10)) {
     return false;
   }
   s = v;
@@ -53,8 +52,7 @@ bool ParsePopularity(std::string_view text, double& s) {
 
 class LongContextWorkload : public Workload {
  public:
-  LongContextWorkload(LongContextConfig c, std::map<std::string, std::string> params,
-                      uint64_t seed)
+  LongContextWorkload(LongContextConfig c, std::map<std::string, std::string> params, uint64_t seed)
       : c_(std::move(c)),
         params_(std::move(params)),
         seed_(seed),
@@ -88,8 +86,8 @@ class LongContextWorkload : public Workload {
     const size_t header = engine_model::CountTokens(question);
     AppendProse(rng_, q > header ? q - header : 1, question, '?');
     r.messages.push_back(Message{"user", std::move(question)});
-    r.max_tokens = LogNormalInt(rng_, c_.output_tokens_median, c_.output_tokens_sigma,
-                                c_.output_tokens_min, c_.output_tokens_max);
+    r.max_tokens =
+        LogNormalInt(rng_, c_.output_tokens_median, c_.output_tokens_sigma, c_.output_tokens_min, c_.output_tokens_max);
     return SessionStart{std::make_unique<OneShotSession>(std::move(r)), std::nullopt};
   }
 
@@ -132,8 +130,7 @@ Result<std::unique_ptr<Workload>> MakeLongContext(const ParamMap& params, uint64
   c.preamble_tokens = p.Int("preamble_tokens", c.preamble_tokens, 0, 1'000'000);
   c.question_tokens_min = p.Int("question_tokens_min", c.question_tokens_min, 1, 100'000);
   c.question_tokens_max = p.Int("question_tokens_max", c.question_tokens_max, 1, 100'000);
-  p.CheckOrder("question_tokens_min", c.question_tokens_min, "question_tokens_max",
-               c.question_tokens_max);
+  p.CheckOrder("question_tokens_min", c.question_tokens_min, "question_tokens_max", c.question_tokens_max);
   const std::string popularity = p.Raw("popularity", "uniform");
   if (!ParsePopularity(popularity, c.zipf_s)) {
     p.Fail("popularity", "'" + popularity + "' is not uniform or zipf:S with 0 < S <= 10");
@@ -143,12 +140,10 @@ Result<std::unique_ptr<Workload>> MakeLongContext(const ParamMap& params, uint64
   c.output_tokens_sigma = p.Real("output_tokens_sigma", c.output_tokens_sigma, 0, 10);
   c.output_tokens_min = p.Int("output_tokens_min", c.output_tokens_min, 1, 1'000'000);
   c.output_tokens_max = p.Int("output_tokens_max", c.output_tokens_max, 1, 1'000'000);
-  p.CheckOrder("output_tokens_min", c.output_tokens_min, "output_tokens_max",
-               c.output_tokens_max);
+  p.CheckOrder("output_tokens_min", c.output_tokens_min, "output_tokens_max", c.output_tokens_max);
   c.model = p.Text("model", "");
   if (Status s = p.Finish(); !s.ok()) return s;
-  return std::unique_ptr<Workload>(
-      std::make_unique<LongContextWorkload>(std::move(c), p.effective(), seed));
+  return std::unique_ptr<Workload>(std::make_unique<LongContextWorkload>(std::move(c), p.effective(), seed));
 }
 
 }  // namespace prefix_router::workload

@@ -67,8 +67,7 @@ TEST(LongContextTest, TokenSizesAreWithinAFewPercent) {
 TEST(LongContextTest, DocumentsShareThePreambleAndDifferFromTheirFirstLine) {
   auto w = MustMake("long-context", {{"documents", "6"}, {"prefix_tokens", "300"}});
   const std::vector<Request> rs = RunSessions(*w, 60);
-  auto bare = MustMake("long-context",
-                       {{"documents", "6"}, {"prefix_tokens", "300"}, {"preamble_tokens", "0"}});
+  auto bare = MustMake("long-context", {{"documents", "6"}, {"prefix_tokens", "300"}, {"preamble_tokens", "0"}});
   const std::vector<Request> docs = RunSessions(*bare, 60);
   std::map<std::string, std::string> by_label;
   std::set<std::string> first_lines;
@@ -79,8 +78,7 @@ TEST(LongContextTest, DocumentsShareThePreambleAndDifferFromTheirFirstLine) {
       EXPECT_EQ(it->second, doc);
     }
     const size_t preamble = rs[i].messages[0].content.size() - doc.size();
-    EXPECT_EQ(rs[i].messages[0].content.substr(0, preamble),
-              rs[0].messages[0].content.substr(0, preamble));
+    EXPECT_EQ(rs[i].messages[0].content.substr(0, preamble), rs[0].messages[0].content.substr(0, preamble));
   }
   ASSERT_EQ(by_label.size(), 6u);
   for (const auto& [label, doc] : by_label) {
@@ -135,10 +133,9 @@ TEST(LongContextTest, OutputTokensFollowTheirDistribution) {
   EXPECT_NEAR(out[out.size() / 2], 128.0, 10.0);
   EXPECT_GE(out.front(), 16u);
   EXPECT_LE(out.back(), 512u);
-  auto fixed = MustMake("long-context", {{"documents", "2"},
-                                         {"prefix_tokens", "20"},
-                                         {"output_tokens_sigma", "0"},
-                                         {"model", "llama-70b"}});
+  auto fixed =
+      MustMake("long-context",
+               {{"documents", "2"}, {"prefix_tokens", "20"}, {"output_tokens_sigma", "0"}, {"model", "llama-70b"}});
   for (const Request& r : RunSessions(*fixed, 10)) {
     EXPECT_EQ(r.max_tokens, 128u);
     EXPECT_EQ(r.model, "llama-70b");

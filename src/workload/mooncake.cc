@@ -63,14 +63,13 @@ struct MooncakeTrace {
 // piece of the tokenizer then never spans two blocks (the paragraph break is a piece of its
 // own, and the next block's first word starts a new one), so a block tokenizes the same after
 // any other block or at the start of a message: equal ids give equal engine tokens.
-void AppendBlock(const MooncakeTrace& t, uint64_t stream, uint64_t index, uint32_t tokens,
-                 std::string& scratch, std::string& out) {
+void AppendBlock(const MooncakeTrace& t, uint64_t stream, uint64_t index, uint32_t tokens, std::string& scratch,
+                 std::string& out) {
   Rng rng(SubSeed(t.seed, stream, index));
   scratch.clear();
   AppendExactProse(rng, t.block_tokens - 1, scratch);
   scratch += "\n\n";
-  const size_t bytes =
-      tokens < t.block_tokens ? engine_model::TokenPrefixBytes(scratch, tokens) : scratch.size();
+  const size_t bytes = tokens < t.block_tokens ? engine_model::TokenPrefixBytes(scratch, tokens) : scratch.size();
   out.append(scratch, 0, bytes);
 }
 
@@ -86,15 +85,13 @@ Request BuildRequest(const MooncakeTrace& t, const Entry& e) {
 
   // Prose measures 4.0 characters per token: one allocation per message.
   std::string system_text, user_text, scratch;
-  const uint64_t system_tokens =
-      std::min<uint64_t>(e.input_length, uint64_t{t.block_tokens} * system);
+  const uint64_t system_tokens = std::min<uint64_t>(e.input_length, uint64_t{t.block_tokens} * system);
   system_text.reserve(system_tokens * 4 + 64);
   user_text.reserve((e.input_length - system_tokens) * 4 + 64);
   uint32_t left = e.input_length;
   for (size_t i = 0; i < e.ids_count && left > 0; ++i) {
     const uint32_t take = std::min(left, t.block_tokens);
-    AppendBlock(t, kStreamMooncakeBlock, ids[i], take, scratch,
-                i < system ? system_text : user_text);
+    AppendBlock(t, kStreamMooncakeBlock, ids[i], take, scratch, i < system ? system_text : user_text);
     left -= take;
   }
   // Tokens beyond the listed blocks (a trace that lists whole blocks only): a partial block of
@@ -108,8 +105,7 @@ Request BuildRequest(const MooncakeTrace& t, const Entry& e) {
 
 class MooncakeSession : public Session {
  public:
-  MooncakeSession(std::shared_ptr<const MooncakeTrace> trace, size_t index)
-      : trace_(std::move(trace)), index_(index) {}
+  MooncakeSession(std::shared_ptr<const MooncakeTrace> trace, size_t index) : trace_(std::move(trace)), index_(index) {}
 
   std::optional<Request> Next(std::string_view) override {
     if (done_) return std::nullopt;
@@ -125,8 +121,7 @@ class MooncakeSession : public Session {
 
 class MooncakeWorkload : public Workload {
  public:
-  MooncakeWorkload(std::shared_ptr<const MooncakeTrace> trace,
-                   std::map<std::string, std::string> params)
+  MooncakeWorkload(std::shared_ptr<const MooncakeTrace> trace, std::map<std::string, std::string> params)
       : trace_(std::move(trace)), params_(std::move(params)) {}
 
   std::string_view name() const override { return kName; }
@@ -149,8 +144,7 @@ class MooncakeWorkload : public Workload {
 // times still as recorded (seconds).
 class TraceReader {
  public:
-  TraceReader(const std::string& path, uint32_t block_tokens, double from_s, double until_s,
-              MooncakeTrace& out)
+  TraceReader(const std::string& path, uint32_t block_tokens, double from_s, double until_s, MooncakeTrace& out)
       : path_(path), block_tokens_(block_tokens), from_s_(from_s), until_s_(until_s), out_(out) {}
 
   Status Read(std::istream& in) {
@@ -165,8 +159,7 @@ class TraceReader {
       double ms = 0;
       if (Status s = ReadLine(text, line, ms); !s.ok()) return s;
       if (any && ms < last_ms) {
-        return Error(line, "timestamp decreases (" + FormatNumber(ms) + " after " +
-                               FormatNumber(last_ms) + ")");
+        return Error(line, "timestamp decreases (" + FormatNumber(ms) + " after " + FormatNumber(last_ms) + ")");
       }
       any = true;
       last_ms = ms;
@@ -178,8 +171,7 @@ class TraceReader {
 
  private:
   Status Error(uint32_t line, std::string_view message) const {
-    return Status::InvalidArgument("mooncake " + path_ + " line " + std::to_string(line) + ": " +
-                                   std::string(message));
+    return Status::InvalidArgument("mooncake " + path_ + " line " + std::to_string(line) + ": " + std::string(message));
   }
 
   // An integer in [lo, hi] (JSON integers, or numbers with no fraction such as 512.0).
@@ -207,13 +199,11 @@ class TraceReader {
     double input = 0, output = 0;
     const json::value* in = o.if_contains("input_length");
     if (!in || !Integer(*in, 1, kMaxInputLength, input)) {
-      return Error(line, "input_length: expected an integer in [1, " +
-                             std::to_string(kMaxInputLength) + "]");
+      return Error(line, "input_length: expected an integer in [1, " + std::to_string(kMaxInputLength) + "]");
     }
     const json::value* outl = o.if_contains("output_length");
     if (!outl || !Integer(*outl, 0, kMaxOutputLength, output)) {
-      return Error(line, "output_length: expected an integer in [0, " +
-                             std::to_string(kMaxOutputLength) + "]");
+      return Error(line, "output_length: expected an integer in [0, " + std::to_string(kMaxOutputLength) + "]");
     }
     const json::value* hash_ids = o.if_contains("hash_ids");
     if (!hash_ids || !hash_ids->is_array()) return Error(line, "hash_ids: expected an array");
@@ -231,11 +221,9 @@ class TraceReader {
     const double b = block_tokens_;
     const double k = static_cast<double>(ids.size());
     if (!(input > (k - 1) * b && input < (k + 1) * b)) {
-      return Error(line, "input_length " + FormatNumber(input) + " does not fit " +
-                             std::to_string(ids.size()) + " hash_ids of block_tokens " +
-                             std::to_string(block_tokens_) + " (expected more than " +
-                             FormatNumber(std::max(0.0, (k - 1) * b)) + " and less than " +
-                             FormatNumber((k + 1) * b) +
+      return Error(line, "input_length " + FormatNumber(input) + " does not fit " + std::to_string(ids.size()) +
+                             " hash_ids of block_tokens " + std::to_string(block_tokens_) + " (expected more than " +
+                             FormatNumber(std::max(0.0, (k - 1) * b)) + " and less than " + FormatNumber((k + 1) * b) +
                              "): is block_tokens the trace's block size?");
     }
 
@@ -277,8 +265,7 @@ Result<std::unique_ptr<Workload>> MakeMooncake(const ParamMap& params, uint64_t 
   } else {
     until_s = p.Real("until_s", 0, 0, 1e9);
     if (!(from_s < until_s)) {
-      p.Fail("until_s",
-             FormatNumber(until_s) + " is not above from_s (" + FormatNumber(from_s) + ")");
+      p.Fail("until_s", FormatNumber(until_s) + " is not above from_s (" + FormatNumber(from_s) + ")");
     }
   }
   trace->model = p.Text("model", "");
@@ -291,8 +278,7 @@ Result<std::unique_ptr<Workload>> MakeMooncake(const ParamMap& params, uint64_t 
 
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return Status::InvalidArgument("mooncake: parameter file: cannot open '" + path +
-                                   "': " + std::strerror(errno));
+    return Status::InvalidArgument("mooncake: parameter file: cannot open '" + path + "': " + std::strerror(errno));
   }
   TraceReader reader(path, trace->block_tokens, from_s, until_s, *trace);
   if (Status s = reader.Read(in); !s.ok()) return s;
@@ -306,8 +292,8 @@ Result<std::unique_ptr<Workload>> MakeMooncake(const ParamMap& params, uint64_t 
   for (Entry& e : trace->entries) e.arrival_s -= first;
   trace->ids.shrink_to_fit();
   trace->entries.shrink_to_fit();
-  return std::unique_ptr<Workload>(std::make_unique<MooncakeWorkload>(
-      std::shared_ptr<const MooncakeTrace>(std::move(trace)), p.effective()));
+  return std::unique_ptr<Workload>(
+      std::make_unique<MooncakeWorkload>(std::shared_ptr<const MooncakeTrace>(std::move(trace)), p.effective()));
 }
 
 }  // namespace prefix_router::workload

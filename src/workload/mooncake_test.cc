@@ -2,12 +2,12 @@
 
 #include <boost/json.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "engine_model/tokenizer.h"
@@ -22,8 +22,7 @@ using engine_model::CountTokens;
 using testing::MustMake;
 
 std::string Slice() {
-  return (std::filesystem::path(__FILE__).parent_path() /
-          "../../data/mooncake/conversation_trace_600s.jsonl")
+  return (std::filesystem::path(__FILE__).parent_path() / "../../data/mooncake/conversation_trace_600s.jsonl")
       .lexically_normal()
       .string();
 }
@@ -31,8 +30,8 @@ std::string Slice() {
 // Writes `text` to a fresh file in the test temp directory and returns its path.
 std::string WriteTrace(const std::string& text) {
   static int n = 0;
-  const std::string path = ::testing::TempDir() + "mooncake_test_" + std::to_string(getpid()) +
-                           "_" + std::to_string(n++) + ".jsonl";
+  const std::string path =
+      ::testing::TempDir() + "mooncake_test_" + std::to_string(getpid()) + "_" + std::to_string(n++) + ".jsonl";
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }
@@ -40,14 +39,13 @@ std::string WriteTrace(const std::string& text) {
 // One line of the Mooncake format.
 std::string Line(double ms, uint32_t input, uint32_t output, const std::vector<int>& ids) {
   std::string s = "{\"timestamp\": " + std::to_string(static_cast<long long>(ms)) +
-                  ", \"input_length\": " + std::to_string(input) +
-                  ", \"output_length\": " + std::to_string(output) + ", \"hash_ids\": [";
+                  ", \"input_length\": " + std::to_string(input) + ", \"output_length\": " + std::to_string(output) +
+                  ", \"hash_ids\": [";
   for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
   return s + "]}\n";
 }
 
-Result<std::unique_ptr<Workload>> Make(const std::string& text, ParamMap params = {},
-                                       uint64_t seed = 1) {
+Result<std::unique_ptr<Workload>> Make(const std::string& text, ParamMap params = {}, uint64_t seed = 1) {
   params["file"] = WriteTrace(text);
   return MakeWorkload("mooncake", params, seed);
 }
@@ -109,11 +107,9 @@ TEST(MooncakeTest, BadLinesNameFileLineAndField) {
       {"{\"timestamp\": 1000, \"input_length\": 600,\n", "invalid JSON"},
       {"[1, 2]\n", "expected a JSON object"},
       {"{\"input_length\": 600, \"output_length\": 1, \"hash_ids\": [0, 1]}\n", "timestamp"},
-      {"{\"timestamp\": -5, \"input_length\": 600, \"output_length\": 1, \"hash_ids\": [0, 1]}\n",
-       "timestamp"},
+      {"{\"timestamp\": -5, \"input_length\": 600, \"output_length\": 1, \"hash_ids\": [0, 1]}\n", "timestamp"},
       {Line(1000, 0, 1, {}), "input_length"},
-      {"{\"timestamp\": 1000, \"input_length\": 600.5, \"output_length\": 1, \"hash_ids\": []}\n",
-       "input_length"},
+      {"{\"timestamp\": 1000, \"input_length\": 600.5, \"output_length\": 1, \"hash_ids\": []}\n", "input_length"},
       {"{\"timestamp\": 1000, \"input_length\": 600, \"hash_ids\": [0, 1]}\n", "output_length"},
       {head + "\"hash_ids\": 3}\n", "hash_ids: expected an array"},
       {head + "\"hash_ids\": [0, -1]}\n", "hash_ids[1]"},
@@ -161,15 +157,14 @@ TEST(MooncakeTest, FileAndWindowErrors) {
 TEST(MooncakeTest, WholeBlocksAreExactlyBlockTokens) {
   for (uint32_t b : {16u, 100u, 512u, 2048u}) {
     const std::string text = Line(0, 4 * b, 5, {0, 1, 2, 3});
-    const Replayed r =
-        MustReplay(text, {{"block_tokens", std::to_string(b)}, {"system_blocks", "0"}});
+    const Replayed r = MustReplay(text, {{"block_tokens", std::to_string(b)}, {"system_blocks", "0"}});
     ASSERT_EQ(r.requests.size(), 1u);
     const std::string user = Content(r.requests[0], "user");
     EXPECT_EQ(CountTokens(user), 4u * b) << b;
     // Each block alone, from a request of that one block.
     for (int id = 0; id < 4; ++id) {
-      const Replayed one = MustReplay(
-          Line(0, b, 5, {id}), {{"block_tokens", std::to_string(b)}, {"system_blocks", "0"}});
+      const Replayed one =
+          MustReplay(Line(0, b, 5, {id}), {{"block_tokens", std::to_string(b)}, {"system_blocks", "0"}});
       ASSERT_EQ(one.requests.size(), 1u);
       const std::string block = Content(one.requests[0], "user");
       EXPECT_EQ(CountTokens(block), b) << b << " " << id;
@@ -181,10 +176,9 @@ TEST(MooncakeTest, WholeBlocksAreExactlyBlockTokens) {
 // Equal ids give equal text wherever they stand, and a concatenation of blocks tokenizes to the
 // blocks' tokens back to back: the engine sees equal KV blocks for equal ids.
 TEST(MooncakeTest, EqualIdsGiveEqualTextAndTokens) {
-  const Replayed r =
-      MustReplay(Line(0, 512, 1, {5}) + Line(0, 512, 1, {7}) + Line(0, 1024, 1, {5, 7}) +
-                     Line(0, 1024, 1, {7, 5}) + Line(0, 1536, 1, {5, 7, 9}),
-                 {{"system_blocks", "0"}});
+  const Replayed r = MustReplay(Line(0, 512, 1, {5}) + Line(0, 512, 1, {7}) + Line(0, 1024, 1, {5, 7}) +
+                                    Line(0, 1024, 1, {7, 5}) + Line(0, 1536, 1, {5, 7, 9}),
+                                {{"system_blocks", "0"}});
   ASSERT_EQ(r.requests.size(), 5u);
   const std::string a = Content(r.requests[0], "user");
   const std::string b = Content(r.requests[1], "user");
@@ -204,9 +198,8 @@ TEST(MooncakeTest, EqualIdsGiveEqualTextAndTokens) {
 // The prompt's contents hold exactly input_length tokens (the last block cut), and the engine's
 // prompt adds only the chat template's tokens.
 TEST(MooncakeTest, PromptIsInputLengthPlusTheTemplate) {
-  const Replayed r =
-      MustReplay(Line(0, 513, 1, {0, 1}) + Line(0, 1000, 1, {0, 1}) + Line(0, 1024, 1, {0, 1}) +
-                 Line(0, 1, 1, {0}) + Line(0, 1300, 1, {0, 1, 3}));
+  const Replayed r = MustReplay(Line(0, 513, 1, {0, 1}) + Line(0, 1000, 1, {0, 1}) + Line(0, 1024, 1, {0, 1}) +
+                                Line(0, 1, 1, {0}) + Line(0, 1300, 1, {0, 1, 3}));
   ASSERT_EQ(r.requests.size(), 5u);
   const uint32_t inputs[] = {513, 1000, 1024, 1, 1300};
   for (size_t i = 0; i < r.requests.size(); ++i) {
@@ -233,8 +226,8 @@ TEST(MooncakeTest, PromptIsInputLengthPlusTheTemplate) {
 // Tokens beyond the listed blocks (a trace listing whole blocks only) are a partial block of the
 // request's own: the listed blocks keep their text, the rest differs between requests.
 TEST(MooncakeTest, TokensBeyondTheListedBlocksAreTheRequestsOwn) {
-  const Replayed r = MustReplay(Line(0, 1024 + 100, 1, {0, 1}) + Line(0, 1024 + 100, 1, {0, 1}) +
-                                Line(0, 1024, 1, {0, 1}));
+  const Replayed r =
+      MustReplay(Line(0, 1024 + 100, 1, {0, 1}) + Line(0, 1024 + 100, 1, {0, 1}) + Line(0, 1024, 1, {0, 1}));
   ASSERT_EQ(r.requests.size(), 3u);
   const std::string blocks = Content(r.requests[2], "user");
   const std::string a = Content(r.requests[0], "user");
@@ -248,9 +241,8 @@ TEST(MooncakeTest, TokensBeyondTheListedBlocksAreTheRequestsOwn) {
 // from_s and until_s keep the requests recorded in [from_s, until_s) and times restart at the
 // first one kept.
 TEST(MooncakeTest, WindowFiltersAndRebasesArrivals) {
-  const std::string text = Line(0, 600, 1, {0, 1}) + Line(1000, 600, 2, {0, 2}) +
-                           Line(2500, 600, 3, {0, 3}) + Line(3000, 600, 4, {0, 4}) +
-                           Line(4000, 600, 5, {0, 5});
+  const std::string text = Line(0, 600, 1, {0, 1}) + Line(1000, 600, 2, {0, 2}) + Line(2500, 600, 3, {0, 3}) +
+                           Line(3000, 600, 4, {0, 4}) + Line(4000, 600, 5, {0, 5});
   const Replayed all = MustReplay(text);
   EXPECT_EQ(all.arrivals, (std::vector<double>{0, 1, 2.5, 3, 4}));
   const Replayed mid = MustReplay(text, {{"from_s", "1"}, {"until_s", "3"}});
@@ -282,8 +274,7 @@ TEST(MooncakeTest, SystemBlocksSplitTheMessages) {
   const std::string s2 = Content(two.requests[0], "system");
   EXPECT_EQ(CountTokens(s2), 1024u);
   EXPECT_EQ(s2.substr(0, s1.size()), s1);
-  EXPECT_EQ(s2.substr(s1.size()) + Content(two.requests[0], "user"),
-            Content(one.requests[0], "user"));
+  EXPECT_EQ(s2.substr(s1.size()) + Content(two.requests[0], "user"), Content(one.requests[0], "user"));
   EXPECT_EQ(two.requests[0].label, "conv-2");
 
   const Replayed none = MustReplay(text, {{"system_blocks", "0"}});
@@ -301,8 +292,7 @@ TEST(MooncakeTest, SystemBlocksSplitTheMessages) {
 // output_length is max_tokens, at least 1; requests are chat completions without a group.
 TEST(MooncakeTest, OutputLengthIsMaxTokens) {
   const Replayed r =
-      MustReplay(Line(0, 600, 0, {0, 1}) + Line(0, 600, 1, {0, 1}) + Line(0, 600, 2000, {0, 1}),
-                 {{"model", "kimi"}});
+      MustReplay(Line(0, 600, 0, {0, 1}) + Line(0, 600, 1, {0, 1}) + Line(0, 600, 2000, {0, 1}), {{"model", "kimi"}});
   ASSERT_EQ(r.requests.size(), 3u);
   EXPECT_EQ(r.requests[0].max_tokens, 1u);
   EXPECT_EQ(r.requests[1].max_tokens, 1u);
@@ -369,8 +359,7 @@ TEST(MooncakeTest, CommittedSliceReplays) {
     EXPECT_EQ(CountTokens(r->messages[0].content) + CountTokens(r->messages[1].content),
               recorded.at("input_length").to_number<size_t>());
     EXPECT_EQ(r->max_tokens, recorded.at("output_length").to_number<uint32_t>());
-    EXPECT_EQ(r->label, "conv-" + std::to_string(
-                                      recorded.at("hash_ids").as_array()[1].to_number<uint64_t>()));
+    EXPECT_EQ(r->label, "conv-" + std::to_string(recorded.at("hash_ids").as_array()[1].to_number<uint64_t>()));
   }
   EXPECT_EQ(n, 1750u);
   EXPECT_EQ(last, 597.0);

@@ -70,8 +70,7 @@ std::string Hex(Rng& rng, int digits) {
 // A JSON object written in a client's style; values are already JSON text.
 class ObjectWriter {
  public:
-  ObjectWriter(std::string& out, Spacing spacing, int indent)
-      : out_(out), spacing_(spacing), indent_(indent) {
+  ObjectWriter(std::string& out, Spacing spacing, int indent) : out_(out), spacing_(spacing), indent_(indent) {
     out_ += '{';
   }
   void Member(std::string_view key, std::string_view json_value) {
@@ -102,8 +101,8 @@ class ObjectWriter {
 
 class NoisyNativeWorkload : public Workload {
  public:
-  NoisyNativeWorkload(std::unique_ptr<Workload> inner, uint32_t clients,
-                      std::map<std::string, std::string> params, uint64_t seed)
+  NoisyNativeWorkload(std::unique_ptr<Workload> inner, uint32_t clients, std::map<std::string, std::string> params,
+                      uint64_t seed)
       : inner_(std::move(inner)), params_(std::move(params)), rng_(SubSeed(seed, kStreamClient, 0)) {
     for (uint32_t c = 0; c < clients; ++c) {
       Rng rng(SubSeed(seed, kStreamClient, c + 1));
@@ -145,15 +144,9 @@ class NoisyNativeWorkload : public Workload {
     for (Field f : style.order) {
       std::string value;
       switch (f) {
-        case kId:
-          AppendString(value, request_id, false);
-          break;
-        case kCreated:
-          value = std::to_string(kEpoch + n);
-          break;
-        case kInputs:
-          AppendString(value, r.prompt, style.unicode_newlines);
-          break;
+        case kId: AppendString(value, request_id, false); break;
+        case kCreated: value = std::to_string(kEpoch + n); break;
+        case kInputs: AppendString(value, r.prompt, style.unicode_newlines); break;
         case kParameters: {
           ObjectWriter o(value, style.spacing, pretty);
           // Member order inside nested objects varies by client too.
@@ -178,8 +171,7 @@ class NoisyNativeWorkload : public Workload {
           o.Close();
           break;
         }
-        case kFieldCount:
-          break;
+        case kFieldCount: break;
       }
       top.Member(kFieldNames[f], value);
     }
@@ -217,8 +209,8 @@ Result<std::unique_ptr<Workload>> MakeNoisyNative(const ParamMap& params, uint64
   }
   std::map<std::string, std::string> effective = (*inner)->Parameters();
   for (const auto& [k, v] : p.effective()) effective[k] = v;
-  return std::unique_ptr<Workload>(std::make_unique<NoisyNativeWorkload>(
-      std::move(*inner), clients, std::move(effective), seed));
+  return std::unique_ptr<Workload>(
+      std::make_unique<NoisyNativeWorkload>(std::move(*inner), clients, std::move(effective), seed));
 }
 
 }  // namespace prefix_router::workload

@@ -12,8 +12,7 @@ std::string FormatNumber(double v) {
   return std::string(buf, end);
 }
 
-ParamReader::ParamReader(std::string_view workload, const ParamMap& params)
-    : workload_(workload), params_(params) {}
+ParamReader::ParamReader(std::string_view workload, const ParamMap& params) : workload_(workload), params_(params) {}
 
 const std::string* ParamReader::Find(std::string_view name) {
   known_.emplace(name);
@@ -21,14 +20,11 @@ const std::string* ParamReader::Find(std::string_view name) {
   return it == params_.end() ? nullptr : &it->second;
 }
 
-void ParamReader::Record(std::string_view name, std::string value) {
-  effective_[std::string(name)] = std::move(value);
-}
+void ParamReader::Record(std::string_view name, std::string value) { effective_[std::string(name)] = std::move(value); }
 
 void ParamReader::Fail(std::string_view name, std::string_view message) {
   if (!error_.ok()) return;
-  error_ = Status::InvalidArgument(workload_ + ": parameter " + std::string(name) + ": " +
-                                   std::string(message));
+  error_ = Status::InvalidArgument(workload_ + ": parameter " + std::string(name) + ": " + std::string(message));
 }
 
 uint32_t ParamReader::Int(std::string_view name, uint32_t def, uint32_t lo, uint32_t hi) {
@@ -39,8 +35,7 @@ uint32_t ParamReader::Int(std::string_view name, uint32_t def, uint32_t lo, uint
     const char* last = first + s->size();
     const auto [ptr, ec] = std::from_chars(first, last, parsed);
     if (s->empty() || ec != std::errc() || ptr != last || parsed < lo || parsed > hi) {
-      Fail(name, "'" + *s + "' is not an integer in [" + std::to_string(lo) + ", " +
-                     std::to_string(hi) + "]");
+      Fail(name, "'" + *s + "' is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     } else {
       v = static_cast<uint32_t>(parsed);
     }
@@ -56,10 +51,8 @@ double ParamReader::Real(std::string_view name, double def, double lo, double hi
     const char* first = s->data();
     const char* last = first + s->size();
     const auto [ptr, ec] = std::from_chars(first, last, parsed);
-    if (s->empty() || ec != std::errc() || ptr != last || !std::isfinite(parsed) || parsed < lo ||
-        parsed > hi) {
-      Fail(name, "'" + *s + "' is not a number in [" + FormatNumber(lo) + ", " +
-                     FormatNumber(hi) + "]");
+    if (s->empty() || ec != std::errc() || ptr != last || !std::isfinite(parsed) || parsed < lo || parsed > hi) {
+      Fail(name, "'" + *s + "' is not a number in [" + FormatNumber(lo) + ", " + FormatNumber(hi) + "]");
     } else {
       v = parsed;
     }
@@ -116,11 +109,9 @@ std::string ParamReader::Raw(std::string_view name, std::string_view def) {
   return s ? *s : std::string(def);
 }
 
-void ParamReader::CheckOrder(std::string_view lo_name, double lo, std::string_view hi_name,
-                             double hi) {
+void ParamReader::CheckOrder(std::string_view lo_name, double lo, std::string_view hi_name, double hi) {
   if (lo > hi) {
-    Fail(lo_name, FormatNumber(lo) + " is greater than " + std::string(hi_name) + " (" +
-                      FormatNumber(hi) + ")");
+    Fail(lo_name, FormatNumber(lo) + " is greater than " + std::string(hi_name) + " (" + FormatNumber(hi) + ")");
   }
 }
 
@@ -133,8 +124,7 @@ Status ParamReader::Finish() const {
         if (!list.empty()) list += ", ";
         list += k;
       }
-      return Status::InvalidArgument(workload_ + ": unknown parameter '" + name +
-                                     "' (known: " + list + ")");
+      return Status::InvalidArgument(workload_ + ": unknown parameter '" + name + "' (known: " + list + ")");
     }
   }
   return Status::Ok();

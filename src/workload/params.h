@@ -37,8 +37,7 @@ class ParamReader {
   // Any string.
   std::string Text(std::string_view name, std::string_view def);
   // One of `allowed`.
-  std::string Choice(std::string_view name, std::string_view def,
-                     std::initializer_list<std::string_view> allowed);
+  std::string Choice(std::string_view name, std::string_view def, std::initializer_list<std::string_view> allowed);
   // The raw value of `name` (or `def`), marked known; the caller validates it and calls Fail
   // or Record.
   std::string Raw(std::string_view name, std::string_view def);

@@ -51,8 +51,8 @@ class RagWorkload : public Workload {
       std::string header = "Tenant " + std::to_string(k) + " assistant:";
       AppendTitle(rng, 2, header);
       header += "\n\n";
-      prompts_.push_back(HeadedText(
-          rng, std::move(header), UniformInt(rng, c_.system_tokens_min, c_.system_tokens_max)));
+      prompts_.push_back(
+          HeadedText(rng, std::move(header), UniformInt(rng, c_.system_tokens_min, c_.system_tokens_max)));
     }
   }
 
@@ -127,18 +127,15 @@ Result<std::unique_ptr<Workload>> MakeRag(const ParamMap& params, uint64_t seed)
   c.tenant_zipf = p.Real("tenant_zipf", c.tenant_zipf, 0, 10);
   c.system_tokens_min = p.Int("system_tokens_min", c.system_tokens_min, 1, 1'000'000);
   c.system_tokens_max = p.Int("system_tokens_max", c.system_tokens_max, 1, 1'000'000);
-  p.CheckOrder("system_tokens_min", c.system_tokens_min, "system_tokens_max",
-               c.system_tokens_max);
+  p.CheckOrder("system_tokens_min", c.system_tokens_min, "system_tokens_max", c.system_tokens_max);
   c.question_tokens_min = p.Int("question_tokens_min", c.question_tokens_min, 1, 100'000);
   c.question_tokens_max = p.Int("question_tokens_max", c.question_tokens_max, 1, 100'000);
-  p.CheckOrder("question_tokens_min", c.question_tokens_min, "question_tokens_max",
-               c.question_tokens_max);
+  p.CheckOrder("question_tokens_min", c.question_tokens_min, "question_tokens_max", c.question_tokens_max);
   c.reply_tokens = ReadLengths(p, "reply_tokens", c.reply_tokens);
   c.cache_key = p.Choice("cache_key", c.cache_key, {"tenant", "none"});
   c.model = p.Text("model", "");
   if (Status s = p.Finish(); !s.ok()) return s;
-  return std::unique_ptr<Workload>(
-      std::make_unique<RagWorkload>(std::move(c), p.effective(), seed));
+  return std::unique_ptr<Workload>(std::make_unique<RagWorkload>(std::move(c), p.effective(), seed));
 }
 
 }  // namespace prefix_router::workload

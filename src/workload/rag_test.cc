@@ -68,8 +68,7 @@ TEST(RagTest, RetrievedDocumentsAreDistinctAndStable) {
 
 // Documents are drawn by Zipf 1.1 popularity: low ranks are retrieved far more often.
 TEST(RagTest, PopularDocumentsDominate) {
-  auto w = MustMake("rag", {{"corpus_documents", "200"}, {"doc_tokens_min", "20"},
-                            {"doc_tokens_max", "40"}});
+  auto w = MustMake("rag", {{"corpus_documents", "200"}, {"doc_tokens_min", "20"}, {"doc_tokens_max", "40"}});
   std::map<int, int> count;
   std::map<int, int> first;
   const size_t n = 1000;

@@ -39,8 +39,8 @@ struct ShareGptShared {
 
 class ShareGptSession : public Session {
  public:
-  ShareGptSession(std::shared_ptr<const ShareGptShared> shared, const ZipfTable& system_pick,
-                  uint64_t id, uint64_t seed)
+  ShareGptSession(std::shared_ptr<const ShareGptShared> shared, const ZipfTable& system_pick, uint64_t id,
+                  uint64_t seed)
       : shared_(std::move(shared)), id_(id), rng_(seed) {
     const ShareGptConfig& c = shared_->c;
     if (rng_.NextDouble() < c.system_prob) {
@@ -64,8 +64,7 @@ class ShareGptSession : public Session {
     }
     // The opening names the chat and the turn, so two chats with the same system prompt
     // differ right after it.
-    std::string user =
-        "Chat " + std::to_string(id_) + ", message " + std::to_string(turn_ + 1) + ":";
+    std::string user = "Chat " + std::to_string(id_) + ", message " + std::to_string(turn_ + 1) + ":";
     const uint32_t target = c.user_tokens.Draw(rng_);
     const size_t header = engine_model::CountTokens(user);
     AppendProse(rng_, target > header ? target - header : 1, user, '?');
@@ -94,9 +93,7 @@ class ShareGptSession : public Session {
 class ShareGptWorkload : public Workload {
  public:
   ShareGptWorkload(ShareGptConfig c, std::map<std::string, std::string> params, uint64_t seed)
-      : params_(std::move(params)),
-        seed_(seed),
-        system_pick_(c.system_prompts, c.system_zipf) {
+      : params_(std::move(params)), seed_(seed), system_pick_(c.system_prompts, c.system_zipf) {
     auto shared = std::make_shared<ShareGptShared>();
     shared->c = std::move(c);
     for (uint32_t k = 0; k < shared->c.system_prompts; ++k) {
@@ -113,16 +110,13 @@ class ShareGptWorkload : public Workload {
   }
 
   std::string_view name() const override { return kName; }
-  double mean_turns() const override {
-    return GeometricClampedMean(shared_->c.turns_mean, shared_->c.turns_max);
-  }
+  double mean_turns() const override { return GeometricClampedMean(shared_->c.turns_mean, shared_->c.turns_max); }
   std::map<std::string, std::string> Parameters() const override { return params_; }
 
   SessionStart NextSession() override {
     const uint64_t id = counter_++;
-    return SessionStart{std::make_unique<ShareGptSession>(shared_, system_pick_, id,
-                                                          SubSeed(seed_, kStreamSession, id)),
-                        std::nullopt};
+    return SessionStart{
+        std::make_unique<ShareGptSession>(shared_, system_pick_, id, SubSeed(seed_, kStreamSession, id)), std::nullopt};
   }
 
  private:
@@ -149,8 +143,7 @@ Result<std::unique_ptr<Workload>> MakeShareGptLike(const ParamMap& params, uint6
   c.think_s = p.Real("think_s", c.think_s, 0, 86'400);
   c.model = p.Text("model", "");
   if (Status s = p.Finish(); !s.ok()) return s;
-  return std::unique_ptr<Workload>(
-      std::make_unique<ShareGptWorkload>(std::move(c), p.effective(), seed));
+  return std::unique_ptr<Workload>(std::make_unique<ShareGptWorkload>(std::move(c), p.effective(), seed));
 }
 
 }  // namespace prefix_router::workload

@@ -61,8 +61,7 @@ TEST(ShareGptLikeTest, FailedReplyIsReplacedByGeneratedText) {
   ASSERT_TRUE(second.has_value());
   const Message& assistant = second->messages[first->messages.size()];
   EXPECT_EQ(assistant.role, "assistant");
-  EXPECT_NEAR(static_cast<double>(engine_model::CountTokens(assistant.content)),
-              first->max_tokens, 3.0);
+  EXPECT_NEAR(static_cast<double>(engine_model::CountTokens(assistant.content)), first->max_tokens, 3.0);
   EXPECT_TRUE(start.session->Next("x").has_value());
   EXPECT_FALSE(start.session->Next("y").has_value());
 }

@@ -13,20 +13,17 @@ namespace {
 // Common English words (2 to 7 letters), drawn 40% of the time as in real prose, where the
 // hundred most frequent words make up about half of all running words.
 constexpr std::array<std::string_view, 56> kFunctionWords = {
-    "the",   "of",    "and",   "to",   "in",    "is",   "that",  "for",   "it",    "as",
-    "with",  "was",   "on",    "be",   "by",    "at",   "this",  "are",   "from",  "or",
-    "an",    "which", "but",   "not",  "have",  "has",  "were",  "their", "its",   "can",
-    "all",   "one",   "been",  "more", "also",  "when", "there", "other", "into",  "these",
-    "such",  "than",  "only",  "most", "over",  "some", "each",  "may",   "would", "under",
-    "both",  "after", "where", "while", "about", "between"};
+    "the",   "of",    "and",  "to",    "in",    "is",    "that",  "for",    "it",   "as",    "with", "was",
+    "on",    "be",    "by",   "at",    "this",  "are",   "from",  "or",     "an",   "which", "but",  "not",
+    "have",  "has",   "were", "their", "its",   "can",   "all",   "one",    "been", "more",  "also", "when",
+    "there", "other", "into", "these", "such",  "than",  "only",  "most",   "over", "some",  "each", "may",
+    "would", "under", "both", "after", "where", "while", "about", "between"};
 
 constexpr std::array<std::string_view, 38> kOnsets = {
-    "b",  "c",  "d",  "f",  "g",  "h",  "j",  "k",  "l",  "m",  "n",  "p",  "r",
-    "s",  "t",  "v",  "w",  "z",  "br", "cr", "dr", "fr", "gr", "pr", "tr", "bl",
-    "cl", "fl", "gl", "pl", "sl", "st", "sp", "sc", "sh", "ch", "th", "qu"};
-constexpr std::array<std::string_view, 12> kNuclei = {"a",  "e",  "i",  "o",  "u",  "a",
-                                                      "e",  "ai", "ea", "ou", "io", "ee"};
-constexpr std::array<std::string_view, 16> kCodas = {"", "", "", "", "n", "r", "s", "t",
+    "b",  "c",  "d",  "f",  "g",  "h",  "j",  "k",  "l",  "m",  "n",  "p",  "r",  "s",  "t",  "v",  "w",  "z",  "br",
+    "cr", "dr", "fr", "gr", "pr", "tr", "bl", "cl", "fl", "gl", "pl", "sl", "st", "sp", "sc", "sh", "ch", "th", "qu"};
+constexpr std::array<std::string_view, 12> kNuclei = {"a", "e", "i", "o", "u", "a", "e", "ai", "ea", "ou", "io", "ee"};
+constexpr std::array<std::string_view, 16> kCodas = {"",  "",  "",   "",   "n",  "r",  "s",  "t",
                                                      "l", "m", "nd", "st", "ng", "rk", "nt", "ck"};
 
 constexpr size_t kContentWords = 4096;
@@ -99,9 +96,7 @@ bool EndsInSpace(const std::string& s) {
 
 }  // namespace
 
-uint64_t SubSeed(uint64_t seed, uint64_t stream, uint64_t index) {
-  return Mix64(Mix64(seed ^ Mix64(stream)) + index);
-}
+uint64_t SubSeed(uint64_t seed, uint64_t stream, uint64_t index) { return Mix64(Mix64(seed ^ Mix64(stream)) + index); }
 
 size_t AppendProse(Rng& rng, size_t tokens, std::string& out, char end) {
   if (tokens == 0) return 0;

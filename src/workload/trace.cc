@@ -129,9 +129,9 @@ class LineParser {
     if (ec) return Error("invalid JSON: " + ec.message());
     if (!v.is_object()) return Error("expected a JSON object");
     const json::object& o = v.as_object();
-    static constexpr std::string_view kFields[] = {
-        "arrival_s", "messages",         "prompt", "body",  "max_tokens", "model",
-        "routing_group", "prompt_cache_key", "api", "label", "meta"};
+    static constexpr std::string_view kFields[] = {"arrival_s",  "messages", "prompt",        "body",
+                                                   "max_tokens", "model",    "routing_group", "prompt_cache_key",
+                                                   "api",        "label",    "meta"};
     for (const auto& member : o) {
       bool known = false;
       for (std::string_view f : kFields) known = known || member.key() == f;
@@ -174,8 +174,7 @@ class LineParser {
       double n = -1;
       if (m->is_number()) n = m->to_number<double>();
       if (!(n >= 1 && n <= kMaxTokensLimit && n == std::floor(n))) {
-        return Error("max_tokens: expected an integer in [1, " + std::to_string(kMaxTokensLimit) +
-                     "]");
+        return Error("max_tokens: expected an integer in [1, " + std::to_string(kMaxTokensLimit) + "]");
       }
       r.max_tokens = static_cast<uint32_t>(n);
     }
@@ -184,17 +183,14 @@ class LineParser {
     const json::value* group = o.if_contains("routing_group");
     const json::value* cache_key = o.if_contains("prompt_cache_key");
     if (group && cache_key) return Error("give routing_group or prompt_cache_key, not both");
-    if (Status s = OptionalString(o, group ? "routing_group" : "prompt_cache_key",
-                                  r.routing_group);
-        !s.ok()) {
+    if (Status s = OptionalString(o, group ? "routing_group" : "prompt_cache_key", r.routing_group); !s.ok()) {
       return s;
     }
 
     std::string api;
     if (Status s = OptionalString(o, "api", api); !s.ok()) return s;
     if (api.empty()) {
-      r.api = messages ? api::ApiKind::kChatCompletions
-                       : (prompt ? api::ApiKind::kCompletions : api::ApiKind::kNative);
+      r.api = messages ? api::ApiKind::kChatCompletions : (prompt ? api::ApiKind::kCompletions : api::ApiKind::kNative);
     } else if (api == "chat") {
       if (body) return Error("api chat: body is for the native API; use messages");
       if (prompt) r.messages.push_back(Message{"user", std::move(r.prompt)});
@@ -257,10 +253,10 @@ class LineParser {
           const json::object* po = part.if_object();
           const json::value* type = po ? po->if_contains("type") : nullptr;
           const json::value* text = po ? po->if_contains("text") : nullptr;
-          if (!type || !type->is_string() || type->as_string() != "text" || !text ||
-              !text->is_string()) {
-            return Error(pat + ": only {\"type\": \"text\", \"text\": string} parts are "
-                               "supported (send other parts with a native body)");
+          if (!type || !type->is_string() || type->as_string() != "text" || !text || !text->is_string()) {
+            return Error(pat +
+                         ": only {\"type\": \"text\", \"text\": string} parts are "
+                         "supported (send other parts with a native body)");
           }
           // Consecutive text parts are one text to the engine's tokenizer.
           msg.content += std::string_view(text->as_string());
@@ -278,12 +274,8 @@ class LineParser {
 
 class TraceWorkload : public Workload {
  public:
-  TraceWorkload(std::vector<TraceEntry> entries, bool loop, double period_s,
-                std::map<std::string, std::string> params)
-      : entries_(std::move(entries)),
-        loop_(loop),
-        period_s_(period_s),
-        params_(std::move(params)) {}
+  TraceWorkload(std::vector<TraceEntry> entries, bool loop, double period_s, std::map<std::string, std::string> params)
+      : entries_(std::move(entries)), loop_(loop), period_s_(period_s), params_(std::move(params)) {}
 
   std::string_view name() const override { return kName; }
   double mean_turns() const override { return 1.0; }
@@ -359,8 +351,7 @@ Result<std::unique_ptr<Workload>> MakeTrace(const ParamMap& params, uint64_t /*s
 
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return Status::InvalidArgument("trace: parameter file: cannot open '" + path +
-                                   "': " + std::strerror(errno));
+    return Status::InvalidArgument("trace: parameter file: cannot open '" + path + "': " + std::strerror(errno));
   }
   Result<std::vector<TraceEntry>> parsed = ParseTrace(in, path);
   if (!parsed.ok()) return parsed.status();
@@ -375,12 +366,10 @@ Result<std::unique_ptr<Workload>> MakeTrace(const ParamMap& params, uint64_t /*s
     // The next pass starts one mean inter-arrival gap after the last request.
     period_s = entries.size() > 1 ? span + span / static_cast<double>(entries.size() - 1) : 0;
     if (loop && period_s <= 0) {
-      return Status::InvalidArgument("trace " + path +
-                                     ": loop needs arrival times that span some time");
+      return Status::InvalidArgument("trace " + path + ": loop needs arrival times that span some time");
     }
   }
-  return std::unique_ptr<Workload>(
-      std::make_unique<TraceWorkload>(std::move(entries), loop, period_s, p.effective()));
+  return std::unique_ptr<Workload>(std::make_unique<TraceWorkload>(std::move(entries), loop, period_s, p.effective()));
 }
 
 }  // namespace prefix_router::workload

@@ -2,11 +2,11 @@
 
 #include <boost/json.hpp>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 #include "workload/generators.h"
 #include "workload/workload_test_util.h"
@@ -25,15 +25,14 @@ std::string ExampleTrace() {
 // Writes `text` to a fresh file in the test temp directory and returns its path.
 std::string WriteTrace(const std::string& text) {
   static int n = 0;
-  const std::string path = ::testing::TempDir() + "trace_test_" + std::to_string(getpid()) +
-                           "_" + std::to_string(n++) + ".jsonl";
+  const std::string path =
+      ::testing::TempDir() + "trace_test_" + std::to_string(getpid()) + "_" + std::to_string(n++) + ".jsonl";
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }
 
 Result<std::unique_ptr<Workload>> MakeFromText(const std::string& text, bool loop = false) {
-  return MakeWorkload("trace", {{"file", WriteTrace(text)}, {"loop", loop ? "true" : "false"}},
-                      1);
+  return MakeWorkload("trace", {{"file", WriteTrace(text)}, {"loop", loop ? "true" : "false"}}, 1);
 }
 
 struct Replayed {
@@ -77,8 +76,7 @@ TEST(TraceTest, ExampleTraceFields) {
   EXPECT_EQ(r[2].messages.size(), 4u);
 
   // Text parts are concatenated; model is kept; max_tokens defaults to 128.
-  EXPECT_EQ(r[3].messages[0].content,
-            "Summarize: the quarterly report shows growth in every region.");
+  EXPECT_EQ(r[3].messages[0].content, "Summarize: the quarterly report shows growth in every region.");
   EXPECT_EQ(r[3].model, "llama-lora-summaries");
   EXPECT_EQ(r[3].max_tokens, 128u);
 
@@ -113,8 +111,7 @@ TEST(TraceTest, ExampleTraceFields) {
   EXPECT_EQ(r[9].messages[3].role, "tool");
 
   // JSON escapes are decoded.
-  EXPECT_EQ(r[10].messages[0].content,
-            "Unicode: caf\xc3\xa9, \xe2\x82\xac, \xf0\x9f\x98\x80, and a tab\there.");
+  EXPECT_EQ(r[10].messages[0].content, "Unicode: caf\xc3\xa9, \xe2\x82\xac, \xf0\x9f\x98\x80, and a tab\there.");
   EXPECT_EQ(r[11].api, api::ApiKind::kCompletions);
   EXPECT_EQ(r[11].model, "llama");
   EXPECT_EQ(t.arrivals[11], 9.0);
@@ -163,24 +160,20 @@ TEST(TraceTest, ErrorsNameTheLine) {
       {"{\"prompt\": \"x\"", "invalid JSON"},
       {"[1, 2]", "object"},
       {"{\"arrival_s\": 5}", "exactly one of messages, prompt or body"},
-      {"{\"prompt\": \"x\", \"messages\": [{\"role\": \"user\", \"content\": \"y\"}]}",
-       "exactly one"},
+      {"{\"prompt\": \"x\", \"messages\": [{\"role\": \"user\", \"content\": \"y\"}]}", "exactly one"},
       {"{\"prompt\": 3}", "prompt"},
       {"{\"messages\": []}", "messages"},
       {"{\"messages\": [{\"content\": \"y\"}]}", "messages[0].role"},
-      {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
-       "messages[0].content[0]"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}", "messages[0].content[0]"},
       {"{\"body\": 7}", "body"},
       {"{\"prompt\": \"x\", \"max_tokens\": 0}", "max_tokens"},
       {"{\"prompt\": \"x\", \"max_tokens\": 2.5}", "max_tokens"},
       {"{\"prompt\": \"x\", \"arrival_s\": -1}", "arrival_s"},
       {"{\"prompt\": \"x\", \"arrival_s\": \"soon\"}", "arrival_s"},
       {"{\"prompt\": \"x\", \"api\": \"grpc\"}", "api"},
-      {"{\"messages\": [{\"role\": \"user\", \"content\": \"y\"}], \"api\": \"completions\"}",
-       "completions"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"y\"}], \"api\": \"completions\"}", "completions"},
       {"{\"body\": {\"inputs\": \"x\"}, \"api\": \"chat\"}", "body"},
-      {"{\"prompt\": \"x\", \"routing_group\": \"a\", \"prompt_cache_key\": \"b\"}",
-       "not both"},
+      {"{\"prompt\": \"x\", \"routing_group\": \"a\", \"prompt_cache_key\": \"b\"}", "not both"},
       {"{\"body\": {\"inputs\": \"x\"}, \"routing_group\": \"has space\"}", "routing group"},
       {"{\"prompt\": \"x\", \"max_token\": 5}", "unknown field 'max_token'"},
       {"{\"prompt\": \"x\", \"model\": 5}", "model"},
@@ -198,14 +191,12 @@ TEST(TraceTest, ErrorsNameTheLine) {
 
 // Arrival times must be non-decreasing and given on every line or on none.
 TEST(TraceTest, ArrivalTimeRules) {
-  auto decreasing = MakeFromText(
-      "{\"arrival_s\": 2, \"prompt\": \"a\"}\n{\"arrival_s\": 1, \"prompt\": \"b\"}\n");
+  auto decreasing = MakeFromText("{\"arrival_s\": 2, \"prompt\": \"a\"}\n{\"arrival_s\": 1, \"prompt\": \"b\"}\n");
   ASSERT_FALSE(decreasing.ok());
   EXPECT_NE(decreasing.status().message().find("line 2"), std::string::npos);
   EXPECT_NE(decreasing.status().message().find("decreases"), std::string::npos);
 
-  auto missing = MakeFromText(
-      "{\"arrival_s\": 2, \"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n");
+  auto missing = MakeFromText("{\"arrival_s\": 2, \"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("line 2"), std::string::npos);
 
@@ -235,8 +226,7 @@ TEST(TraceTest, FileProblems) {
 // replayed byte for byte.
 TEST(TraceTest, RawBodyExtractionHandlesTrickyJson) {
   const std::string body = "{ \"inputs\" : \"a } ] \\\" {\" , \"x\":[1,{\"y\":\"}\"}] }";
-  auto w = MakeFromText("{\"label\": \"body\", \"bo\\u0064y\" :  " + body +
-                        "  , \"max_tokens\": 3}\r\n");
+  auto w = MakeFromText("{\"label\": \"body\", \"bo\\u0064y\" :  " + body + "  , \"max_tokens\": 3}\r\n");
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   const Replayed t = Replay(**w);
   ASSERT_EQ(t.requests.size(), 1u);
@@ -248,8 +238,9 @@ TEST(TraceTest, RawBodyExtractionHandlesTrickyJson) {
 // ParseTrace reads a trace from a stream, keeps the recorded times as they are (MakeTrace
 // shifts them), and names the given path and line in errors.
 TEST(TraceTest, ParseTraceFromText) {
-  std::istringstream good("# comment\n{\"arrival_s\": 5, \"prompt\": \"a\"}\n\n"
-                          "{\"arrival_s\": 7.5, \"body\": {\"x\": 1}, \"routing_group\": \"g\"}\n");
+  std::istringstream good(
+      "# comment\n{\"arrival_s\": 5, \"prompt\": \"a\"}\n\n"
+      "{\"arrival_s\": 7.5, \"body\": {\"x\": 1}, \"routing_group\": \"g\"}\n");
   Result<std::vector<TraceEntry>> r = ParseTrace(good, "mem.jsonl");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->size(), 2u);
@@ -262,8 +253,7 @@ TEST(TraceTest, ParseTraceFromText) {
   std::istringstream bad("{\"prompt\": \"a\"}\n{\"prompt\": 3}\n");
   Result<std::vector<TraceEntry>> e = ParseTrace(bad, "mem.jsonl");
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("trace mem.jsonl line 2: prompt"), std::string::npos)
-      << e.status().message();
+  EXPECT_NE(e.status().message().find("trace mem.jsonl line 2: prompt"), std::string::npos) << e.status().message();
 }
 
 }  // namespace

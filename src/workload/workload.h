@@ -91,8 +91,7 @@ std::vector<std::string_view> WorkloadNames();
 // `trace` and `mooncake` need the parameter `file` (a JSONL path: docs/trace-format.md, and
 // docs/workloads.md for Mooncake's format); reading it is the only I/O in this library and
 // happens here, once.
-Result<std::unique_ptr<Workload>> MakeWorkload(std::string_view name, const ParamMap& params,
-                                               uint64_t seed);
+Result<std::unique_ptr<Workload>> MakeWorkload(std::string_view name, const ParamMap& params, uint64_t seed);
 
 // The JSON body of `r` for its API: OpenAI chat {"model", "messages", "max_tokens", "stream",
 // ["stream_options": {"include_usage": true}] when streaming, ["prompt_cache_key"] when

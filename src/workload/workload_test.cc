@@ -23,8 +23,7 @@ std::string ExampleTrace() {
 }
 
 std::string MooncakeSlice() {
-  return (std::filesystem::path(__FILE__).parent_path() /
-          "../../data/mooncake/conversation_trace_600s.jsonl")
+  return (std::filesystem::path(__FILE__).parent_path() / "../../data/mooncake/conversation_trace_600s.jsonl")
       .lexically_normal()
       .string();
 }
@@ -44,8 +43,7 @@ std::vector<std::string> Bodies(std::string_view name, uint64_t seed, size_t ses
   std::vector<std::string> out;
   if (!w) return out;
   for (const Request& r : RunSessions(*w, sessions)) {
-    out.push_back(std::string(PathFor(r.api)) + " " + r.routing_group + " " + r.label + " " +
-                  RenderBody(r, true, "m"));
+    out.push_back(std::string(PathFor(r.api)) + " " + r.routing_group + " " + r.label + " " + RenderBody(r, true, "m"));
   }
   return out;
 }
@@ -90,8 +88,7 @@ TEST(WorkloadTest, UnknownParameterIsRejected) {
     Result<std::unique_ptr<Workload>> w = MakeWorkload(n, p, 1);
     ASSERT_FALSE(w.ok()) << n;
     EXPECT_EQ(w.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(w.status().message().find("no_such_knob"), std::string::npos)
-        << w.status().message();
+    EXPECT_NE(w.status().message().find("no_such_knob"), std::string::npos) << w.status().message();
   }
 }
 
@@ -226,7 +223,12 @@ TEST(RenderBodyTest, OptionalFieldsAreOmitted) {
 TEST(RenderBodyTest, InvalidUtf8StillGivesValidJson) {
   Request r;
   r.api = api::ApiKind::kCompletions;
-  r.prompt = std::string("a\xff" "b\xc3" "c\xed\xa0\x80" "d\xe2\x82", 11);
+  r.prompt = std::string(
+      "a\xff"
+      "b\xc3"
+      "c\xed\xa0\x80"
+      "d\xe2\x82",
+      11);
   boost::system::error_code ec;
   const json::value v = json::parse(RenderBody(r, false, "m"), ec);
   ASSERT_FALSE(ec) << RenderBody(r, false, "m");
@@ -239,8 +241,7 @@ TEST(RenderBodyTest, InvalidUtf8StillGivesValidJson) {
 // Every character that needs escaping is escaped wherever it sits in a long text (the escaper
 // skips plain ASCII in blocks).
 TEST(RenderBodyTest, EscapesAtEveryOffsetOfLongText) {
-  const std::string specials[] = {"\"", "\\", "\n", "\x01", "\x1f", "\x7f", "\xc3\xa9",
-                                  "\xf0\x9f\x98\x80"};
+  const std::string specials[] = {"\"", "\\", "\n", "\x01", "\x1f", "\x7f", "\xc3\xa9", "\xf0\x9f\x98\x80"};
   for (const std::string& special : specials) {
     for (size_t at = 0; at < 80; ++at) {
       Request r;
@@ -261,8 +262,7 @@ TEST(RenderBodyTest, EscapesAtEveryOffsetOfLongText) {
   boost::system::error_code ec;
   const json::value v = json::parse(RenderBody(bad, false, "m"), ec);
   ASSERT_FALSE(ec);
-  EXPECT_EQ(v.at("prompt").as_string(),
-            std::string(50, 'a') + "\xEF\xBF\xBD" + std::string(49, 'a'));
+  EXPECT_EQ(v.at("prompt").as_string(), std::string(50, 'a') + "\xEF\xBF\xBD" + std::string(49, 'a'));
 }
 
 // Completions bodies carry the prompt; native bodies are the recorded body unchanged, else a

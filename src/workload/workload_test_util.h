@@ -12,8 +12,7 @@
 
 namespace prefix_router::workload::testing {
 
-inline std::unique_ptr<Workload> MustMake(std::string_view name, const ParamMap& params,
-                                          uint64_t seed = 1) {
+inline std::unique_ptr<Workload> MustMake(std::string_view name, const ParamMap& params, uint64_t seed = 1) {
   Result<std::unique_ptr<Workload>> w = MakeWorkload(name, params, seed);
   EXPECT_TRUE(w.ok()) << w.status().ToString();
   if (!w.ok()) return nullptr;
@@ -25,8 +24,7 @@ inline std::string FakeReply(size_t n) { return "reply number " + std::to_string
 
 // Runs `sessions` sessions to their end, answering each turn with FakeReply; returns every
 // request in order, each session's requests contiguous.
-inline std::vector<Request> RunSessions(Workload& w, size_t sessions,
-                                        std::vector<size_t>* turns = nullptr) {
+inline std::vector<Request> RunSessions(Workload& w, size_t sessions, std::vector<size_t>* turns = nullptr) {
   std::vector<Request> out;
   for (size_t s = 0; s < sessions; ++s) {
     SessionStart start = w.NextSession();
@@ -50,8 +48,6 @@ inline size_t CommonPrefix(std::string_view a, std::string_view b) {
   return i;
 }
 
-inline std::string FirstLine(std::string_view s) {
-  return std::string(s.substr(0, s.find('\n')));
-}
+inline std::string FirstLine(std::string_view s) { return std::string(s.substr(0, s.find('\n'))); }
 
 }  // namespace prefix_router::workload::testing

@@ -12,8 +12,7 @@ Status Error(std::string_view what) {
   int e = zmq_errno();
   std::string msg = std::string(what) + ": " + zmq_strerror(e);
   if (e == EAGAIN) return Status::Unavailable(std::move(msg));
-  if (e == EINVAL || e == EPROTONOSUPPORT || e == EADDRINUSE || e == EADDRNOTAVAIL ||
-      e == ENODEV || e == ENOENT) {
+  if (e == EINVAL || e == EPROTONOSUPPORT || e == EADDRINUSE || e == EADDRNOTAVAIL || e == ENODEV || e == ENOENT) {
     return Status::InvalidArgument(std::move(msg));
   }
   return Status::Internal(std::move(msg));
@@ -48,8 +47,7 @@ Context::Context() : ctx_(zmq_ctx_new()) {}
 
 Context::~Context() {
   if (ctx_ == nullptr) return;
-  while (zmq_ctx_term(ctx_) != 0 && zmq_errno() == EINTR) {
-  }
+  while (zmq_ctx_term(ctx_) != 0 && zmq_errno() == EINTR) {}
 }
 
 Result<Socket> Socket::Open(Context& context, SocketType type) {
@@ -169,8 +167,7 @@ Result<Message> Socket::Recv(Timeout timeout, size_t max_frames) {
     if (!more) break;
   }
   if (too_many) {
-    return Status::ResourceExhausted("zmq message of more than " + std::to_string(max_frames) +
-                                     " frames");
+    return Status::ResourceExhausted("zmq message of more than " + std::to_string(max_frames) + " frames");
   }
   return out;
 }
