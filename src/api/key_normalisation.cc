@@ -14,6 +14,8 @@
 #include <string>
 #include <utility>
 
+#include "base/json_text.h"
+
 namespace prefix_router::api {
 namespace {
 
@@ -222,31 +224,11 @@ class CanonicalWriter final : public KeyTextSink {
 
   // KeyTextSink: string content, escaped as RFC 8785 does.
   bool Append(std::string_view s) override {
-    static constexpr char kHex[] = "0123456789abcdef";
-    // Every input byte gives at least one output byte: what cannot fit is not scanned.
-    s = s.substr(0, MaxBytesWanted());
-    size_t run = 0;
-    for (size_t i = 0; i < s.size(); ++i) {
-      const auto c = static_cast<unsigned char>(s[i]);
-      if (c >= 0x20 && c != '"' && c != '\\') continue;
-      Put(s.substr(run, i - run));
-      run = i + 1;
-      switch (c) {
-        case '"': Put("\\\""); break;
-        case '\\': Put("\\\\"); break;
-        case '\b': Put("\\b"); break;
-        case '\f': Put("\\f"); break;
-        case '\n': Put("\\n"); break;
-        case '\r': Put("\\r"); break;
-        case '\t': Put("\\t"); break;
-        default: {
-          const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]};
-          Put(std::string_view(esc, 6));
-        }
-      }
-      if (full()) return false;
-    }
-    Put(s.substr(run));
+    // Every input byte gives at least one output byte: what cannot fit is not scanned. The
+    // filter (AppendFiltered) hands a string over in pieces cut at byte offsets, so UTF-8 is
+    // kept byte for byte (the parser has validated the whole string).
+    base::AppendJsonEscaped(out_, s.substr(0, MaxBytesWanted()), base::InvalidUtf8::kKeep);
+    if (out_.size() > limit_) out_.resize(limit_);
     return !full();
   }
   size_t MaxBytesWanted() const override { return full() ? 0 : limit_ - out_.size(); }

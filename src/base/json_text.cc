@@ -44,7 +44,7 @@ bool PlainBlock16(const char* p) {
 
 }  // namespace
 
-void AppendJsonEscaped(std::string& out, std::string_view s) {
+void AppendJsonEscaped(std::string& out, std::string_view s, InvalidUtf8 invalid) {
   static constexpr char kHex[] = "0123456789abcdef";
   size_t run = 0;  // start of the pending run of bytes copied as they are
   size_t i = 0;
@@ -62,6 +62,10 @@ void AppendJsonEscaped(std::string& out, std::string_view s) {
       continue;
     }
     if (c >= 0x80) {
+      if (invalid == InvalidUtf8::kKeep) {
+        ++i;
+        continue;
+      }
       const size_t len = Utf8Length(s, i);
       if (len > 0) {
         i += len;

@@ -14,10 +14,17 @@
 
 namespace prefix_router::base {
 
+// What AppendJsonEscaped does with bytes that are not well-formed UTF-8.
+enum class InvalidUtf8 {
+  kReplace,  // each byte that starts no well-formed sequence becomes U+FFFD: the output is valid
+  kKeep,     // bytes >= 0x80 are copied as they are: for a valid string escaped in pieces cut at
+             // byte offsets (a character split between two calls must not become two U+FFFD)
+};
+
 // Appends `s` to `out` as the contents of a JSON string, without the quotes: '"', '\\' and
-// control characters are escaped (\n \r \t \b \f, others as \u00XX), and each byte that starts
-// no well-formed UTF-8 sequence becomes U+FFFD. Plain ASCII is copied in runs (SWAR/SSE2 scan).
-void AppendJsonEscaped(std::string& out, std::string_view s);
+// control characters are escaped (\n \r \t \b \f, others as \u00XX; RFC 8785's choice), and
+// malformed UTF-8 is treated as `invalid` says. Plain ASCII is copied in runs (SWAR/SSE2 scan).
+void AppendJsonEscaped(std::string& out, std::string_view s, InvalidUtf8 invalid = InvalidUtf8::kReplace);
 
 // Appends `s` as a JSON string literal, quotes included.
 void AppendJsonString(std::string& out, std::string_view s);

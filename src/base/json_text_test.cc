@@ -52,6 +52,24 @@ TEST(JsonTextTest, AnyBytesReadBackThroughAJsonParser) {
   }
 }
 
+// kKeep copies bytes >= 0x80 as they are, so a string escaped in pieces cut anywhere, even
+// inside a character, comes out as the whole string escaped at once.
+TEST(JsonTextTest, KeepEscapesPiecesLikeTheWhole) {
+  const std::string text = "a\"\xC3\xA9\n\xE3\x81\x82\\\x01z";
+  std::string whole;
+  AppendJsonEscaped(whole, text, InvalidUtf8::kKeep);
+  EXPECT_EQ(whole, "a\\\"\xC3\xA9\\n\xE3\x81\x82\\\\\\u0001z");
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    std::string pieces;
+    AppendJsonEscaped(pieces, std::string_view(text).substr(0, cut), InvalidUtf8::kKeep);
+    AppendJsonEscaped(pieces, std::string_view(text).substr(cut), InvalidUtf8::kKeep);
+    EXPECT_EQ(pieces, whole) << cut;
+  }
+  std::string invalid;
+  AppendJsonEscaped(invalid, "\xFF", InvalidUtf8::kKeep);
+  EXPECT_EQ(invalid, "\xFF");
+}
+
 // Numbers read back exactly; JSON has no NaN or infinity.
 TEST(JsonTextTest, NumbersAreShortestAndExact) {
   EXPECT_EQ(JsonNumber(0.1), "0.1");

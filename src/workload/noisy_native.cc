@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/json_text.h"
 #include "workload/generators.h"
 #include "workload/params.h"
 #include "workload/sampling.h"
@@ -35,23 +36,17 @@ struct ClientStyle {
 };
 
 void AppendString(std::string& out, std::string_view s, bool unicode_newlines) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c == '\n') {
-      out += unicode_newlines ? "\\u000a" : "\\n";
-    } else if (c < 0x20) {
-      out += "\\u00";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xF];
-    } else {
-      out += ch;
-    }
+  if (!unicode_newlines) {
+    base::AppendJsonString(out, s);
+    return;
   }
+  // The same string, its newlines written as \u000a instead of \n (equal JSON, other bytes).
+  out += '"';
+  for (size_t nl; (nl = s.find('\n')) != std::string_view::npos; s.remove_prefix(nl + 1)) {
+    base::AppendJsonEscaped(out, s.substr(0, nl));
+    out += "\\u000a";
+  }
+  base::AppendJsonEscaped(out, s);
   out += '"';
 }
 
