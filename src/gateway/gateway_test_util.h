@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -178,26 +180,65 @@ inline double CounterOrZero(uint16_t port, std::string_view series) {
   return v < 0 ? 0 : v;
 }
 
-// Captures log lines at `level` and above while alive (the gateway tests run at warn).
+// The sink behind LogCapture: added to the default logger once, before main (so before any test
+// starts a server thread), and never removed. Editing a logger's sink list while server threads
+// log through it is a data race: a capture sink erased and freed mid-call once aborted a test
+// with "pure virtual method called".
+class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  void Start() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    text_.clear();
+    active_ = true;
+  }
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    active_ = false;
+  }
+  std::string Text() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return text_;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {  // under mutex_ (base_sink)
+    if (!active_) return;
+    spdlog::memory_buf_t line;
+    formatter_->format(msg, line);
+    text_.append(line.data(), line.size());
+  }
+  void flush_() override {}
+
+ private:
+  bool active_ = false;
+  std::string text_;
+};
+
+inline CaptureSink& TheCaptureSink() {
+  static const std::shared_ptr<CaptureSink> sink = [] {
+    auto s = std::make_shared<CaptureSink>();
+    spdlog::default_logger()->sinks().push_back(s);
+    return s;
+  }();
+  return *sink;
+}
+inline const bool kCaptureSinkInstalled = (TheCaptureSink(), true);
+
+// Captures log lines at `level` and above while alive (the gateway tests run at warn). One at a
+// time. REQUIRES: the default logger is the process's own (not one a test swapped in).
 class LogCapture {
  public:
-  explicit LogCapture(spdlog::level::level_enum level = spdlog::level::info)
-      : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-    previous_ = spdlog::get_level();
+  explicit LogCapture(spdlog::level::level_enum level = spdlog::level::info) : previous_(spdlog::get_level()) {
+    TheCaptureSink().Start();
     spdlog::set_level(level);
   }
   ~LogCapture() {
     spdlog::set_level(previous_);
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    TheCaptureSink().Stop();
   }
   LogCapture(const LogCapture&) = delete;
   LogCapture& operator=(const LogCapture&) = delete;
-  std::string text() const {
-    sink_->flush();
-    return out_.str();
-  }
+  std::string text() const { return TheCaptureSink().Text(); }
   // Occurrences of `what` in the captured text.
   size_t Count(std::string_view what) const {
     const std::string t = text();
@@ -207,8 +248,6 @@ class LogCapture {
   }
 
  private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
   spdlog::level::level_enum previous_;
 };
 
