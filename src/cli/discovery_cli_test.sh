@@ -16,13 +16,25 @@ printf 'instances: [{url: "http://127.0.0.1:8000"}]\ndiscovery: {models_interval
 err=$("$bin" serve --check-config --config "$dir/bad2.yaml" 2>&1)
 check "models_interval range" grep -q 'discovery.models_interval: 0 is outside the allowed range \[1, 86400\]' <<<"$err"
 
-# Two engines on one port, one on 127.0.0.1 and one on ::1, each with its own adapter.
-eport=$((20000 + RANDOM % 20000))
-"$bin" engine --listen "127.0.0.1:$eport" --model base --adapter lora-v4 >"$dir/e4.log" 2>&1 &
-pids+=($!)
-"$bin" engine --listen "::1:$eport" --model base --adapter lora-v6 >"$dir/e6.log" 2>&1 &
-pids+=($!)
-check "engines answer" eventually bash -c "curl -sf http://127.0.0.1:$eport/v1/models >/dev/null && curl -sf 'http://[::1]:$eport/v1/models' >/dev/null"
+# Two engines on one port, one on 127.0.0.1 and one on ::1, each with its own adapter. The port
+# is drawn below Linux's ephemeral range (32768-60999), where no test's client connection can
+# hold it; another test may still have bound it, so a draw whose engines do not both start is
+# redrawn (at most 5 times).
+started=no
+for _ in 1 2 3 4 5; do
+  eport=$((20000 + RANDOM % 12000))
+  "$bin" engine --listen "127.0.0.1:$eport" --model base --adapter lora-v4 >"$dir/e4.log" 2>&1 &
+  e4=$!
+  "$bin" engine --listen "::1:$eport" --model base --adapter lora-v6 >"$dir/e6.log" 2>&1 &
+  e6=$!
+  if eventually bash -c "curl -sf http://127.0.0.1:$eport/v1/models >/dev/null && curl -sf 'http://[::1]:$eport/v1/models' >/dev/null"; then
+    pids+=("$e4" "$e6")
+    started=yes
+    break
+  fi
+  kill "$e4" "$e6" 2>/dev/null; wait "$e4" "$e6" 2>/dev/null
+done
+check "engines answer" test "$started" = yes
 
 printf '127.0.0.1 llm.local\n' > "$dir/hosts"
 cat > "$dir/router.yaml" <<EOF
