@@ -481,6 +481,57 @@ TEST(EppTest, FirstChoicesEqualTheProxys) {
   }
 }
 
+// A request without a body (end_of_stream on the headers, any method or path) is decided on its
+// headers, as the native API picks (default pool).
+TEST(EppTest, BodilessRequestDecidedOnHeaders) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  Picker p = StartPicker(ConfigFor(fakes));
+  EnvoyStream s(*p.client);
+  ASSERT_TRUE(s.Send(RequestHeaders("/v1/models", true, Mode::FULL_DUPLEX_STREAMED, {}, std::nullopt, "GET")));
+  auto h = s.Read();
+  ASSERT_TRUE(h && h->has_request_headers());
+  EXPECT_FALSE(DestinationHeader(*h).empty());
+  EXPECT_EQ(DestinationHeader(*h), DestinationMetadata(*h));
+  Respond(s, Split(DestinationHeader(*h))[0]);
+  EXPECT_EQ(TotalInFlight(*p.gw), 0);
+}
+
+// epp.listen turns the picker on; with it, listen may be empty (the picker alone); a port shared
+// with listen is refused, and an empty listen without the picker too.
+TEST(EppConfigTest, ListenAndEppListen) {
+  const std::string instances = "instances:\n  - {name: a, url: \"http://127.0.0.1:9\"}\n";
+  auto check = [&](const std::string& yaml) {
+    auto c = gateway::ParseConfigYaml(instances + yaml);
+    if (!c.ok()) return c.status();
+    return gateway::ValidateConfig(*c);
+  };
+  EXPECT_TRUE(check("epp: {listen: \"0.0.0.0:9002\"}\n").ok());
+  EXPECT_TRUE(check("listen: \"\"\nepp: {listen: \"127.0.0.1:9002\"}\n").ok());
+  const Status no_listener = check("listen: \"\"\n");
+  EXPECT_FALSE(no_listener.ok());
+  const Status clash = check("listen: 127.0.0.1:9002\nepp: {listen: \"127.0.0.1:9002\"}\n");
+  EXPECT_FALSE(clash.ok());
+  EXPECT_NE(clash.message().find("epp.listen"), std::string::npos) << clash.ToString();
+  const Status bad = check("epp: {listen: \"nowhere\"}\n");
+  EXPECT_NE(bad.message().find("epp.listen"), std::string::npos) << bad.ToString();
+}
+
+// The picker alone (listen: ""): no HTTP listener, the picker decides.
+TEST(EppTest, PickerAlone) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  gateway::GatewayConfig c = ConfigFor(fakes);
+  c.listen = "";
+  c.epp.listen = "127.0.0.1:0";
+  Picker p = StartPicker(c);
+  ASSERT_TRUE(p.gw);
+  EnvoyStream s(*p.client);
+  Decided d = DecideStreamed(s, {ChatBody("m", "alone")});
+  EXPECT_FALSE(d.header.empty());
+  Respond(s, Split(d.header)[0]);
+}
+
 // 1,000 streams at once: every one decided, counted in flight on its served instance, and every
 // count released at the end. Disabled in the default run; CTest `epp.slow` (label slow) runs it.
 TEST(EppSlowTest, DISABLED_ThousandConcurrentStreams) {

@@ -551,17 +551,17 @@ std::vector<ConfigField> BuildSchema() {
       {"HOST:PORT, a port of its own; loopback unless a token is set", "",
        "the operations listener (docs/admin.md): present = on", "127.0.0.1:9091", "127.0.0.1:70000"}));
   s.push_back(Scalar<std::string>(
-      "epp.listen", K::kString, kRestart, [](auto& c) -> auto& { return c.epp.listen; },
-      {"HOST:PORT, a port of its own; \"\" = off", "--epp-listen",
-       "the endpoint picker's gRPC listener (ext_proc for the Gateway API Inference Extension, "
-       "docs/epp.md); with it, listen: \"\" turns the HTTP proxy off",
-       "127.0.0.1:9002", "127.0.0.1:70000"}));
-  s.push_back(Scalar<std::string>(
       "admin.token_file", K::kString, kRestart, [](auto& c) -> auto& { return c.admin.token_file; },
       {"a file of at least 16 visible characters", "", "bearer token the admin listener requires", "", ""}));
   s.push_back(
       Scalar<std::string>("admin.token_env", K::kString, kRestart, [](auto& c) -> auto& { return c.admin.token_env; },
                           {"an environment variable's name", "", "the same from an environment variable", "", ""}));
+  s.push_back(Scalar<std::string>(
+      "epp.listen", K::kString, kRestart, [](auto& c) -> auto& { return c.epp.listen; },
+      {"HOST:PORT, a port of its own; \"\" = off", "--epp-listen",
+       "the endpoint picker's gRPC listener (ext_proc for the Gateway API Inference Extension, "
+       "docs/epp.md); with it, listen: \"\" turns the HTTP proxy off",
+       "127.0.0.1:9002", "127.0.0.1:70000"}));
   s.push_back(Scalar<double>("engine_metrics.interval", K::kSeconds, kRestart,
                              [](auto& c) -> auto& { return c.engine_metrics.interval; },
                              {"[0.05, 3600]", "",
