@@ -48,6 +48,10 @@
 // /v1/models of instances with discover_models (every instance by default) and resolves the
 // names of `resolve: all` instances, and applies what changed like any other run-time change.
 //
+// The endpoint picker (src/epp/, docs/epp.md) decides through the same steps: Admit (parse,
+// pool, tenant limits, max_in_flight) and the pool's Policy, counted in the same metrics; it is
+// attached to the gateway (Attach) so that Stop shuts it down first.
+//
 // Thread-safety: the RoutingState and the client key set are immutable and shared; per-instance live state is atomic;
 // connection pools are per I/O thread; run-time changes are serialised by ops_mu_.
 #pragma once
