@@ -16,6 +16,7 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "cli/commands.h"
+#include "epp/ext_proc.h"
 #include "gateway/admin.h"
 #include "gateway/config_flags.h"
 #include "gateway/connection_limit.h"
@@ -38,7 +39,8 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
     const gateway::GatewayConfig& c = *config;
     std::cout << "configuration OK: " << c.instances.size() << " instances, " << c.pools.size() << " pools, listen "
               << c.listen << ", default strategy " << StrategyName(c.routing.strategy) << ", admin "
-              << (c.admin.enabled ? c.admin.listen : std::string("off")) << ", log "
+              << (c.admin.enabled ? c.admin.listen : std::string("off")) << ", endpoint picker "
+              << (c.epp.listen.empty() ? std::string("off") : c.epp.listen) << ", log "
               << gateway::LogFormatName(c.log.format) << (c.log.access_log ? " with access log" : "") << "\n";
     return 0;
   }
@@ -51,6 +53,7 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
   }
   const gateway::AdminConfig admin_config = config->admin;
   const gateway::TimeoutsConfig timeouts = config->timeouts;
+  const gateway::EppConfig epp_config = config->epp;
   auto gw = gateway::Gateway::Create(std::move(*config));
   if (!gw.ok()) {
     std::cerr << "prefix-router serve: " << gw.status().message() << "\n";
@@ -59,6 +62,16 @@ int RunServe(const gateway::ConfigFlags& flags, bool check_only) {
   if (Status s = (*gw)->Start(); !s.ok()) {
     std::cerr << "prefix-router serve: " << s.message() << "\n";
     return 1;
+  }
+  // The endpoint picker (docs/epp.md): attached to the gateway, whose Stop shuts it down first.
+  if (!epp_config.listen.empty()) {
+    auto epp = epp::EppServer::Start(**gw, epp_config.listen_host, epp_config.listen_port);
+    if (!epp.ok()) {
+      std::cerr << "prefix-router serve: " << epp.status().message() << "\n";
+      (*gw)->Stop();
+      return 1;
+    }
+    (*gw)->Attach(std::move(*epp));
   }
   // A reload reads the same sources as the start: the file, then the flags on top.
   const gateway::ConfigLoader loader = [&flags] { return gateway::BuildConfig(flags); };

@@ -183,6 +183,10 @@ struct RouteRequest {
   // retry is a new dispatch); 0 = not named. Policies that follow each request from dispatch to
   // completion (dynamo-kv) key their bookkeeping on it.
   uint64_t request_id = 0;
+  // A fallback the caller lists without dispatching it (the endpoint picker's preference order
+  // after its first choice, docs/epp.md): a policy whose Pick takes a turn (round-robin) does not
+  // take one for it, so that the next request's first choice is the one it would be without it.
+  bool preview = false;
 };
 
 enum class DecisionKind { kAffinity, kOverflow, kSaturated, kRandom, kLeastOutstanding, kRoundRobin };

@@ -28,7 +28,7 @@ class RoundRobinPolicy final : public Policy {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = next_.find(r.served_name);
       if (it == next_.end()) it = next_.emplace(std::string(r.served_name), 0).first;
-      n = it->second++;
+      n = r.preview ? it->second : it->second++;
     }
     return Decision{c[n % c.size()], DecisionKind::kRoundRobin, 0};
   }

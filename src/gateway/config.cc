@@ -571,6 +571,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
                            "health",
                            "log",
                            "admin",
+                           "epp",
                            "unknown_path_status",
                            "clients",
                            "rate_limits",
@@ -755,7 +756,28 @@ bool IsHeaderSafe(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 0x7f; });
 }
 
+Status ValidateEpp(EppConfig& epp) {
+  epp.listen_host.clear();
+  epp.listen_port = 0;
+  if (epp.listen.empty()) return Status::Ok();
+  const std::optional<HostPort> hp = SplitHostPort(epp.listen);
+  if (!hp || !hp->port) {
+    return Status::InvalidArgument("epp.listen: '" + epp.listen + "' is not host:port (e.g. 0.0.0.0:9002)");
+  }
+  if (*hp->port > 65535) {
+    return OutOfRange("epp.listen", "port " + std::to_string(*hp->port), "0..65535 (0 = any free port)");
+  }
+  epp.listen_host = hp->host;
+  epp.listen_port = static_cast<uint16_t>(*hp->port);
+  return Status::Ok();
+}
+
 Status ValidateListen(GatewayConfig& config) {
+  if (config.listen.empty() && !config.epp.listen.empty()) {  // the endpoint picker alone
+    config.listen_host.clear();
+    config.listen_port = 0;
+    return Status::Ok();
+  }
   const std::optional<HostPort> hp = SplitHostPort(config.listen);
   if (!hp || !hp->port) {
     return Status::InvalidArgument("listen: '" + config.listen +
@@ -1492,6 +1514,7 @@ Result<GatewayConfig> LoadConfigFile(const std::string& path, GatewayConfig base
 }
 
 Status ValidateConfig(GatewayConfig& config) {
+  if (Status s = ValidateEpp(config.epp); !s.ok()) return s;
   if (Status s = ValidateListen(config); !s.ok()) return s;
   if (Status s = CheckCount("io_threads", config.io_threads, 0, 256, " (0 = one per core)"); !s.ok()) {
     return s;
@@ -1537,6 +1560,17 @@ Status ValidateConfig(GatewayConfig& config) {
       ListenersClash(config.listen_host, config.listen_port, config.admin.listen_host, config.admin.listen_port)) {
     return Status::InvalidArgument("admin.listen: '" + config.admin.listen + "' is the address of listen ('" +
                                    config.listen + "'): the admin listener needs a port of its own");
+  }
+  if (!config.epp.listen.empty() && !config.listen.empty() && config.epp.listen_port != 0 &&
+      ListenersClash(config.listen_host, config.listen_port, config.epp.listen_host, config.epp.listen_port)) {
+    return Status::InvalidArgument("epp.listen: '" + config.epp.listen + "' is the address of listen ('" +
+                                   config.listen + "'): the endpoint picker needs a port of its own");
+  }
+  if (config.admin.enabled && !config.epp.listen.empty() && config.epp.listen_port != 0 &&
+      ListenersClash(config.admin.listen_host, config.admin.listen_port, config.epp.listen_host,
+                     config.epp.listen_port)) {
+    return Status::InvalidArgument("epp.listen: '" + config.epp.listen + "' is the address of admin.listen ('" +
+                                   config.admin.listen + "'): the endpoint picker needs a port of its own");
   }
   if (config.metrics.listener == MetricsListener::kAdmin && !config.admin.enabled) {
     return Status::InvalidArgument("metrics.listener: admin needs an `admin` section (the admin listener)");

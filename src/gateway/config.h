@@ -133,6 +133,9 @@
 //                                   # whitespace trimmed), or:
 //     token_env: PREFIX_ROUTER_ADMIN_TOKEN   # the bearer token is this environment variable's
 //                                   # value; at most one of token_file and token_env
+//   epp:                            # the endpoint picker (docs/epp.md): gRPC ext_proc for the
+//     listen: 0.0.0.0:9002          # Gateway API Inference Extension; "" = off (the default). With
+//                                   # it set, `listen: ""` turns the HTTP proxy listener off
 //   tls:                            # HTTPS on the client listener (docs/tls.md); absent = plain
 //     cert_file: /etc/prefix-router/tls/cert.pem   # PEM chain, leaf first; TLS 1.2 at least
 //     key_file: /etc/prefix-router/tls/key.pem     # PEM private key matching cert_file
@@ -434,6 +437,16 @@ struct MetricsConfig {
 // An admin token on a listener reachable from other hosts is at least this long.
 inline constexpr size_t kMinRemoteAdminTokenBytes = 16;
 
+// The endpoint picker (docs/epp.md): gRPC ext_proc for the Gateway API Inference Extension,
+// beside (or, with `listen: ""`, instead of) the HTTP proxy listener.
+struct EppConfig {
+  std::string listen;  // HOST:PORT; empty = off
+  // Filled by validation:
+  std::string listen_host;
+  uint16_t listen_port = 0;
+  bool operator==(const EppConfig&) const = default;
+};
+
 struct AdminConfig {
   bool enabled = false;  // the YAML has an `admin` section
   std::string listen = "127.0.0.1:9090";
@@ -543,6 +556,7 @@ struct GatewayConfig {
   HealthConfig health;
   LogConfig log;
   AdminConfig admin;
+  EppConfig epp;
   ClientsConfig clients;
   RateLimitsConfig rate_limits;
   DiscoveryConfig discovery;

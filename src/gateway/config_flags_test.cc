@@ -444,6 +444,7 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--log-format", {"log.format", "text"}},
       {"--compat", {"routing.compatibility", "none"}},
       {"--access-log", {"log.access_log", "false"}},
+      {"--epp-listen", {"epp.listen", "\"\""}},
       {"--set", {"by its YAML path", "none"}},
   };
   CLI::App app{"serve"};

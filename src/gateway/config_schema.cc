@@ -556,6 +556,12 @@ std::vector<ConfigField> BuildSchema() {
   s.push_back(
       Scalar<std::string>("admin.token_env", K::kString, kRestart, [](auto& c) -> auto& { return c.admin.token_env; },
                           {"an environment variable's name", "", "the same from an environment variable", "", ""}));
+  s.push_back(Scalar<std::string>(
+      "epp.listen", K::kString, kRestart, [](auto& c) -> auto& { return c.epp.listen; },
+      {"HOST:PORT, a port of its own; \"\" = off", "--epp-listen",
+       "the endpoint picker's gRPC listener (ext_proc for the Gateway API Inference Extension, "
+       "docs/epp.md); with it, listen: \"\" turns the HTTP proxy off",
+       "127.0.0.1:9002", "127.0.0.1:70000"}));
   s.push_back(Scalar<double>("engine_metrics.interval", K::kSeconds, kRestart,
                              [](auto& c) -> auto& { return c.engine_metrics.interval; },
                              {"[0.05, 3600]", "",

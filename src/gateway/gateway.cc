@@ -97,6 +97,8 @@ std::string_view RoutingState::ModelLabel(std::string_view served_name) const {
 Gateway::Gateway(GatewayConfig config, RateLimiter::Now rate_limit_clock)
     : config_(std::move(config)), limiter_(std::make_unique<RateLimiter>(std::move(rate_limit_clock))) {}
 Gateway::~Gateway() {
+  for (auto& a : attachments_) a->Shutdown();
+  attachments_.clear();
   if (server_) server_->Stop(std::chrono::milliseconds(0));
 }
 
@@ -180,6 +182,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
   http::ServerOptions so;
   so.host = c.listen_host;
   so.port = c.listen_port;
+  so.listen = !c.listen.empty();  // empty: the endpoint picker alone (config validation)
   so.io_threads = c.io_threads;
   so.max_body_bytes = c.max_request_body_bytes;
   so.max_header_bytes = c.max_header_bytes;
@@ -298,6 +301,7 @@ void Gateway::SpawnLoop(net::io_context& ctx, std::string_view task, net::awaita
 }
 
 void Gateway::Stop() {
+  for (auto& a : attachments_) a->Shutdown();
   discovery_stop_.store(true);
   WakeDiscovery();  // the loop sees discovery_stop_ and ends
   server_->Stop(Ms(config_.timeouts.drain));
@@ -406,18 +410,18 @@ net::awaitable<bool> Gateway::Authenticate(http::Exchange& ex, const ClientKeySe
   co_return false;
 }
 
-std::optional<http::StringResponse> Gateway::AdmitTenant(http::Exchange& ex, std::string_view tenant,
-                                                         const std::string& model) {
-  const uint64_t tokens = api::EstimatePromptTokens(ex.request().body().size());
+std::optional<Gateway::Refusal> Gateway::AdmitTenant(size_t body_bytes, std::string_view tenant,
+                                                     const std::string& model, Headers& headers) {
+  const uint64_t tokens = api::EstimatePromptTokens(body_bytes);
   const RateLimiter::Decision d = limiter_->Admit(tenant, tokens);
   // OpenAI's headers, on every answer to a limited tenant (also the instance's, streamed or not).
   if (d.limit_requests > 0) {
-    ex.SetResponseHeader("x-ratelimit-limit-requests", std::to_string(d.limit_requests));
-    ex.SetResponseHeader("x-ratelimit-remaining-requests", std::to_string(d.remaining_requests));
+    headers.emplace_back("x-ratelimit-limit-requests", std::to_string(d.limit_requests));
+    headers.emplace_back("x-ratelimit-remaining-requests", std::to_string(d.remaining_requests));
   }
   if (d.limit_tokens > 0) {
-    ex.SetResponseHeader("x-ratelimit-limit-tokens", std::to_string(d.limit_tokens));
-    ex.SetResponseHeader("x-ratelimit-remaining-tokens", std::to_string(d.remaining_tokens));
+    headers.emplace_back("x-ratelimit-limit-tokens", std::to_string(d.limit_tokens));
+    headers.emplace_back("x-ratelimit-remaining-tokens", std::to_string(d.remaining_tokens));
   }
   if (d.admitted()) return std::nullopt;
   std::string reason;
@@ -453,9 +457,9 @@ std::optional<http::StringResponse> Gateway::AdmitTenant(http::Exchange& ex, std
   }
   metrics_->rejected_requests.WithLabels({model, reason}).Inc();
   metrics_->responses.WithLabels({std::to_string(status), "gateway"}).Inc();
-  http::StringResponse res = JsonResponse(status, api::ErrorBody(api::MakeError(status, std::move(message), code)));
-  if (status == 429) res.set(bhttp::field::retry_after, std::to_string(d.retry_after_seconds));
-  return res;
+  Refusal r{status, std::move(message), std::move(code), headers};
+  if (status == 429) r.headers.emplace_back("Retry-After", std::to_string(d.retry_after_seconds));
+  return r;
 }
 
 }  // namespace prefix_router::gateway

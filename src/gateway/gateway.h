@@ -48,6 +48,10 @@
 // /v1/models of instances with discover_models (every instance by default) and resolves the
 // names of `resolve: all` instances, and applies what changed like any other run-time change.
 //
+// The endpoint picker (src/epp/, docs/epp.md) decides through the same steps: Admit (parse,
+// pool, tenant limits, max_in_flight) and the pool's Policy, counted in the same metrics; it is
+// attached to the gateway (Attach) so that Stop shuts it down first.
+//
 // Thread-safety: the RoutingState and the client key set are immutable and shared; per-instance live state is atomic;
 // connection pools are per I/O thread; run-time changes are serialised by ops_mu_.
 #pragma once
@@ -59,7 +63,10 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "api/key_normalisation.h"
@@ -132,6 +139,38 @@ struct RoutingState {
   std::string_view ModelLabel(std::string_view served_name) const;
 };
 
+// A request's place in its pool's ceiling (Pool::in_flight, for max_in_flight), taken at
+// admission and given back when the slot is destroyed (RAII, movable), however the request ends.
+// The count is taken before the ceiling is checked, so concurrent requests cannot overshoot.
+class PoolSlot {
+ public:
+  PoolSlot() = default;
+  explicit PoolSlot(std::shared_ptr<std::atomic<int64_t>> count)
+      : count_(std::move(count)), before_(count_->fetch_add(1, std::memory_order_relaxed)) {}
+  PoolSlot(PoolSlot&& other) noexcept : count_(std::move(other.count_)), before_(other.before_) {}
+  PoolSlot& operator=(PoolSlot&& other) noexcept {
+    if (this != &other) {
+      Release();
+      count_ = std::move(other.count_);
+      before_ = other.before_;
+    }
+    return *this;
+  }
+  PoolSlot(const PoolSlot&) = delete;
+  PoolSlot& operator=(const PoolSlot&) = delete;
+  ~PoolSlot() { Release(); }
+  void Release() {
+    if (count_) count_->fetch_sub(1, std::memory_order_relaxed);
+    count_.reset();
+  }
+  // Requests of the pool admitted before this one and not yet ended.
+  int64_t admitted_before() const { return before_; }
+
+ private:
+  std::shared_ptr<std::atomic<int64_t>> count_;
+  int64_t before_ = 0;
+};
+
 class Gateway final : public http::Handler {
  public:
   // REQUIRES: ValidateConfig(config).ok(). `resolver` resolves the names of `resolve: all`
@@ -177,6 +216,71 @@ class Gateway final : public http::Handler {
   // for tests that step GatewayClock and need to know the loop looked.
   uint64_t engine_metrics_turns() const { return engine_metrics_turns_.load(); }
 
+  // ---- The routing decision, shared by the HTTP proxy (request_path.cc) and the endpoint
+  // picker (src/epp/): one parse, pool, admission and pick path, one set of metrics.
+
+  // What the dispatch routes by, owned: the parser's views do not survive an await.
+  struct Dispatch {
+    std::string served_name;
+    PrefixKey key;
+    uint32_t work_tokens = 0;
+    std::vector<uint64_t> chain;          // cache-aware: the keyed text's block chain
+    std::vector<uint32_t> prompt_tokens;  // kv-aware
+    Policy* policy = nullptr;             // the pool's, or the unkeyed one (owned by `rs` below, or static)
+  };
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  // A request parsed, pooled and admitted: what to pick by, and its pool slot (held until the
+  // request ends: the caller keeps the Admission alive that long).
+  struct Admission {
+    std::shared_ptr<const RoutingState> rs;  // the state it was admitted on; picks use its fleet
+    Dispatch d;
+    std::string model_label;  // RoutingState::ModelLabel of the served name
+    PoolSlot slot;
+    bool count_usage = false;    // a generation route: its responses' usage is counted
+    bool engine_tokens = false;  // tokenizer: engine: d.prompt_tokens still to ask (/tokenize)
+    Headers headers;             // for the answer (a limited tenant's x-ratelimit-*)
+  };
+  // The OpenAI-style error to answer instead (already counted in prefix_router_responses_total
+  // and, for 429/413, prefix_router_rejected_requests_total).
+  struct Refusal {
+    int status = 500;
+    std::string message;
+    std::string code;  // "" -> null
+    Headers headers;   // Retry-After, x-ratelimit-*
+  };
+  // Steps 1-3 of a routed request: bytes -> routing values (400 on bad JSON or a bad routing
+  // header), the pool by served name (404 when no instance serves it), tenant rate limits
+  // (`tenant`: the client key's, empty when keys are off) and the pool's max_in_flight (429).
+  // Does not suspend; `model` (when not null) receives the served name once parsed.
+  std::variant<Admission, Refusal> Admit(api::ApiKind api_kind, const http::Request& req, std::string_view tenant,
+                                         std::string* model);
+  // The routing request of `a`'s next pick, excluding `tried`; named with a fresh request id.
+  RouteRequest RouteRequestFor(const Dispatch& d, std::span<const uint32_t> tried);
+  // The generator picks use: this thread's, or the seeded one of SeedPicksForTest.
+  Rng& PickRng();
+  // Tests that compare two gateways' choices: every pick draws from one generator seeded with
+  // `seed`. REQUIRES: called before Start; picks then made one at a time.
+  void SeedPicksForTest(uint64_t seed) { test_rng_ = std::make_unique<Rng>(seed); }
+  // The routing metrics of the `n`th decision of a request (0: the first; `retry_reason`: why
+  // the one before failed): requests, overflows, retries, the status page's tallies.
+  void CountDecision(const RoutingState& rs, const Decision& decision, std::string_view model_label, uint32_t n,
+                     std::string_view retry_reason);
+  // prefix_router_routing_decision_seconds.
+  void ObserveDecisionSeconds(double seconds);
+  // prefix_router_responses_total{code, origin="gateway"}: an answer the gateway made itself.
+  void CountGatewayResponse(int status);
+  // The first discovery round has ended (AwaitFirstDiscovery no longer waits).
+  bool first_discovery_done() const { return first_discovery_done_.load(); }
+  // Services run beside the HTTP listener on this gateway's routing (the endpoint picker):
+  // Stop and the destructor shut them down before the HTTP server. Not thread-safe: attach
+  // from the thread that later calls Stop, before it does.
+  class Attachment {
+   public:
+    virtual ~Attachment() = default;
+    virtual void Shutdown() = 0;
+  };
+  void Attach(std::unique_ptr<Attachment> attachment) { attachments_.push_back(std::move(attachment)); }
+
   // For tests and the status page.
   std::shared_ptr<const RoutingState> routing() const { return routing_.load(); }
   metrics::Registry& metrics() { return registry_; }
@@ -207,20 +311,11 @@ class Gateway final : public http::Handler {
     kRetry,  // failed before any byte reached the client; another instance may try
     kFail,   // failed in a way a retry must not repeat (the instance may be working on it)
   };
-  // What the dispatch loop routes by, owned: the parser's views do not survive an await.
-  struct Dispatch {
-    std::string served_name;
-    PrefixKey key;
-    uint32_t work_tokens = 0;
-    std::vector<uint64_t> chain;          // cache-aware: the keyed text's block chain
-    std::vector<uint32_t> prompt_tokens;  // kv-aware
-    Policy* policy = nullptr;             // the pool's, or the unkeyed one
-  };
 
   // The request path (request_path.cc): parse, admit, dispatch with retries.
   net::awaitable<void> HandleRouted(http::Exchange& ex, api::ApiKind api_kind, RequestRecord& record);
-  net::awaitable<void> RefuseUnserved(http::Exchange& ex, api::ApiKind api_kind, const std::string& name);
-  net::awaitable<void> RefusePoolOverloaded(http::Exchange& ex, const Attempt& attempt, int64_t limit);
+  // Sends a Refusal as the proxy's answer.
+  net::awaitable<void> SendRefusal(http::Exchange& ex, Refusal refusal);
   // Picks, forwards and, on a retryable failure, picks again without the instances tried, up
   // to max_retries; answers the client's error when no attempt succeeds.
   net::awaitable<void> DispatchWithRetries(http::Exchange& ex, const RoutingState& rs, const Dispatch& d,
@@ -239,8 +334,8 @@ class Gateway final : public http::Handler {
   net::awaitable<bool> Authenticate(http::Exchange& ex, const ClientKeySet& keys, RequestRecord& record);
   // Takes the request from its tenant's buckets and sets the x-ratelimit-* headers; the 429
   // (or 413) to answer when it is refused. Does not suspend (`tenant` may view the parser).
-  std::optional<http::StringResponse> AdmitTenant(http::Exchange& ex, std::string_view tenant,
-                                                  const std::string& model);
+  std::optional<Refusal> AdmitTenant(size_t body_bytes, std::string_view tenant, const std::string& model,
+                                     Headers& headers);
   // Swaps in `next`'s client keys and rate limits; one line per difference from `previous`.
   // REQUIRES: ops_mu_ held (or the gateway not started).
   void ApplyClientsAndLimits(const GatewayConfig& next, const GatewayConfig* previous,
@@ -331,6 +426,8 @@ class Gateway final : public http::Handler {
   // Its instances are the configured ones, templates of what discovery derives: the
   // RoutingState holds EffectiveLocked(running_).
   GatewayConfig running_;
+  std::vector<std::unique_ptr<Attachment>> attachments_;  // shut down by Stop and ~Gateway
+  std::unique_ptr<Rng> test_rng_;                         // SeedPicksForTest
   // Declared last: stopped and destroyed first (it holds metric children of registry_).
   std::unique_ptr<KvEventSubscriber> kv_subscriber_;
 

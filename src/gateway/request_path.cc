@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <array>
 #include <random>
+#include <span>
+#include <variant>
 #include <thread>
 
 #include "api/native_request.h"
@@ -221,29 +223,34 @@ class AttemptDeadlines {
 
 // ------------------------------------------------------------------------------ HandleRouted
 
-net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, api::ApiKind api_kind, RequestRecord& record) {
-  co_await AwaitFirstDiscovery();
+std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind api_kind, const http::Request& req,
+                                                                  std::string_view tenant_key, std::string* model) {
   auto rs = routing_.load();
-  const std::string& body = ex.request().body();
+  const std::string& body = req.body();
+  auto refuse = [&](int status, std::string message, std::string code) {
+    metrics_->responses.WithLabels({std::to_string(status), "gateway"}).Inc();
+    return Refusal{status, std::move(message), std::move(code), {}};
+  };
 
   // 1. Bytes -> routing values.
-  Result<api::ParsedRequest> parsed = ParseForRouting(api_kind, ex.request(), *rs);
+  Result<api::ParsedRequest> parsed = ParseForRouting(api_kind, req, *rs);
   if (!parsed.ok()) {
     api::ApiError e = api::ErrorFromStatus(parsed.status());
-    metrics_->responses.WithLabels({std::to_string(e.http_status), "gateway"}).Inc();
-    co_await ex.SendError(e.http_status, e.message);
-    co_return;
+    return refuse(e.http_status, std::move(e.message), "");
   }
   const api::ParsedRequest& p = *parsed;
+  if (model) *model = std::string(p.served_name);  // the access log names the model, found or not
   if (rs->fleet->Eligible(p.served_name).empty()) {
-    record.model = std::string(p.served_name);  // the access log names the model it did not find
-    co_await RefuseUnserved(ex, api_kind, record.model);
-    co_return;
+    const std::string name(p.served_name);
+    return api_kind == api::ApiKind::kNative
+               ? refuse(404, "no instance serves inference component '" + name + "'", "model_not_found")
+               : refuse(404, "The model `" + name + "` does not exist.", "model_not_found");
   }
 
   // 2. What the pool's policy routes by (block chain, prompt tokens), and the policy itself.
   const Pool& pool = rs->PoolFor(p.served_name);
-  Dispatch d;
+  Admission a;
+  Dispatch& d = a.d;
   d.served_name = std::string(p.served_name);
   d.key = p.key;
   d.work_tokens = api::EstimatePromptTokens(body.size());
@@ -254,68 +261,86 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, api::ApiKind api_
   }
   // kv-aware: the prompt's tokens as the engines tokenize it (gateway/prompt_tokens.h); a body
   // the engine tokenizer refuses routes without them (the engine answers its error).
-  const bool engine_tokens = WantsPromptTokens(pool.options) && pool.options.tokenizer == TokenizerSource::kEngine;
-  if (WantsPromptTokens(pool.options) && !engine_tokens) {
+  a.engine_tokens = WantsPromptTokens(pool.options) && pool.options.tokenizer == TokenizerSource::kEngine;
+  if (WantsPromptTokens(pool.options) && !a.engine_tokens) {
     if (auto t = EnginePromptTokens(api_kind, body); t.ok()) d.prompt_tokens = std::move(*t);
   }
   d.policy = !api::HasPrefixKey(api_kind) && pool.options.strategy == Strategy::kPrefixAware
                  ? &UnkeyedPolicy(pool.options.load_measure)
                  : pool.policy.get();
-  Attempt attempt;
-  attempt.model = d.served_name;
-  attempt.model_label = std::string(rs->ModelLabel(p.served_name));
-  attempt.client = record.tenant;
-  attempt.count_usage = api::HasPrefixKey(api_kind);  // generations: their usage is counted
-  attempt.model_stats = &model_stats_.For(attempt.model_label);
-  record.model = attempt.model;
+  a.model_label = std::string(rs->ModelLabel(p.served_name));
+  a.count_usage = api::HasPrefixKey(api_kind);  // generations: their usage is counted
 
   // 3. Admission: tenant rate limits, then the pool's ceiling, before any instance.
   if (limiter_->enabled()) {
-    const std::string_view tenant = !record.tenant.empty()     ? std::string_view(record.tenant)
+    const std::string_view tenant = !tenant_key.empty()        ? tenant_key
                                     : !p.routing_group.empty() ? p.routing_group
                                                                : kAnonymousTenant;
-    if (auto refusal = AdmitTenant(ex, tenant, attempt.model_label)) {
-      co_await ex.Send(std::move(*refusal));
-      co_return;
-    }
+    if (auto refusal = AdmitTenant(body.size(), tenant, a.model_label, a.headers)) return std::move(*refusal);
   }
   // The slot is taken first and given back on refusal, so concurrent requests cannot overshoot.
-  struct PoolSlot {
-    std::atomic<int64_t>& count;
-    ~PoolSlot() { count.fetch_sub(1, std::memory_order_relaxed); }
-  } slot{*pool.in_flight};
-  const int64_t admitted_before = slot.count.fetch_add(1, std::memory_order_relaxed);
-  if (pool.options.max_in_flight > 0 && admitted_before >= pool.options.max_in_flight) {
-    co_await RefusePoolOverloaded(ex, attempt, pool.options.max_in_flight);
+  a.slot = PoolSlot(pool.in_flight);
+  if (pool.options.max_in_flight > 0 && a.slot.admitted_before() >= pool.options.max_in_flight) {
+    metrics_->rejected_requests.WithLabels({a.model_label, "pool_in_flight"}).Inc();
+    Refusal r = refuse(429,
+                       "too many requests in flight for '" + d.served_name + "' (limit " +
+                           std::to_string(pool.options.max_in_flight) + "); retry later",
+                       "pool_overloaded");
+    r.headers = std::move(a.headers);  // a limited tenant's x-ratelimit-* as well
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  a.rs = std::move(rs);
+  return a;
+}
+
+net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, api::ApiKind api_kind, RequestRecord& record) {
+  co_await AwaitFirstDiscovery();
+  auto admitted = Admit(api_kind, ex.request(), record.tenant, &record.model);
+  if (auto* refusal = std::get_if<Refusal>(&admitted)) {
+    co_await SendRefusal(ex, std::move(*refusal));
     co_return;
   }
-  // tokenizer: engine: asked once admitted (nothing of the parser's is read after this await:
-  // `p` views into this thread's parser, which other requests reuse meanwhile).
-  if (engine_tokens) d.prompt_tokens = co_await EngineTokens(*rs, d.served_name, api_kind, body);
+  Admission& a = std::get<Admission>(admitted);
+  for (auto& [name, value] : a.headers) ex.SetResponseHeader(name, value);
+  Attempt attempt;
+  attempt.model = a.d.served_name;
+  attempt.model_label = a.model_label;
+  attempt.client = record.tenant;
+  attempt.count_usage = a.count_usage;
+  attempt.model_stats = &model_stats_.For(attempt.model_label);
+  // tokenizer: engine: asked once admitted (nothing of the parser's is read after this await).
+  if (a.engine_tokens) {
+    a.d.prompt_tokens = co_await EngineTokens(*a.rs, a.d.served_name, api_kind, ex.request().body());
+  }
 
   // 4. Pick, forward, and on a retryable failure move down the preference order.
-  co_await DispatchWithRetries(ex, *rs, d, attempt, record);
+  co_await DispatchWithRetries(ex, *a.rs, a.d, attempt, record);
 }
 
-net::awaitable<void> Gateway::RefuseUnserved(http::Exchange& ex, api::ApiKind api_kind, const std::string& name) {
-  metrics_->responses.WithLabels({"404", "gateway"}).Inc();
-  if (api_kind == api::ApiKind::kNative) {
-    co_await ex.SendError(404, "no instance serves inference component '" + name + "'", "model_not_found");
-  } else {
-    co_await ex.SendError(404, "The model `" + name + "` does not exist.", "model_not_found");
+net::awaitable<void> Gateway::SendRefusal(http::Exchange& ex, Refusal r) {
+  if (r.headers.empty()) {
+    co_await ex.SendError(r.status, r.message, r.code);
+    co_return;
   }
+  http::StringResponse res = JsonResponse(r.status, api::ErrorBody(api::MakeError(r.status, r.message, r.code)));
+  for (const auto& [name, value] : r.headers) res.set(name, value);
+  co_await ex.Send(std::move(res));
 }
 
-net::awaitable<void> Gateway::RefusePoolOverloaded(http::Exchange& ex, const Attempt& attempt, int64_t limit) {
-  metrics_->rejected_requests.WithLabels({attempt.model_label, "pool_in_flight"}).Inc();
-  metrics_->responses.WithLabels({"429", "gateway"}).Inc();
-  http::StringResponse res =
-      JsonResponse(429, api::ErrorBody(api::MakeError(429,
-                                                      "too many requests in flight for '" + attempt.model +
-                                                          "' (limit " + std::to_string(limit) + "); retry later",
-                                                      "pool_overloaded")));
-  res.set(bhttp::field::retry_after, "1");
-  co_await ex.Send(std::move(res));
+RouteRequest Gateway::RouteRequestFor(const Dispatch& d, std::span<const uint32_t> tried) {
+  RouteRequest rr{d.served_name, d.key, tried, d.work_tokens, d.chain};
+  rr.prompt_tokens = d.prompt_tokens;
+  rr.request_id = dispatch_ids_.fetch_add(1, std::memory_order_relaxed) + 1;
+  return rr;
+}
+
+Rng& Gateway::PickRng() { return test_rng_ ? *test_rng_ : ThreadRng(); }
+
+void Gateway::ObserveDecisionSeconds(double seconds) { metrics_->decision_seconds.WithLabels({}).Observe(seconds); }
+
+void Gateway::CountGatewayResponse(int status) {
+  metrics_->responses.WithLabels({std::to_string(status), "gateway"}).Inc();
 }
 
 net::awaitable<void> Gateway::DispatchWithRetries(http::Exchange& ex, const RoutingState& rs, const Dispatch& d,
@@ -324,10 +349,8 @@ net::awaitable<void> Gateway::DispatchWithRetries(http::Exchange& ex, const Rout
   const auto& req = ex.request();
   std::vector<uint32_t> tried;
   for (uint32_t n = 0;; ++n) {
-    RouteRequest rr{d.served_name, d.key, tried, d.work_tokens, d.chain};
-    rr.prompt_tokens = d.prompt_tokens;
-    rr.request_id = dispatch_ids_.fetch_add(1, std::memory_order_relaxed) + 1;
-    auto decision = d.policy->Pick(rr, fleet, ThreadRng());
+    RouteRequest rr = RouteRequestFor(d, tried);
+    auto decision = d.policy->Pick(rr, fleet, PickRng());
     if (n == 0) metrics_->decision_seconds.WithLabels({}).Observe(SecondsSince(ex.received_at()));
     if (!decision.ok()) {
       const int status = n == 0 ? 503 : attempt.error_status;
@@ -380,12 +403,19 @@ void Gateway::RecordDecision(const RoutingState& rs, const Decision& decision, u
   record.decision = DecisionKindName(decision.kind);
   record.rank = decision.rank;
   record.attempts = n + 1;
-  metrics_->requests.WithLabels({name, attempt.model_label, std::string(DecisionKindName(decision.kind))}).Inc();
+  CountDecision(rs, decision, attempt.model_label, n, attempt.kind);
+}
+
+void Gateway::CountDecision(const RoutingState& rs, const Decision& decision, std::string_view model_label, uint32_t n,
+                            std::string_view retry_reason) {
+  const std::string& name = rs.fleet->spec(decision.instance).name;
+  const std::string label(model_label);
+  metrics_->requests.WithLabels({name, label, std::string(DecisionKindName(decision.kind))}).Inc();
   rs.instances[decision.instance]->stats->CountDecision(decision.kind);
   if (decision.kind == DecisionKind::kOverflow || decision.kind == DecisionKind::kSaturated) {
-    metrics_->overflows.WithLabels({attempt.model_label}).Inc();
+    metrics_->overflows.WithLabels({label}).Inc();
   }
-  if (n > 0) metrics_->retries.WithLabels({attempt.model_label, attempt.kind}).Inc();
+  if (n > 0) metrics_->retries.WithLabels({label, std::string(retry_reason)}).Inc();
 }
 
 // ----------------------------------------------------------------------------------- Forward

@@ -337,6 +337,10 @@ Status Server::Start() {
     thread_states_.push_back(std::make_unique<ThreadState>());
     work_.push_back(net::make_work_guard(*contexts_.back()));
   }
+  if (!options_.listen) {
+    for (auto& ctx : contexts_) threads_.emplace_back([c = ctx.get()] { c->run(); });
+    return Status::Ok();
+  }
   beast::error_code ec;
   auto address = net::ip::make_address(options_.host, ec);
   tcp::endpoint endpoint;

@@ -90,6 +90,9 @@ inline constexpr auto kTuple = net::as_tuple(net::use_awaitable);
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0 = ephemeral (see Server::port())
+  // false: no listener at all, only the I/O threads (the gateway's loops run on them while the
+  // endpoint picker alone takes requests: docs/epp.md); host and port are then unused.
+  bool listen = true;
   uint32_t io_threads = 1;
   uint64_t max_body_bytes = 32ull << 20;
   uint32_t max_header_bytes = 64u << 10;
