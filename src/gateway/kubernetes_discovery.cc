@@ -277,8 +277,10 @@ void KubernetesWatcher::CountError(std::string_view reason, const Status& status
     return;
   }
   if (!failing_) {
+    const std::string backoff = fmt::format("{}s doubling to {}s, jittered", options_.initial_backoff.count() / 1000.0,
+                                            options_.max_backoff.count() / 1000.0);
     LogEvent(spdlog::level::warn, "kubernetes discovery failed; the instances stay until the API server answers",
-             {{"request", what}, {"reason", reason}, {"error", status.message()}});
+             {{"request", what}, {"reason", reason}, {"error", status.message()}, {"retry", backoff}});
   }
   failing_ = true;
 }
