@@ -742,6 +742,17 @@ TEST_F(KubernetesWatchTest, GatewayRoutesToAReadyPod) {
   EXPECT_TRUE(pt::Eventually([&] {
     return pt::Post(g->port(), gateway::testing::kChat, gateway::testing::ChatBody("m1", "hello")).status() == 200;
   }));
+  // A pod's instance is not removed by the admin API (it would come back): drain it instead.
+  EXPECT_EQ(g->RemoveInstance("vllm@a").status().code(), StatusCode::kFailedPrecondition);
+
+  // The API server failing: counted, and the pod stays an instance.
+  api_.FailWith(500);
+  api_.EndWatches();
+  EXPECT_TRUE(pt::Eventually([&] {
+    return pt::Metric(g->port(), "prefix_router_kubernetes_watch_errors_total{reason=\"watch\"}") >= 1;
+  }));
+  EXPECT_EQ(g->routing()->fleet->size(), 1u);
+  EXPECT_EQ(pt::Post(g->port(), gateway::testing::kChat, gateway::testing::ChatBody("m1", "hello")).status(), 200);
   g->Stop();
   g->Wait();
 }
