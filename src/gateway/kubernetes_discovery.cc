@@ -336,13 +336,18 @@ net::awaitable<Result<std::string>> KubernetesWatcher::Get(const KubernetesApiCa
     if (!text.empty()) token = Secret("Bearer " + text);
   }
   const bool pools = call.resource == kPoolsList.resource;
+  // Stop and a selector change cancel the stream's pending operation; one whose completion was
+  // already queued is not, so the request also checks before each operation whether it is
+  // still wanted.
+  const uint64_t generation = selector_generation_;
+  const auto abandoned = [&] { return stopping() || (!pools && generation != selector_generation_); };
   auto [cec, lease] = co_await ConnectionPool::ForThisThread().Acquire(t, options_.connect_timeout, /*fresh=*/true);
   if (cec) {
     co_return Status::Unavailable("connecting to " + t.host_header + " failed: " +
                                   (lease.error.empty() ? cec.message() : lease.error));
   }
   UpstreamStream& stream = *lease.stream;
-  if (stopping()) co_return Status::Unavailable("stopping");
+  if (abandoned()) co_return Status::Unavailable("cancelled");
   beast::tcp_stream*& slot = pools ? pool_stream_ : pods_stream_;
   slot = &stream.tcp();
   struct Clear {
@@ -366,6 +371,7 @@ net::awaitable<Result<std::string>> KubernetesWatcher::Get(const KubernetesApiCa
   const auto watch_idle = options_.watch_timeout + options_.watch_timeout / 2 + std::chrono::seconds(30);
   stream.tcp().expires_after(on_line ? std::chrono::duration_cast<std::chrono::milliseconds>(watch_idle)
                                      : options_.request_timeout);
+  if (abandoned()) co_return Status::Unavailable("cancelled");
   auto [hec, hn] = co_await stream.On([&](auto& s) { return bhttp::async_read_header(s, buffer, parser, http::kTuple); });
   if (hec) co_return Status::Unavailable("reading the answer failed: " + hec.message());
   const int status = parser.get().result_int();
@@ -376,6 +382,7 @@ net::awaitable<Result<std::string>> KubernetesWatcher::Get(const KubernetesApiCa
   while (!parser.is_done()) {
     parser.get().body().data = chunk;
     parser.get().body().size = sizeof(chunk);
+    if (abandoned()) co_return Status::Unavailable("cancelled");
     if (on_line) stream.tcp().expires_after(std::chrono::duration_cast<std::chrono::milliseconds>(watch_idle));
     // read_some: a watch's events are handed on as they arrive, not when the buffer is full.
     auto [rec, rn] = co_await stream.On([&](auto& s) { return bhttp::async_read_some(s, buffer, parser, http::kTuple); });
