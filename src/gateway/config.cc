@@ -421,6 +421,54 @@ Status ReadInstance(const YAML::Node& n, const std::string& path, InstanceConfig
                       });
 }
 
+// `discovery.kubernetes`: its scalars through the schema, `selector` (label: value) and the
+// `instance` template (the instance fields that make sense for a pod).
+Status ReadKubernetes(const YAML::Node& n, const std::string& path, GatewayConfig& config) {
+  KubernetesDiscoveryConfig& k = config.discovery.kubernetes;
+  k.enabled = true;
+  std::vector<std::string_view> known = {"selector", "instance"};
+  for (const ConfigField& f : ConfigSchema()) {
+    if (f.scalar() && f.section() == path) known.push_back(f.key());
+  }
+  return ForEachField(n, path, known, [&](const std::string& key, const YAML::Node& v, const std::string& p) -> Status {
+    if (key == "selector") {
+      k.selector.clear();
+      if (v.IsNull()) return Status::Ok();
+      if (!v.IsMap()) return TypeError(p, "a map of label to value", v);
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (!it->first.IsScalar() || !it->second.IsScalar()) {
+          return Status::InvalidArgument(p + ": labels and values must be strings");
+        }
+        k.selector[it->first.Scalar()] = it->second.Scalar();
+      }
+      return Status::Ok();
+    }
+    if (key == "instance") {
+      if (!v.IsMap() && !v.IsNull()) return TypeError(p, "a map of instance fields", v);
+      Status s = ForEachField(v, p,
+                              {"name", "weight", "models", "discover_models", "authorization_env",
+                               "authorization_file"},
+                              [](const std::string&, const YAML::Node&, const std::string&) { return Status::Ok(); });
+      if (!s.ok()) return s;
+      k.instance = InstanceConfig{};
+      return v.IsNull() ? Status::Ok() : ReadInstance(v, p, k.instance);
+    }
+    return ReadField(*FindConfigField(p), v, p, config);
+  });
+}
+
+// `discovery`: scalars through the schema, and `kubernetes`.
+Status ReadDiscovery(const YAML::Node& n, const std::string& path, GatewayConfig& config) {
+  std::vector<std::string_view> known = {"kubernetes"};
+  for (const ConfigField& f : ConfigSchema()) {
+    if (f.scalar() && f.section() == path) known.push_back(f.key());
+  }
+  return ForEachField(n, path, known, [&config](const std::string& key, const YAML::Node& v, const std::string& p) {
+    if (key == "kubernetes") return ReadKubernetes(v, p, config);
+    return ReadField(*FindConfigField(p), v, p, config);
+  });
+}
+
 Status ReadInstances(const YAML::Node& n, const std::string& path, std::vector<InstanceConfig>& out) {
   out.clear();
   if (n.IsNull()) return Status::Ok();
@@ -594,6 +642,7 @@ Status ReadDocument(const YAML::Node& root, GatewayConfig& config) {
                               return ReadPools(v, p, pools);
                             }
                             if (key == "instances") return ReadInstances(v, p, config.instances);
+                            if (key == "discovery") return ReadDiscovery(v, p, config);
                             if (const ConfigField* field = FindConfigField(key); field != nullptr && field->scalar()) {
                               return ReadField(*field, v, p, config);  // listen, io_threads, ...
                             }
@@ -1200,8 +1249,8 @@ Status ValidateKvEvents(const KvEventsConfig& k, const std::string& path) {
 }
 
 Status ValidateInstances(GatewayConfig& config) {
-  if (config.instances.empty()) {
-    return Status::InvalidArgument("instances: at least one instance is required");
+  if (config.instances.empty() && !config.discovery.kubernetes.enabled) {
+    return Status::InvalidArgument("instances: at least one instance is required (or discovery.kubernetes)");
   }
   for (size_t i = 0; i < config.instances.size(); ++i) {
     InstanceConfig& instance = config.instances[i];
@@ -1252,13 +1301,15 @@ Status ValidateInstances(GatewayConfig& config) {
   }
   // Derived instances are named NAME@ADDRESS:PORT: beside them, a configured name with '@'
   // could collide with one.
-  const bool derives = std::any_of(config.instances.begin(), config.instances.end(),
+  const bool derives = config.discovery.kubernetes.enabled ||
+                       std::any_of(config.instances.begin(), config.instances.end(),
                                    [](const InstanceConfig& in) { return in.resolve == ResolveMode::kAll; });
   for (size_t i = 0; derives && i < config.instances.size(); ++i) {
     if (config.instances[i].name.find('@') != std::string::npos) {
       return Status::InvalidArgument(Index("instances", i) + ".name: '" + config.instances[i].name +
                                      "' must not contain '@' when an instance has resolve: all "
-                                     "(its instances are named NAME@ADDRESS:PORT)");
+                                     "or discovery.kubernetes is on (their instances are named "
+                                     "NAME@ADDRESS:PORT, NAME@POD)");
     }
   }
   return Status::Ok();
@@ -1280,6 +1331,93 @@ Status ValidateDiscovery(const DiscoveryConfig& d) {
     std::fclose(f);
   }
   return Status::Ok();
+}
+
+Status ValidateKubernetes(GatewayConfig& config) {
+  KubernetesDiscoveryConfig& k = config.discovery.kubernetes;
+  const std::string path = "discovery.kubernetes";
+  if (Status s = CheckCount(path + ".target_port", k.target_port, 0, 65535, " (0 = unset)"); !s.ok()) return s;
+  if (!k.enabled) return Status::Ok();
+  if (k.inference_pool.empty()) {
+    if (k.selector.empty() || k.target_port == 0) {
+      return Status::InvalidArgument(path + ": give inference_pool, or selector and target_port (1..65535)");
+    }
+  } else if (!k.selector.empty() || k.target_port != 0) {
+    return Status::InvalidArgument(path + ": inference_pool gives the selector and the port; do not set selector or "
+                                          "target_port beside it");
+  }
+  for (const auto& [label, value] : k.selector) {
+    if (label.empty() || !IsHeaderSafe(label) || !IsHeaderSafe(value) ||
+        label.find_first_of(",=!()") != std::string::npos || value.find_first_of(",=!()") != std::string::npos) {
+      return Status::InvalidArgument(path + ".selector: '" + label + "': labels and values are plain words "
+                                                                     "(no spaces, commas, '=', '!' or parentheses)");
+    }
+  }
+  InstanceConfig api;
+  api.url = k.api_server;
+  std::string api_path = path + ".api_server";
+  if (api.url.empty()) {
+    const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+    const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+    if (host == nullptr || *host == '\0') {
+      return Status::InvalidArgument(api_path +
+                                     ": not set, and KUBERNETES_SERVICE_HOST is not either (not in a pod?): give "
+                                     "the API server's url");
+    }
+    const bool v6 = std::string_view(host).find(':') != std::string_view::npos;
+    api.url = std::string("https://") + (v6 ? "[" : "") + host + (v6 ? "]" : "") + ":" +
+              (port != nullptr && *port != '\0' ? port : "443");
+    api_path += " (from KUBERNETES_SERVICE_HOST/_PORT)";
+  }
+  bool ipv6 = false;
+  if (Status s = ParseInstanceUrl(api, api_path, ipv6); !s.ok()) return s;
+  if (!api.base_path.empty()) return Status::InvalidArgument(api_path + ": the API server's url takes no path");
+  k.api_host = api.host;
+  k.api_port = api.port;
+  k.api_https = api.https;
+  if (k.api_https) {
+    auto ctx = http::MakeClientTlsContext(k.ca_file, true, path + ".ca_file");
+    if (!ctx.ok()) return ctx.status();
+  }
+  if (!k.namespace_name.empty()) {
+    k.resolved_namespace = k.namespace_name;
+  } else if (k.resolved_namespace.empty()) {
+    const std::string file = std::string(kServiceAccountDir) + "/namespace";
+    std::FILE* f = std::fopen(file.c_str(), "rb");
+    char buf[256];
+    const size_t n = f ? std::fread(buf, 1, sizeof(buf), f) : 0;
+    if (f) std::fclose(f);
+    std::string ns(buf, n);
+    while (!ns.empty() && std::isspace(static_cast<unsigned char>(ns.back()))) ns.pop_back();
+    if (ns.empty()) {
+      return Status::InvalidArgument(path + ".namespace: not set, and " + file + " cannot be read (not in a pod?)");
+    }
+    k.resolved_namespace = ns;
+  }
+  const bool dns_label = !k.resolved_namespace.empty() && k.resolved_namespace.size() <= 63 &&
+                         std::all_of(k.resolved_namespace.begin(), k.resolved_namespace.end(),
+                                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
+  if (!dns_label) {
+    return Status::InvalidArgument(path + ".namespace: '" + k.resolved_namespace + "' is not a namespace name");
+  }
+  InstanceConfig& t = k.instance;
+  const std::string tpath = path + ".instance";
+  if (t.name.empty()) t.name = k.inference_pool.empty() ? "kubernetes" : k.inference_pool;
+  if (!IsHeaderSafe(t.name) || t.name.find('@') != std::string::npos) {
+    return Status::InvalidArgument(tpath + ".name: '" + t.name + "' must be visible ASCII without spaces or '@'");
+  }
+  for (const InstanceConfig& other : config.instances) {
+    if (other.name == t.name) {
+      return Status::InvalidArgument(tpath + ".name: '" + t.name + "' is also a configured instance's name");
+    }
+  }
+  if (Status s = CheckCount(tpath + ".weight", t.weight, 1, kMaxInstanceWeight); !s.ok()) return s;
+  for (size_t m = 0; m < t.models.size(); ++m) {
+    if (Status s = CheckServedName(t.models[m]); !s.ok()) {
+      return Status(s.code(), Index(tpath + ".models", m) + ": " + s.message());
+    }
+  }
+  return LoadInstanceAuthorization(t, tpath);
 }
 
 Status ValidateEngineMetrics(const EngineMetricsConfig& m) {
@@ -1316,10 +1454,11 @@ Status ValidatePools(const GatewayConfig& config) {
     if (name.empty()) return Status::InvalidArgument("pools: pool names must not be empty");
     if (!base::IsValidUtf8(name)) return Status::InvalidArgument("pools: pool names must be valid UTF-8");
     if (Status s = ValidateRouting(options, path); !s.ok()) return s;
-    const bool served =
-        std::any_of(config.instances.begin(), config.instances.end(), [&name](const InstanceConfig& in) {
-          return in.models.empty() || std::find(in.models.begin(), in.models.end(), name) != in.models.end();
-        });
+    const auto serves = [&name](const InstanceConfig& in) {
+      return in.models.empty() || std::find(in.models.begin(), in.models.end(), name) != in.models.end();
+    };
+    const bool served = std::any_of(config.instances.begin(), config.instances.end(), serves) ||
+                        (config.discovery.kubernetes.enabled && serves(config.discovery.kubernetes.instance));
     if (!served) return Status::InvalidArgument(path + ": no instance serves '" + name + "'");
   }
   return Status::Ok();
@@ -1581,6 +1720,7 @@ Status ValidateConfig(GatewayConfig& config) {
   if (Status s = ValidateTimeouts(config.timeouts); !s.ok()) return s;
   if (Status s = CheckCount("retries.max_retries", config.max_retries, 0, 10); !s.ok()) return s;
   if (Status s = ValidateDiscovery(config.discovery); !s.ok()) return s;
+  if (Status s = ValidateKubernetes(config); !s.ok()) return s;
   if (Status s = ValidateEngineMetrics(config.engine_metrics); !s.ok()) return s;
   return ValidateHealth(config.health);
 }

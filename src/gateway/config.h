@@ -206,6 +206,19 @@
 //                                   # [1, 86400]
 //     hosts_file: ""                # resolve `resolve: all` names with this hosts(5) file
 //                                   # (re-read each time) instead of the system resolver
+//     kubernetes:                   # instances = the Ready pods of a selector (present = on;
+//                                   # `instances` may then be empty). Either:
+//       inference_pool: vllm-pool   # an InferencePool (inference.networking.k8s.io/v1), watched:
+//                                   # its spec.selector.matchLabels and targetPorts[0].number
+//       # or: selector: {app: vllm}  and  target_port: 8000
+//       namespace: ""               # "" = the service account's namespace file
+//       api_server: ""              # http(s)://host:port; "" = https://$KUBERNETES_SERVICE_HOST:
+//                                   # $KUBERNETES_SERVICE_PORT (http:// for tests only)
+//       token_file: /var/run/secrets/kubernetes.io/serviceaccount/token  # re-read per connect
+//       ca_file: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt    # re-read per connect
+//       instance: {name: vllm, weight: 1, models: [], discover_models: true}  # each pod's
+//                                   # instance NAME@POD at podIP:target_port (also
+//                                   # authorization_env/_file); a watch or list error keeps them
 //   engine_metrics:                 # scrape each instance's Prometheus /metrics for the load
 //                                   # it reports (vllm:num_requests_running, ..._waiting,
 //                                   # kv_cache_usage_perc): on when this section is present or
@@ -349,6 +362,28 @@ struct ListenerTlsConfig {
   std::string key_file;
 };
 
+// Instances from the Kubernetes API (gateway/kubernetes_discovery.h, docs/discovery.md): the
+// Ready pods a label selector picks, from an InferencePool or configured.
+inline constexpr std::string_view kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
+struct KubernetesDiscoveryConfig {
+  bool enabled = false;    // the YAML has discovery.kubernetes
+  std::string api_server;  // http(s)://host:port; "" = in-cluster (KUBERNETES_SERVICE_HOST/_PORT)
+  std::string token_file = std::string(kServiceAccountDir) + "/token";  // "" = no token
+  std::string ca_file = std::string(kServiceAccountDir) + "/ca.crt";    // https api_server
+  std::string namespace_name;  // `namespace`; "" = the service account's (kServiceAccountDir/namespace)
+  std::string inference_pool;  // the InferencePool to follow; or selector and target_port:
+  std::map<std::string, std::string> selector;
+  uint32_t target_port = 0;
+  // The template of each pod's instance: name (default: inference_pool, else "kubernetes"),
+  // weight, models, discover_models, authorization_env/_file. Its url is the pod's.
+  InstanceConfig instance;
+  // Filled by validation:
+  std::string api_host;
+  uint16_t api_port = 0;
+  bool api_https = false;
+  std::string resolved_namespace;
+};
+
 // Discovery of served names and of instances by DNS (docs/discovery.md). Read at start: a
 // reload that changes this section needs a restart.
 struct DiscoveryConfig {
@@ -358,6 +393,7 @@ struct DiscoveryConfig {
   double models_interval = 30;   // seconds between two polls of one instance's /v1/models
   double resolve_interval = 30;  // seconds between two resolutions of a `resolve: all` name
   std::string hosts_file;        // resolve names with this hosts(5) file, not the system's
+  KubernetesDiscoveryConfig kubernetes;
 };
 
 // Whether discovery polls `ic`'s GET /v1/models: its own discover_models, else discovery.models,

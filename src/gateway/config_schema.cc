@@ -535,6 +535,45 @@ std::vector<ConfigField> BuildSchema() {
                                   [](auto& c) -> auto& { return c.discovery.hosts_file; },
                                   {"a readable file, or \"\" (the system resolver)", "",
                                    "resolve with this hosts(5) file", "/etc/hosts", "/nonexistent/hosts"}));
+  s.push_back(Structure("discovery.kubernetes", K::kMap, kRestart,
+                        "instances from the Kubernetes API: the Ready pods of an InferencePool or a label "
+                        "selector, each at podIP:target_port, named NAME@POD (docs/discovery.md): present = on; "
+                        "`instances` may then be empty"));
+  s.push_back(Scalar<std::string>(
+      "discovery.kubernetes.inference_pool", K::kString, kRestart,
+      [](auto& c) -> auto& { return c.discovery.kubernetes.inference_pool; },
+      {"an InferencePool's name; or selector and target_port", "",
+       "follow this InferencePool (inference.networking.k8s.io/v1): its spec.selector.matchLabels and "
+       "spec.targetPorts[0].number, watched",
+       "vllm-pool", ""}));
+  s.push_back(Structure("discovery.kubernetes.selector", K::kMap, kRestart,
+                        "without inference_pool: the pods' labels (label: value, all must match)"));
+  s.push_back(Scalar<uint32_t>("discovery.kubernetes.target_port", K::kInteger, kRestart,
+                               [](auto& c) -> auto& { return c.discovery.kubernetes.target_port; },
+                               {"1..65535, with selector", "", "the pods' port of the model server", "8000", "65536"}));
+  s.push_back(Scalar<std::string>(
+      "discovery.kubernetes.namespace", K::kString, kRestart,
+      [](auto& c) -> auto& { return c.discovery.kubernetes.namespace_name; },
+      {"a namespace, or \"\" (the service account's)", "", "where the pods (and the pool) are", "inference", ""}));
+  s.push_back(Scalar<std::string>(
+      "discovery.kubernetes.api_server", K::kString, kRestart,
+      [](auto& c) -> auto& { return c.discovery.kubernetes.api_server; },
+      {"http(s)://host:port, or \"\" (in-cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)", "",
+       "the API server; http:// is for tests", "https://10.96.0.1:443", ""}));
+  s.push_back(Scalar<std::string>(
+      "discovery.kubernetes.token_file", K::kString, kRestart,
+      [](auto& c) -> auto& { return c.discovery.kubernetes.token_file; },
+      {"a file, or \"\" (no token)", "",
+       "the bearer token sent to the API server, re-read at each connection (tokens rotate)",
+       "/run/secrets/k8s/token", ""}));
+  s.push_back(Scalar<std::string>(
+      "discovery.kubernetes.ca_file", K::kString, kRestart,
+      [](auto& c) -> auto& { return c.discovery.kubernetes.ca_file; },
+      {"a PEM CA bundle", "", "what the API server's certificate must lead to (https), re-read at each connection",
+       "/run/secrets/k8s/ca.crt", ""}));
+  s.push_back(Structure("discovery.kubernetes.instance", K::kMap, kRestart,
+                        "each pod's instance: name (default: inference_pool, else kubernetes), weight, models, "
+                        "discover_models, authorization_env, authorization_file"));
 
   // ---------------------------------------------------------------------------- upstream_tls
   s.push_back(Scalar<std::string>(

@@ -112,7 +112,40 @@ net::awaitable<void> Gateway::AwaitFirstDiscovery() {
 
 // ----------------------------------------------------------------------------------- DNS
 
+void Gateway::KubernetesRound(bool apply) {
+  if (!kubernetes_) return;
+  KubernetesWatcher::Snapshot now = kubernetes_->snapshot();
+  std::lock_guard lock(ops_mu_);
+  if (now.version == kubernetes_version_) return;
+  kubernetes_version_ = now.version;
+  // The watcher changes its set only on the API server's word (a list or a watch event), so
+  // an empty set here is the server's answer, not an outage.
+  const auto format = [](const KubernetesEndpoint& e) { return e.pod + "=" + FormatAddress({e.address, e.port}); };
+  const std::string added = JoinWith(Minus(now.endpoints, kubernetes_endpoints_), format);
+  const std::string removed = JoinWith(Minus(kubernetes_endpoints_, now.endpoints), format);
+  if (added.empty() && removed.empty()) return;
+  kubernetes_endpoints_ = std::move(now.endpoints);
+  const auto count = static_cast<uint64_t>(kubernetes_endpoints_.size());
+  const std::string& name = config_.discovery.kubernetes.instance.name;
+  if (!apply) {
+    LogEvent(spdlog::level::info, "pods discovered", {{"instance", name}, {"pods", count}, {"added", added}});
+    return;
+  }
+  auto changes = SwapLocked(EffectiveLocked(running_));
+  if (!changes.ok()) {
+    spdlog::error("discovery: applying the pods of {} failed: {}", name, changes.status().message());
+    return;
+  }
+  LogEvent(spdlog::level::info, "pods discovered",
+           {{"instance", name},
+            {"pods", count},
+            {"added", added},
+            {"removed", removed},
+            {"changes", JoinWith(*changes, [](const std::string& s) { return s; })}});
+}
+
 net::awaitable<void> Gateway::ResolveRound(bool apply) {
+  KubernetesRound(apply);
   struct Job {
     std::string name;
     std::string host;

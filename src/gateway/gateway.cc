@@ -132,6 +132,26 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
     ctx.run();
   }
 
+  // discovery.kubernetes: one list before the gateway starts, like the resolution above (a
+  // failure is logged, and the watcher keeps trying once started).
+  if (c.discovery.kubernetes.enabled) {
+    g->kubernetes_errors_ = &g->registry_.AddCounter(
+        "prefix_router_kubernetes_watch_errors_total",
+        "Failed list and watch requests of discovery.kubernetes, by reason (list, watch, gone: 410 relist, "
+        "invalid); the instances stay meanwhile",
+        {"reason"});
+    KubernetesWatcherOptions options;
+    options.config = c.discovery.kubernetes;
+    options.connect_timeout = Ms(c.timeouts.connect);
+    g->kubernetes_ = std::make_shared<KubernetesWatcher>(std::move(options), g->kubernetes_errors_);
+    net::io_context ctx;
+    SpawnBackground(ctx.get_executor(), "kubernetes",
+                    [](KubernetesWatcher& w) -> net::awaitable<void> { (void)co_await w.Sync(); }(*g->kubernetes_),
+                    g->metrics_->background_failures.WithLabels({"kubernetes"}));
+    ctx.run();
+    g->KubernetesRound(/*apply=*/false);
+  }
+
   const GatewayConfig effective = g->EffectiveLocked(g->running_);
   auto rs = g->BuildRouting(effective, nullptr, nullptr);
   if (!rs.ok()) return rs.status();
@@ -290,6 +310,10 @@ Status Gateway::Start() {
   SampleRequests(StatusClock::now());
   SpawnLoop(server_->context(0), "sample", SampleLoop());
   SpawnLoop(server_->context(0), "discovery", DiscoveryLoop());
+  if (kubernetes_) {
+    kubernetes_->SetOnChange([this] { RequestDiscovery(); });
+    SpawnLoop(server_->context(0), "kubernetes", KubernetesWatcher::Run(kubernetes_));
+  }
   SpawnLoop(server_->context(0), "engine_metrics", EngineMetricsLoop());
   spdlog::info("prefix-router listening on {}:{} with {} instances, {} I/O threads", config_.listen_host,
                server_->port(), routing_.load()->fleet->size(), server_->thread_count());
@@ -303,6 +327,7 @@ void Gateway::SpawnLoop(net::io_context& ctx, std::string_view task, net::awaita
 void Gateway::Stop() {
   for (auto& a : attachments_) a->Shutdown();
   discovery_stop_.store(true);
+  if (kubernetes_) kubernetes_->Stop();
   WakeDiscovery();  // the loop sees discovery_stop_ and ends
   server_->Stop(Ms(config_.timeouts.drain));
 }

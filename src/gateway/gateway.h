@@ -47,6 +47,8 @@
 // Discovery (gateway/discovery.h, docs/discovery.md): a loop on the first I/O thread polls the
 // /v1/models of instances with discover_models (every instance by default) and resolves the
 // names of `resolve: all` instances, and applies what changed like any other run-time change.
+// With discovery.kubernetes, a KubernetesWatcher (gateway/kubernetes_discovery.h) on the same
+// thread follows the Ready pods and asks that loop for a round when they change.
 //
 // The endpoint picker (src/epp/, docs/epp.md) decides through the same steps: Admit (parse,
 // pool, tenant limits, max_in_flight) and the pool's Policy, counted in the same metrics; it is
@@ -79,6 +81,7 @@
 #include "gateway/discovery.h"
 #include "gateway/ejection_signal.h"
 #include "gateway/kv_events.h"
+#include "gateway/kubernetes_discovery.h"
 #include "gateway/operations.h"
 #include "gateway/rate_limiter.h"
 #include "gateway/status.h"
@@ -383,6 +386,8 @@ class Gateway final : public http::Handler {
   net::awaitable<void> DiscoveryLoop();
   // Resolves every template; applies what changed when `apply` (else only records it: Create).
   net::awaitable<void> ResolveRound(bool apply);
+  // Takes the Kubernetes watcher's endpoints when they changed; applies them when `apply`.
+  void KubernetesRound(bool apply);
   net::awaitable<void> PollRound();
   net::awaitable<Result<ModelList>> PollModels(UpstreamTarget target);
   void WakeDiscovery();
@@ -454,6 +459,12 @@ class Gateway final : public http::Handler {
   };
   std::map<std::string, DiscoveredModels, std::less<>> discovered_;  // by instance name
   std::shared_ptr<Resolver> resolver_;
+  // discovery.kubernetes: the watcher (null when off) and the endpoints last applied (guarded
+  // by ops_mu_), which EffectiveLocked turns into instances.
+  std::shared_ptr<KubernetesWatcher> kubernetes_;
+  uint64_t kubernetes_version_ = 0;
+  std::vector<KubernetesEndpoint> kubernetes_endpoints_;
+  metrics::Family<metrics::Counter>* kubernetes_errors_ = nullptr;
   std::atomic<uint64_t> discovery_requested_{0};
   std::atomic<uint64_t> discovery_done_{0};
   std::atomic<bool> discovery_stop_{false};

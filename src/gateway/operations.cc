@@ -277,9 +277,30 @@ GatewayConfig Gateway::EffectiveLocked(const GatewayConfig& running) const {
   GatewayConfig out = running;
   out.instances.clear();
   std::vector<InstanceConfig> derived;
-  for (const InstanceConfig& t : running.instances) {
+  // discovery.kubernetes: one instance per Ready pod, after the configured ones.
+  std::vector<InstanceConfig> templates = running.instances;
+  const KubernetesDiscoveryConfig& k8s = running.discovery.kubernetes;
+  if (k8s.enabled) {
+    InstanceConfig t = k8s.instance;
+    t.resolve = ResolveMode::kNone;
+    templates.push_back(std::move(t));  // a marker: expanded below, never an instance itself
+  }
+  for (size_t ti = 0; ti < templates.size(); ++ti) {
+    const InstanceConfig& t = templates[ti];
     derived.clear();
-    if (t.resolve == ResolveMode::kAll) {
+    if (k8s.enabled && ti + 1 == templates.size()) {
+      for (const KubernetesEndpoint& e : kubernetes_endpoints_) {
+        InstanceConfig d = t;
+        const std::string address = FormatAddress({e.address, e.port});
+        d.name = t.name + "@" + e.pod;
+        d.url = "http://" + address;
+        d.host = e.address;
+        d.port = e.port;
+        d.base_path.clear();
+        d.https = false;
+        derived.push_back(std::move(d));
+      }
+    } else if (t.resolve == ResolveMode::kAll) {
       auto it = resolved_.find(t.name);
       if (it != resolved_.end() && it->second.host == t.host && it->second.port == t.port) {
         for (const ResolvedAddress& a : it->second.addresses) {
@@ -402,6 +423,12 @@ Result<int32_t> Gateway::RemoveInstance(std::string_view name) {
   auto it = std::find_if(candidate.instances.begin(), candidate.instances.end(),
                          [&](const InstanceConfig& ic) { return ic.name == name; });
   if (it == candidate.instances.end()) {
+    const std::string& k8s_name = running_.discovery.kubernetes.instance.name;
+    if (running_.discovery.kubernetes.enabled && name.starts_with(k8s_name + "@") && routing_.load()->fleet->Find(name)) {
+      return Status::FailedPrecondition("'" + std::string(name) +
+                                        "' is a pod found by discovery.kubernetes: it leaves when the pod is no "
+                                        "longer Ready; drain it to take it out of rotation");
+    }
     if (routing_.load()->fleet->Find(name)) {
       return Status::FailedPrecondition("'" + std::string(name) +
                                         "' is derived by resolve: all and would come back at the next "
@@ -534,6 +561,17 @@ std::vector<std::string> RestartRequired(const GatewayConfig& a, const GatewayCo
         out.push_back("admin.token");
       }
       continue;
+    }
+    if (f.path == "discovery.kubernetes") {
+      const KubernetesDiscoveryConfig& ka = a.discovery.kubernetes;
+      const KubernetesDiscoveryConfig& kb = b.discovery.kubernetes;
+      const InstanceConfig& ta = ka.instance;
+      const InstanceConfig& tb = kb.instance;
+      if (ka.enabled != kb.enabled || ka.selector != kb.selector || ta.name != tb.name || ta.weight != tb.weight ||
+          ta.models != tb.models || ta.discover_models != tb.discover_models ||
+          ta.authorization_env != tb.authorization_env || ta.authorization_file != tb.authorization_file) {
+        out.push_back(f.path);
+      }
     }
     if (f.scalar() && !f.reloadable && f.get(a) != f.get(b)) out.push_back(f.path);
   }
