@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -22,6 +23,7 @@
 
 #include "gateway/config.h"
 #include "gateway/kubernetes_discovery.h"
+#include "testing/test_pki.h"
 
 namespace prefix_router::gateway {
 namespace {
@@ -221,6 +223,22 @@ int TargetPort(const YAML::Node& service_port, const std::map<std::string, int>&
   return it == container_ports.end() ? -1 : it->second;
 }
 
+// `text` as validation would see it in a pod. This machine lacks what a pod has: the API
+// server's address in the environment (KUBERNETES_SERVICE_HOST/_PORT) and the service account's
+// CA (discovery.kubernetes.ca_file defaults to /var/run/secrets/kubernetes.io/serviceaccount/
+// ca.crt, which validation loads); a throwaway CA stands in for it when the file names none.
+std::string AsInAPod(const std::string& text, const std::string& ca_file) {
+  setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 0);
+  setenv("KUBERNETES_SERVICE_PORT", "443", 0);
+  YAML::Node node = YAML::Load(text);
+  if (node["discovery"] && node["discovery"]["kubernetes"] && !node["discovery"]["kubernetes"]["ca_file"]) {
+    node["discovery"]["kubernetes"]["ca_file"] = ca_file;
+  }
+  YAML::Emitter out;
+  out << node;
+  return out.c_str();
+}
+
 // ---------------------------------------------------------------------------- the manifests
 
 // Every object is of a kind the deployment uses, at the API version this project writes for.
@@ -277,10 +295,12 @@ TEST(KubernetesManifestsTest, KustomizationsListEveryManifestOfTheirDirectory) {
 TEST(KubernetesManifestsTest, EmbeddedConfigurationsPassTheGatewaysValidation) {
   const std::vector<Gateway> gateways = Gateways();
   ASSERT_EQ(gateways.size(), 2u);  // standalone and picker
+  prefix_router::testing::TestPki pki("kubernetes-manifests-test");
+  ASSERT_TRUE(pki.ok());
   int epp = 0;
   for (const Gateway& g : gateways) {
     SCOPED_TRACE(g.deployment->name);
-    Result<GatewayConfig> parsed = ParseConfigYaml(g.config.text);
+    Result<GatewayConfig> parsed = ParseConfigYaml(AsInAPod(g.config.text, pki.ca_file()));
     ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
     GatewayConfig config = std::move(parsed.value());
     Status valid = ValidateConfig(config);
