@@ -276,11 +276,18 @@ class Secret {
   bool Matches(std::string_view candidate) const;
   // Two empty secrets are the same (none configured twice); Matches never accepts an empty one.
   bool SameAs(const Secret& other) const { return empty() ? other.empty() : Matches(other.value_); }
-  // The one way out: sets header `name` of an outgoing message (a Beast request) to the secret,
-  // for upstream credentials. Nothing else reads the value.
+  // The ways out, for upstream credentials: sets header `name` of an outgoing message (a Beast
+  // request) to the secret, or appends the header line "name: secret\r\n" to a serialized
+  // head. Nothing else reads the value.
   template <class Message>
   void SetHeaderOn(Message& message, std::string_view name) const {
     message.set(name, value_);
+  }
+  void AppendHeaderLine(std::string& head, std::string_view name) const {
+    head.append(name);
+    head.append(": ");
+    head.append(value_);
+    head.append("\r\n");
   }
   // A seeded 64-bit hash (XXH3) of the secret, to index secrets without holding them in the
   // clear a second time. With a random seed it says nothing about the secret; with a fixed one

@@ -3,56 +3,85 @@
 // per_try_first_byte's companion: a stopped instance is ejected by health checks long before a
 // generous first-byte timeout would end the wait).
 //
-// A waiting request registers a Waiter (a timer on its own I/O thread that never expires by
-// itself) and awaits Wait() in a race with its upstream read; Fire(), called from whichever
-// thread ejects the instance, posts to each waiter's executor to cancel its timer. The Waiter
-// is shared, so a post that arrives after its request moved on touches a live, idle timer.
+// A waiting request subscribes a callback, to run on its own I/O thread; Fire(), called from
+// whichever thread ejects the instance, posts the callback to each subscriber's executor. The
+// subscriber's record is shared, so a post that arrives after its request moved on (and
+// cancelled the subscription) finds it inactive and does nothing.
 //
-// Thread-safety: Fire and the waiters' registration may run on any threads; a Waiter's timer
-// and `fired` are touched only on its own executor.
+// Thread-safety: Fire and subscription may run on any threads; a subscription is cancelled, and
+// its callback runs, only on its own executor.
 #pragma once
 
 #include <boost/asio.hpp>
 
 #include <atomic>
-#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace prefix_router::gateway {
 
 class EjectionSignal {
+ private:
+  struct Waiter {
+    Waiter(boost::asio::any_io_executor ex, std::function<void()> f) : executor(std::move(ex)), on_fire(std::move(f)) {}
+    boost::asio::any_io_executor executor;
+    std::function<void()> on_fire;
+    bool active = true;  // touched on `executor` only
+  };
+
  public:
-  // Completes when Fire() is called or `available` reads false (checked after registering, so
-  // an ejection between the caller's dispatch and this wait is not missed: the ejecting side
-  // clears `available` before it fires), or when the race it is part of cancels it (the other
-  // branch won). REQUIRES: the signal and `available` outlive the wait.
-  boost::asio::awaitable<void> Wait(const std::atomic<bool>& available) {
-    namespace net = boost::asio;
-    auto waiter = std::make_shared<Waiter>(co_await net::this_coro::executor);
+  // A registration; cancelled by Cancel or its destructor, on the subscriber's thread.
+  class Subscription {
+   public:
+    Subscription() = default;
+    Subscription(EjectionSignal* signal, std::shared_ptr<Waiter> waiter)
+        : signal_(signal), waiter_(std::move(waiter)) {}
+    Subscription(Subscription&& other) noexcept
+        : signal_(std::exchange(other.signal_, nullptr)), waiter_(std::move(other.waiter_)) {}
+    Subscription& operator=(Subscription&& other) noexcept {
+      if (this != &other) {
+        Cancel();
+        signal_ = std::exchange(other.signal_, nullptr);
+        waiter_ = std::move(other.waiter_);
+      }
+      return *this;
+    }
+    Subscription(const Subscription&) = delete;
+    Subscription& operator=(const Subscription&) = delete;
+    ~Subscription() { Cancel(); }
+
+    void Cancel() {
+      if (!signal_) return;
+      waiter_->active = false;
+      signal_->Remove(waiter_.get());
+      signal_ = nullptr;
+      waiter_.reset();
+    }
+
+   private:
+    EjectionSignal* signal_ = nullptr;
+    std::shared_ptr<Waiter> waiter_;
+  };
+
+  // `on_fire` runs on `executor` at the next Fire(), unless the subscription was cancelled
+  // first. An instance already ejected is not signalled again: the caller checks its
+  // `available` flag after subscribing (the ejecting side clears it before it fires, so an
+  // ejection between the caller's dispatch and its subscription is not missed).
+  // REQUIRES: the signal outlives the subscription.
+  Subscription Subscribe(boost::asio::any_io_executor executor, std::function<void()> on_fire) {
+    auto waiter = std::make_shared<Waiter>(std::move(executor), std::move(on_fire));
     {
       std::lock_guard lock(mu_);
       waiters_.emplace(waiter.get(), waiter);
     }
-    struct Unregister {
-      EjectionSignal& signal;
-      const Waiter* waiter;
-      ~Unregister() { signal.Remove(waiter); }
-    } unregister{*this, waiter.get()};
-    if (!available.load()) co_return;
-    while (!waiter->fired) {
-      auto [ec] = co_await waiter->timer.async_wait(net::as_tuple(net::use_awaitable));
-      if (ec == net::error::operation_aborted && !waiter->fired) {
-        // Cancelled by the race (per-operation cancellation): the caller has its answer.
-        // A cancellation of the timer itself without `fired` cannot happen otherwise.
-        co_return;
-      }
-    }
+    return Subscription(this, std::move(waiter));
   }
 
-  // Wakes every current waiter.
+  // Wakes every current subscriber.
   void Fire() {
     std::vector<std::shared_ptr<Waiter>> waiters;
     {
@@ -61,9 +90,10 @@ class EjectionSignal {
       for (const auto& [key, w] : waiters_) waiters.push_back(w);
     }
     for (auto& w : waiters) {
-      boost::asio::post(w->timer.get_executor(), [w] {
-        w->fired = true;
-        w->timer.cancel();
+      boost::asio::post(w->executor, [w] {
+        if (!w->active) return;
+        w->active = false;
+        w->on_fire();
       });
     }
   }
@@ -74,13 +104,6 @@ class EjectionSignal {
   }
 
  private:
-  struct Waiter {
-    explicit Waiter(boost::asio::any_io_executor ex)
-        : timer(std::move(ex), boost::asio::steady_timer::time_point::max()) {}
-    boost::asio::steady_timer timer;
-    bool fired = false;
-  };
-
   void Remove(const Waiter* w) {
     std::lock_guard lock(mu_);
     waiters_.erase(w);

@@ -4,11 +4,11 @@
 // resource (descriptors) answers 503 and ejects nothing. Retries are counted by reason.
 #include <gtest/gtest.h>
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include <chrono>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gateway/connection_limit.h"
@@ -177,52 +177,39 @@ TEST(ConnectionLimitTest, DefaultIsAutoAndAppliedAtStart) {
 
 // --------------------------------------------------------------------------- EjectionSignal
 
-TEST(EjectionSignalTest, FireWakesWaitersAndCancellationUnregisters) {
+TEST(EjectionSignalTest, FireRunsSubscribersOnTheirExecutorAndCancelUnregisters) {
   namespace net = boost::asio;
-  using namespace boost::asio::experimental::awaitable_operators;
   net::io_context io;
   EjectionSignal signal;
-  std::atomic<bool> available{true};
-  int woken = 0;
-  for (int i = 0; i < 3; ++i) {
-    net::co_spawn(
-        io,
-        [&]() -> net::awaitable<void> {
-          co_await signal.Wait(available);
-          ++woken;
-        },
-        net::detached);
-  }
-  // A wait that loses a race unregisters at once.
-  bool timer_won = false;
-  net::co_spawn(
-      io,
-      [&]() -> net::awaitable<void> {
-        net::steady_timer t(io, 10ms);
-        auto r = co_await (t.async_wait(net::use_awaitable) || signal.Wait(available));
-        timer_won = r.index() == 0;
-      },
-      net::detached);
-  io.run_for(100ms);
-  EXPECT_TRUE(timer_won);
+  int fired = 0;
+  std::vector<EjectionSignal::Subscription> subscriptions;
+  for (int i = 0; i < 3; ++i) subscriptions.push_back(signal.Subscribe(io.get_executor(), [&] { ++fired; }));
+  // A subscription cancelled before the ejection is not called, and leaves at once.
+  auto cancelled = signal.Subscribe(io.get_executor(), [&] { fired += 100; });
+  EXPECT_EQ(signal.waiting(), 4u);
+  cancelled.Cancel();
   EXPECT_EQ(signal.waiting(), 3u);
-  EXPECT_EQ(woken, 0);
-  available = false;
-  signal.Fire();
+  // Fire posts: nothing runs on the firing thread.
+  std::thread([&] { signal.Fire(); }).join();
+  EXPECT_EQ(fired, 0);
   io.run_for(100ms);
-  EXPECT_EQ(woken, 3);
-  EXPECT_EQ(signal.waiting(), 0u);
-  // Already ejected: the wait completes at once.
-  net::co_spawn(
-      io,
-      [&]() -> net::awaitable<void> {
-        co_await signal.Wait(available);
-        ++woken;
-      },
-      net::detached);
+  EXPECT_EQ(fired, 3);
+  // A second Fire does not call them again, and a subscription cancelled after a Fire was
+  // posted but before it ran is not called.
+  auto late = signal.Subscribe(io.get_executor(), [&] { fired += 100; });
+  signal.Fire();
+  late.Cancel();
   io.restart();
-  io.run_for(50ms);
-  EXPECT_EQ(woken, 4);
+  io.run_for(100ms);
+  EXPECT_EQ(fired, 3);
+  // The destructor cancels.
+  subscriptions.clear();
+  EXPECT_EQ(signal.waiting(), 0u);
+  {
+    auto scoped = signal.Subscribe(io.get_executor(), [&] { fired += 100; });
+    EXPECT_EQ(signal.waiting(), 1u);
+  }
+  EXPECT_EQ(signal.waiting(), 0u);
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 // head, relay the body.
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/json.hpp>
 
 #include <algorithm>
@@ -27,9 +26,7 @@ namespace prefix_router::gateway {
 namespace {
 
 using namespace gateway_internal;
-using namespace boost::asio::experimental::awaitable_operators;
 
-constexpr size_t kRelayBufferBytes = 16 * 1024;
 constexpr std::string_view kInstanceHeader = "x-prefix-router-instance";
 constexpr std::string_view kDecisionHeader = "x-prefix-router-decision";
 constexpr std::string_view kRankHeader = "x-prefix-router-rank";
@@ -81,17 +78,6 @@ Policy& UnkeyedPolicy(LoadMeasure measure) {
   return measure == LoadMeasure::kRequests ? *by_requests : *by_tokens;
 }
 
-// Completes when instance `index` is ejected (health checks, passive failures), when `watch`;
-// otherwise only when the race it is part of cancels it.
-net::awaitable<void> WaitEjected(const RoutingState& rs, uint32_t index, bool watch) {
-  if (!watch) {
-    net::steady_timer never(co_await net::this_coro::executor, net::steady_timer::time_point::max());
-    co_await never.async_wait(http::kTuple);
-    co_return;
-  }
-  co_await rs.instances[index]->ejection.Wait(rs.fleet->state(index).available);
-}
-
 bool IsSse(const bhttp::response_header<>& head) {
   auto it = head.find(bhttp::field::content_type);
   return it != head.end() && beast::iequals(it->value().substr(0, 17), "text/event-stream");
@@ -127,25 +113,46 @@ Result<api::ParsedRequest> ParseForRouting(api::ApiKind api_kind, const http::Re
   return parsed;
 }
 
-// The upstream copy of the client's request: unchanged but for hop-by-hop headers (and the
-// instance's own credentials, when it has some, in place of the client's Authorization).
-bhttp::request<bhttp::span_body<const char>> UpstreamRequest(const http::Request& req, const UpstreamTarget& target) {
+// The upstream copy of the client's request head, in wire form, appended to `out`: unchanged
+// but for hop-by-hop headers (and the instance's own credentials, when it has some, in place of
+// the client's Authorization), with the instance's Host and the body's length. Written straight
+// into one buffer: no header container is built, and the head and the body leave in one write.
+void AppendUpstreamHead(std::string& out, const http::Request& req, const UpstreamTarget& target) {
   const bool own_credentials = !target.authorization.empty();
-  bhttp::request<bhttp::span_body<const char>> up{req.method(), target.base_path + std::string(req.target()), 11};
+  const bool has_connection = req.count(bhttp::field::connection) > 0;
+  const auto method = req.method_string();
+  out.append(method.data(), method.size());
+  out.push_back(' ');
+  out.append(target.base_path);
+  const auto path = req.target();
+  out.append(path.data(), path.size());
+  out.append(" HTTP/1.1\r\n");
   for (const auto& f : req) {
-    if (http::IsHopByHopHeader(f.name_string()) || NamedByConnection(req, f.name_string()) ||
-        f.name() == bhttp::field::host || f.name() == bhttp::field::content_length ||
-        f.name() == bhttp::field::expect || (own_credentials && f.name() == bhttp::field::authorization)) {
+    const auto field = f.name();
+    if (field == bhttp::field::host || field == bhttp::field::content_length || field == bhttp::field::expect ||
+        (own_credentials && field == bhttp::field::authorization) || http::IsHopByHopHeader(f.name_string()) ||
+        (has_connection && NamedByConnection(req, f.name_string()))) {
       continue;
     }
-    up.insert(f.name_string(), f.value());
+    const auto name = f.name_string();
+    const auto value = f.value();
+    out.append(name.data(), name.size());
+    out.append(": ");
+    out.append(value.data(), value.size());
+    out.append("\r\n");
   }
-  up.set(bhttp::field::host, target.host_header);
-  if (own_credentials) target.authorization.SetHeaderOn(up, "Authorization");
-  up.body() = boost::span<const char>(req.body().data(), req.body().size());
-  up.keep_alive(true);
-  up.prepare_payload();
-  return up;
+  out.append("Host: ");
+  out.append(target.host_header);
+  out.append("\r\n");
+  if (own_credentials) target.authorization.AppendHeaderLine(out, "Authorization");
+  // As Beast's prepare_payload: a length for any body, and for an empty one where the method
+  // implies a body.
+  const size_t length = req.body().size();
+  const auto verb = req.method();
+  if (length > 0 || verb == bhttp::verb::post || verb == bhttp::verb::put || verb == bhttp::verb::options) {
+    fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", length);
+  }
+  out.append("\r\n");
 }
 
 // The client's copy of the instance's response head: without hop-by-hop headers, with the
@@ -515,29 +522,59 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
     auto& stream = *lease.stream;
 
     // Send the request.
-    auto up = UpstreamRequest(req, rt.target);
+    std::string& up_head = stream.head_buffer();
+    up_head.clear();
+    AppendUpstreamHead(up_head, req, rt.target);
+    const std::array<net::const_buffer, 2> up{net::buffer(up_head), net::buffer(req.body())};
     stream.tcp().expires_after(deadlines.FirstByteWait());
-    auto [wec, wn] = co_await stream.On([&](auto& s) { return bhttp::async_write(s, up, http::kTuple); });
+    auto [wec, wn] = co_await stream.On([&](auto& s) { return net::async_write(s, up, http::kTuple); });
     if (wec) {
       if (lease.reused) continue;  // the instance closed an idle connection: try a fresh one
       error("reset", "sending the request failed: " + wec.message(), 502);
       co_return AttemptOutcome::kRetry;
     }
 
-    // Wait for the response head, or for the client to go away (then abandoning the lease
-    // closes the upstream connection, which aborts the request on the instance).
-    beast::flat_buffer buffer;
-    bhttp::response_parser<bhttp::buffer_body> parser;
-    parser.body_limit(boost::none);
-    auto head_or_gone =
-        co_await (stream.On([&](auto& s) { return bhttp::async_read_header(s, buffer, parser, http::kTuple); }) ||
-                  ex.WaitClientGone() || WaitEjected(rs, index, watch_ejection));
-    if (head_or_gone.index() == 1) {
+    // From here until the response ends, the client going away (and until the head goes out,
+    // the instance's ejection) cancels the upstream operation in progress; the flags say why it
+    // ended. Abandoning the lease then closes the upstream connection, which aborts the request
+    // on the instance. (Callbacks rather than a race of awaitables per read: nothing is spawned
+    // or allocated per read.)
+    bool client_gone = false;
+    bool instance_ejected = false;
+    ex.WatchClient([&client_gone, &stream] {
+      client_gone = true;
+      stream.tcp().cancel();
+    });
+    struct StopWatching {
+      http::Exchange& ex;
+      ~StopWatching() { ex.StopWatchingClient(); }
+    } stop_watching{ex};
+    EjectionSignal::Subscription ejection;
+    if (watch_ejection) {
+      ejection = rt.ejection.Subscribe(stream.tcp().get_executor(), [&instance_ejected, &stream] {
+        instance_ejected = true;
+        stream.tcp().cancel();
+      });
+      if (!rs.fleet->state(index).available.load()) instance_ejected = true;  // ejected already
+    }
+    if (client_gone) {
       metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
       co_return AttemptOutcome::kDone;
     }
-    if (head_or_gone.index() == 2) co_return ejected();
-    auto [hec, hn] = std::get<0>(head_or_gone);
+    if (instance_ejected) co_return ejected();
+
+    // Wait for the response head.
+    beast::flat_buffer& buffer = stream.read_buffer();
+    buffer.clear();  // a pooled connection's last response was read to its end
+    bhttp::response_parser<bhttp::buffer_body> parser;
+    parser.body_limit(boost::none);
+    auto [hec, hn] =
+        co_await stream.On([&](auto& s) { return bhttp::async_read_header(s, buffer, parser, http::kTuple); });
+    if (client_gone) {
+      metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
+      co_return AttemptOutcome::kDone;
+    }
+    if (instance_ejected) co_return ejected();
     if (hec) {
       if (hec == beast::error::timeout) co_return first_byte_timeout();
       if (lease.reused && (hec == bhttp::error::end_of_stream || hec == net::error::connection_reset ||
@@ -571,6 +608,7 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
       CountUsage(name, rt, attempt, usage.usage());
     };
     if (parser.is_done()) {
+      ejection.Cancel();
       metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
       // No body (204, 304, or an empty one).
       first_token();
@@ -588,38 +626,51 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
     // body byte (or the end of the body): an instance that dies between its head and its first
     // token (during prefill, say) has then sent the client nothing, and the request can still
     // go to another instance.
-    std::array<char, kRelayBufferBytes> buf;
+    const std::span<char> buf = stream.relay_buffer();
     bool first = true;
     bool head_sent = false;
-    auto send_head = [&]() -> net::awaitable<bool> {
+    // The head goes out with the first piece of the body (and a body that arrived whole, with
+    // its end, leaves in one write).
+    auto send_head = [&](net::const_buffer piece, bool last) -> net::awaitable<bool> {
       head_sent = true;
+      ejection.Cancel();  // once the client has bytes, the request stays with this instance
       metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
-      co_return co_await ex.SendHead(std::move(head));
+      co_return co_await ex.SendHead(std::move(head), piece, last);
     };
     while (!parser.is_done()) {
+      if (client_gone) {  // went while its last piece was being written: drop the upstream
+        metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
+        co_return AttemptOutcome::kDone;
+      }
       parser.get().body().data = buf.data();
       parser.get().body().size = buf.size();
       stream.tcp().expires_after(first ? deadlines.FirstByteWait() : deadlines.Limit(t.idle));
-      auto piece_or_gone =
-          co_await (stream.On([&](auto& s) { return bhttp::async_read_some(s, buffer, parser, http::kTuple); }) ||
-                    ex.WaitClientGone() || WaitEjected(rs, index, watch_ejection && !head_sent));
-      if (piece_or_gone.index() == 1) {  // client gone: drop the upstream
+      auto [rec, rn] =
+          co_await stream.On([&](auto& s) { return bhttp::async_read_some(s, buffer, parser, http::kTuple); });
+      if (client_gone) {  // drop the upstream
         metrics_->client_disconnects.WithLabels({head_sent ? "streaming" : "waiting"}).Inc();
         co_return AttemptOutcome::kDone;
       }
-      if (piece_or_gone.index() == 2) co_return ejected();  // nothing reached the client yet
-      auto [rec, rn] = std::get<0>(piece_or_gone);
-      const size_t got = buf.size() - parser.get().body().size;
+      if (instance_ejected) co_return ejected();  // nothing reached the client yet
       if (rec == bhttp::error::need_buffer) rec = {};
+      // A read returns after one chunk of a chunked body, though one system call may have
+      // brought many (a burst of SSE events): parse the rest of what is buffered into the relay
+      // buffer's free space now, so that the burst leaves in one write rather than one each.
+      while (!rec && !parser.is_done() && buffer.size() > 0 && parser.get().body().size > 0) {
+        beast::error_code pec;
+        const size_t used = parser.put(buffer.data(), pec);
+        buffer.consume(used);
+        if (pec == bhttp::error::need_more || pec == bhttp::error::need_buffer) break;
+        if (pec) rec = pec;
+        if (used == 0) break;
+      }
+      const size_t got = buf.size() - parser.get().body().size;
       if (rec && got == 0 && !head_sent) {  // nothing reached the client yet
         if (rec == beast::error::timeout) co_return first_byte_timeout();
         error("broken_stream", "the response broke off before its first byte: " + rec.message(), 502);
         co_return AttemptOutcome::kRetry;
       }
-      if (!head_sent && !co_await send_head()) {
-        metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
-        co_return AttemptOutcome::kDone;  // client gone: drop upstream
-      }
+      const bool last = parser.is_done() && !rec;
       if (got > 0) {
         if (first) {
           first_byte(sse);
@@ -629,13 +680,22 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
         if (scan_usage) usage.Feed(std::string_view(buf.data(), got));
         // Counted before the last piece goes out: a client that has read its whole answer and
         // then scrapes /metrics finds it counted.
-        if (parser.is_done() && !rec) count_usage();
-        if (!co_await ex.SendBody(net::buffer(buf.data(), got))) {
-          metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
-          // The client went away: abandoning the lease closes the upstream connection, which
-          // aborts the request on the instance.
-          co_return AttemptOutcome::kDone;
+        if (last) {
+          first_token();  // the whole response has arrived (a stream told it at its first byte)
+          count_usage();
         }
+      }
+      const net::const_buffer piece(buf.data(), got);
+      if (!head_sent) {
+        if (!co_await send_head(piece, last)) {
+          metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
+          co_return AttemptOutcome::kDone;  // client gone: drop upstream
+        }
+      } else if ((got > 0 || last) && !co_await ex.SendBody(piece, last)) {
+        metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
+        // The client went away: abandoning the lease closes the upstream connection, which
+        // aborts the request on the instance.
+        co_return AttemptOutcome::kDone;
       }
       if (rec) {
         const bool timeout = rec == beast::error::timeout;
@@ -647,10 +707,10 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
         co_return AttemptOutcome::kDone;
       }
     }
-    first_token();  // the whole response has arrived (a stream told it at its first byte)
-    count_usage();  // (already, unless the body ended with an empty read)
-    if (!head_sent && !co_await send_head()) co_return AttemptOutcome::kDone;  // a body that ended empty
-    co_await ex.Finish();
+    first_token();  // (already, unless the body ended with an empty read)
+    count_usage();
+    if (!head_sent && !co_await send_head({}, true)) co_return AttemptOutcome::kDone;  // a body that ended empty
+    co_await ex.Finish();  // (already sent with the last piece, unless the body ended with an empty read)
     rt.duration->Observe(SecondsSince(ex.received_at()));
     if (parser.get().keep_alive()) pool.Release(std::move(lease));
     co_return AttemptOutcome::kDone;

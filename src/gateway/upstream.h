@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -60,10 +61,31 @@ class UpstreamStream {
     return tls_ ? op(*tls_) : op(*tcp_);
   }
 
+  // The bytes read from the instance and not yet parsed. Reserved to kReadBytes on first use
+  // (Beast reads at most the buffer's free capacity, and at least 512 bytes: without the
+  // reserve a response arrives 512 bytes per system call), kept for the connection's life.
+  beast::flat_buffer& read_buffer() {
+    if (read_buffer_.capacity() < kReadBytes) read_buffer_.reserve(kReadBytes);
+    return read_buffer_;
+  }
+  // Where a response body is relayed from, kRelayBytes, allocated on first use and kept for
+  // the connection's life (so that a request's coroutine frame does not carry it).
+  std::span<char> relay_buffer() {
+    if (!relay_) relay_ = std::make_unique<char[]>(kRelayBytes);
+    return {relay_.get(), kRelayBytes};
+  }
+  // Where a request head is serialized before it is written (its capacity kept for the next).
+  std::string& head_buffer() { return head_; }
+  static constexpr size_t kReadBytes = 16 * 1024;
+  static constexpr size_t kRelayBytes = 16 * 1024;
+
  private:
   std::shared_ptr<net::ssl::context> context_;  // outlives tls_
   std::unique_ptr<beast::tcp_stream> tcp_;      // plain
   std::unique_ptr<http::TlsStream> tls_;        // https
+  beast::flat_buffer read_buffer_;
+  std::string head_;
+  std::unique_ptr<char[]> relay_;
 };
 
 struct Lease {

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <cstdio>
+#include <span>
 #include <type_traits>
 #include <unordered_set>
 
@@ -192,9 +194,11 @@ bool IsHopByHopHeader(std::string_view name) {
 
 // ---------------------------------------------------------------------------------- Exchange
 
-Exchange::Exchange(beast::tcp_stream& stream, TlsStream* tls, Request request, const ServerOptions& options)
+Exchange::Exchange(beast::tcp_stream& stream, TlsStream* tls, Request request, const ServerOptions& options,
+                   std::shared_ptr<Connection> connection)
     : stream_(stream),
       tls_(tls),
+      connection_(connection ? std::move(connection) : std::make_shared<Connection>()),
       request_(std::move(request)),
       options_(options),
       received_at_(std::chrono::steady_clock::now()),
@@ -221,42 +225,98 @@ net::awaitable<bool> Exchange::SendError(int status, std::string_view message, s
   co_return co_await Send(ErrorResponse(status, message, code, request_.version(), keep_alive_, options_.server_name));
 }
 
-net::awaitable<bool> Exchange::SendHead(bhttp::response_header<> head) {
+namespace {
+
+// The head of `res` in HTTP/1.1 wire form (start line, fields, blank line), appended to `out`.
+// Beast's serializer would do the same through a chain of buffer views; a response head is
+// small, and one contiguous copy costs less than walking that chain on every write.
+void AppendHead(std::string& out, const bhttp::response_header<>& res) {
+  out.append(res.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+  char code[4];
+  const unsigned status = res.result_int() % 1000;
+  code[0] = static_cast<char>('0' + status / 100);
+  code[1] = static_cast<char>('0' + status / 10 % 10);
+  code[2] = static_cast<char>('0' + status % 10);
+  code[3] = ' ';
+  out.append(code, 4);
+  const auto reason = res.reason();
+  if (reason.empty()) {
+    out.append(bhttp::obsolete_reason(res.result()));
+  } else {
+    out.append(reason.data(), reason.size());
+  }
+  out.append("\r\n");
+  for (const auto& f : res) {
+    const auto name = f.name_string();
+    const auto value = f.value();
+    out.append(name.data(), name.size());
+    out.append(": ");
+    out.append(value.data(), value.size());
+    out.append("\r\n");
+  }
+  out.append("\r\n");
+}
+
+}  // namespace
+
+net::awaitable<bool> Exchange::SendHead(bhttp::response_header<> head, net::const_buffer first_piece, bool last) {
   if (head_sent_ || client_failed_) co_return false;
   head_sent_ = true;
   status_ = head.result_int();
   head_sent_at_ = std::chrono::steady_clock::now();
-  bhttp::response<bhttp::empty_body> res{std::move(head)};
-  res.version(request_.version());
-  if (!res.count(bhttp::field::server)) res.set(bhttp::field::server, options_.server_name);
-  for (const auto& [name, value] : response_headers_) res.set(name, value);
-  if (!res.count(bhttp::field::content_length)) {
+  head.version(request_.version());
+  if (!head.count(bhttp::field::server)) head.set(bhttp::field::server, options_.server_name);
+  for (const auto& [name, value] : response_headers_) head.set(name, value);
+  if (!head.count(bhttp::field::content_length)) {
     if (request_.version() >= 11) {
-      res.chunked(true);
+      head.set(bhttp::field::transfer_encoding, "chunked");
       chunked_ = true;
     } else {
       keep_alive_ = false;  // HTTP/1.0: the body ends when the connection closes
     }
   }
-  res.keep_alive(keep_alive_);
-  bhttp::response_serializer<bhttp::empty_body> sr{res};
-  stream_.expires_after(options_.write_timeout);
-  auto [ec, n] = co_await OnStream([&](auto& s) { return bhttp::async_write_header(s, sr, kTuple); });
-  if (ec) client_failed_ = true;
-  co_return !ec;
+  // What message::keep_alive() writes: HTTP/1.1 says only "close", HTTP/1.0 only "keep-alive".
+  head.erase(bhttp::field::connection);
+  if (request_.version() >= 11 && !keep_alive_) head.set(bhttp::field::connection, "close");
+  if (request_.version() < 11 && keep_alive_) head.set(bhttp::field::connection, "keep-alive");
+  std::string& text = connection_->head;
+  text.clear();
+  AppendHead(text, head);
+  co_return co_await WritePiece(text, first_piece, last);
 }
 
-net::awaitable<bool> Exchange::SendBody(net::const_buffer data) {
+net::awaitable<bool> Exchange::SendBody(net::const_buffer data, bool last) {
   if (!head_sent_ || finished_ || client_failed_) co_return false;
-  if (data.size() == 0) co_return true;
-  stream_.expires_after(options_.write_timeout);
-  beast::error_code ec;
-  if (chunked_) {
-    std::tie(ec, std::ignore) =
-        co_await OnStream([&](auto& s) { return net::async_write(s, bhttp::make_chunk(data), kTuple); });
-  } else {
-    std::tie(ec, std::ignore) = co_await OnStream([&](auto& s) { return net::async_write(s, data, kTuple); });
+  if (data.size() == 0 && !last) co_return true;
+  co_return co_await WritePiece({}, data, last);
+}
+
+net::awaitable<bool> Exchange::WritePiece(std::string_view prefix, net::const_buffer data, bool last) {
+  static constexpr std::string_view kCrlf = "\r\n";
+  static constexpr std::string_view kLastChunk = "0\r\n\r\n";
+  // prefix, [chunk size line], data, [CRLF], [last chunk]
+  std::array<net::const_buffer, 5> pieces;
+  size_t n = 0;
+  char size_line[20];
+  if (!prefix.empty()) pieces[n++] = net::buffer(prefix);
+  if (data.size() > 0) {
+    if (chunked_) {
+      const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
+      pieces[n++] = net::buffer(size_line, static_cast<size_t>(len));
+      pieces[n++] = data;
+      pieces[n++] = net::buffer(kCrlf);
+    } else {
+      pieces[n++] = data;
+    }
   }
+  if (last) {
+    finished_ = true;
+    if (chunked_) pieces[n++] = net::buffer(kLastChunk);
+  }
+  if (n == 0) co_return true;
+  stream_.expires_after(options_.write_timeout);
+  const std::span<const net::const_buffer> sequence(pieces.data(), n);
+  auto [ec, written] = co_await OnStream([&](auto& s) { return net::async_write(s, sequence, kTuple); });
   if (ec) client_failed_ = true;
   co_return !ec;
 }
@@ -264,12 +324,7 @@ net::awaitable<bool> Exchange::SendBody(net::const_buffer data) {
 net::awaitable<bool> Exchange::Finish() {
   if (!head_sent_ || client_failed_) co_return false;
   if (finished_) co_return true;
-  finished_ = true;
-  if (!chunked_) co_return true;
-  stream_.expires_after(options_.write_timeout);
-  auto [ec, n] = co_await OnStream([&](auto& s) { return net::async_write(s, bhttp::make_chunk_last(), kTuple); });
-  if (ec) client_failed_ = true;
-  co_return !ec;
+  co_return co_await WritePiece({}, {}, true);
 }
 
 // Over TLS the socket is watched the same way: a reset or a bare FIN is seen; a close_notify
@@ -295,6 +350,55 @@ net::awaitable<void> Exchange::WaitClientGone() {
   }
   net::steady_timer forever(stream_.get_executor(), net::steady_timer::time_point::max());
   co_await forever.async_wait(kTuple);
+}
+
+void Exchange::WatchClient(std::function<void()> on_gone) {
+  if (client_failed_) return;
+  connection_->exchange = this;
+  connection_->on_gone = std::move(on_gone);
+  ArmClientWatch(connection_, stream_.socket());
+}
+
+void Exchange::StopWatchingClient() {
+  if (connection_->exchange != this) return;
+  connection_->exchange = nullptr;
+  connection_->on_gone = nullptr;
+}
+
+void Exchange::ClientGone() {
+  client_failed_ = true;
+  keep_alive_ = false;
+  auto on_gone = std::move(connection_->on_gone);
+  connection_->exchange = nullptr;
+  connection_->on_gone = nullptr;
+  if (on_gone) on_gone();
+}
+
+void Exchange::ArmClientWatch(const std::shared_ptr<Connection>& watch, tcp::socket& socket) {
+  if (watch->armed) return;
+  watch->armed = true;
+  // The handler touches the socket only while an exchange watches: the socket then lives (its
+  // session awaits that exchange). Between exchanges the wait is left to complete by itself
+  // (the next request's bytes, or the close at the session's end) and does nothing.
+  socket.async_wait(tcp::socket::wait_read, [watch, &socket](beast::error_code ec) {
+    watch->armed = false;
+    Exchange* ex = watch->exchange;
+    if (!ex) return;
+    if (ec) {  // cancelled from outside (a timeout, Stop) or a socket error: the client is lost
+      ex->ClientGone();
+      return;
+    }
+    char byte;
+    beast::error_code pec;
+    socket.non_blocking(true, pec);
+    const size_t n = socket.receive(net::buffer(&byte, 1), tcp::socket::message_peek, pec);
+    if (pec == net::error::would_block || pec == net::error::try_again) {
+      ArmClientWatch(watch, socket);  // a spurious wake-up
+      return;
+    }
+    if (!pec && n > 0) return;  // pipelined data, not a close: stop watching
+    ex->ClientGone();           // EOF, reset or another socket error
+  });
 }
 
 void Exchange::Abort() {
@@ -563,9 +667,22 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
       serving = false;
     }
   }
+  // Beast reads at most the buffer's free capacity and at least 512 bytes, and the parser
+  // consumes what it parses, so a buffer left to grow by itself stays at 512 bytes and a 4 KB
+  // request takes 9 reads. kHeadReadBytes covers a usual head (and a small body with it); a
+  // body is then read in reads as large as its Content-Length, up to kBodyReadBytes; a buffer
+  // grown past that is handed back between requests, so that idle connections hold little.
+  constexpr size_t kHeadReadBytes = 2048;
+  constexpr size_t kBodyReadBytes = 64 * 1024;
   beast::flat_buffer buffer;
+  buffer.reserve(kHeadReadBytes);
+  const auto connection = std::make_shared<Connection>();
   bool first = true;
   while (serving && !stopping_.load()) {
+    if (buffer.capacity() > kBodyReadBytes && buffer.size() == 0) {
+      buffer.shrink_to_fit();
+      buffer.reserve(kHeadReadBytes);
+    }
     bhttp::request_parser<bhttp::string_body> parser;
     parser.body_limit(options_.max_body_bytes);
     parser.header_limit(options_.max_header_bytes);
@@ -623,6 +740,11 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
       if (wec) break;
     }
     if (!parser.is_done()) {
+      if (const auto length = parser.content_length()) {
+        buffer.reserve(std::min<uint64_t>(buffer.size() + *length, kBodyReadBytes));
+      } else {
+        buffer.reserve(kBodyReadBytes);  // chunked: the length is not known
+      }
       base.expires_never();
       beast::error_code bec;
       {
@@ -656,7 +778,7 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
       }
     }
     ++active_exchanges_;
-    Exchange exchange(base, tls_stream, parser.release(), options_);
+    Exchange exchange(base, tls_stream, parser.release(), options_, connection);
     if (stopping_.load()) exchange.CloseAfter();
     co_await handler_.Handle(exchange);
     --active_exchanges_;

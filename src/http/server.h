@@ -112,10 +112,26 @@ struct ServerOptions {
 // Templating Exchange on the stream type instead would template the Handler interface and so
 // every handler (the gateway, the engine emulator, the test upstream) for one predictable branch
 // per write; the connection loop itself is templated (Server::Serve), where the reads are.
+// What a client connection's exchanges share, one after the other (shared with the handlers
+// of its pending operations, which may outlive the exchange):
+// - the watch for the client's closing while a response is prepared (Exchange::WatchClient).
+//   Its wait on the socket stays armed from one exchange to the next, so that watching costs a
+//   system call only when the client has sent something since;
+// - where a response head is serialized (its capacity kept for the next).
+struct Connection {
+  bool armed = false;                  // a wait for readability is pending on the socket
+  class Exchange* exchange = nullptr;  // the exchange watching, if any
+  std::function<void()> on_gone;       // what it does when the client goes
+  std::string head;                    // the head being written
+};
+
 class Exchange {
  public:
-  // `tls` is null on a plain connection, else the TLS stream over `stream`.
-  Exchange(beast::tcp_stream& stream, TlsStream* tls, Request request, const ServerOptions& options);
+  // `tls` is null on a plain connection, else the TLS stream over `stream`. `connection` is
+  // the connection's shared state (null: one of its own, made when needed).
+  Exchange(beast::tcp_stream& stream, TlsStream* tls, Request request, const ServerOptions& options,
+           std::shared_ptr<Connection> connection = nullptr);
+  ~Exchange() { StopWatchingClient(); }
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
 
@@ -130,8 +146,12 @@ class Exchange {
   net::awaitable<bool> SendError(int status, std::string_view message, std::string_view code = {});
   // Streaming: the head (status and headers). Without a Content-Length the body is sent
   // chunked. Then body pieces as they come, then Finish (the terminating chunk).
-  net::awaitable<bool> SendHead(bhttp::response_header<> head);
-  net::awaitable<bool> SendBody(net::const_buffer data);
+  // `first_piece` (optional) goes out with the head in the same write, and `last` says the body
+  // ends with it (the terminating chunk goes in that write too, as Finish would send it): a
+  // response that arrived whole leaves in one system call.
+  net::awaitable<bool> SendHead(bhttp::response_header<> head, net::const_buffer first_piece = {}, bool last = false);
+  // One piece of the body; `last`: the body ends with it (then Finish has nothing left to send).
+  net::awaitable<bool> SendBody(net::const_buffer data, bool last = false);
   net::awaitable<bool> Finish();
 
   // A header every response of this exchange carries, whichever call sends it (Send,
@@ -156,6 +176,14 @@ class Exchange {
   // that goes away aborts the work done for it. A client that pipelines its next request
   // cannot be watched this way; the wait then lasts until cancelled.
   net::awaitable<void> WaitClientGone();
+  // The same watch without a race: until StopWatchingClient (or the exchange's end), `on_gone`
+  // runs on this exchange's thread if the client closes or resets its connection (the exchange
+  // is then failed, as by a failed write), for example to cancel the upstream operation that
+  // the request waits on. Cheaper than WaitClientGone in a race: nothing is spawned, and the
+  // wait on the socket outlives the exchange (Connection). A client that pipelines its next
+  // request is not watched further. One watch at a time.
+  void WatchClient(std::function<void()> on_gone);
+  void StopWatchingClient();
   // Closes the client connection at once, without a response (fault injection in tests and the
   // engine emulator).
   void Abort();
@@ -168,8 +196,14 @@ class Exchange {
     return tls_ ? op(*tls_) : op(stream_);
   }
 
+  // Starts the connection's wait for readability, unless one is pending.
+  static void ArmClientWatch(const std::shared_ptr<Connection>& watch, tcp::socket& socket);
+  // The client closed or reset its connection (or the wait failed): fail and tell the watcher.
+  void ClientGone();
+
   beast::tcp_stream& stream_;
   TlsStream* tls_;
+  std::shared_ptr<Connection> connection_;
   Request request_;
   const ServerOptions& options_;
   std::chrono::steady_clock::time_point received_at_;
@@ -178,6 +212,10 @@ class Exchange {
   bool head_sent_ = false;
   int status_ = 0;
   std::chrono::steady_clock::time_point head_sent_at_{};
+  // Writes `data` (framed as a chunk when chunked_), and the terminating chunk when `last`,
+  // after `prefix` (a serialized head, or empty), in one write.
+  net::awaitable<bool> WritePiece(std::string_view prefix, net::const_buffer data, bool last);
+
   bool chunked_ = false;
   bool finished_ = false;
   bool client_failed_ = false;
