@@ -6,7 +6,8 @@
 #                  (instances with `models=bench-model`, so no /v1/models discovery; health
 #                  checks off) -> upstream
 #   haproxy        client -> HAProxy (balance hash req.body,bytes(0,1024), hash-type consistent,
-#                  hash-balance-factor 150, option http-buffer-request) -> upstream
+#                  hash-balance-factor 150, option http-buffer-request; on the stream route also
+#                  option http-no-delay; bench/gateway/haproxy.cfg.in) -> upstream
 # Routes (--routes, default all, in this order):
 #   native    POST /invocations, bench/gateway/body-4k.json (4,028 bytes); upstream nginx
 #   chat-4k   POST /v1/chat/completions, bench/gateway/chat-4k.json (OpenAI chat: system prompt
@@ -43,14 +44,16 @@
 #                                 [--port-base 19080]
 #        (after scripts/setup.sh and scripts/build.sh release, which builds prefix-router,
 #        sse_upstream and sse_probe)
-# --quick: 1 s runs, 1 round, 64 connections, no warm-up: a smoke run of every check and
-# table (about a minute for all routes), not a measurement. --cpu-connections 0 skips the CPU comparison.
+# --quick: 1 s runs, 1 round, 64 connections, no warm-up: a smoke run of every check and table
+# (under a minute for all routes), not a measurement. --cpu-connections 0 skips the CPU
+# comparison. --port-base B moves every port (prefix-router B, HAProxy B+1, ..., upstreams
+# B+21.. and B+31..), for a machine where 19080-19113 are taken.
 # The machine has to be otherwise idle: each run measures the CPU that other processes used
 # meanwhile and repeats a run where they took over 25% of a CPU (after 10, 20, 30 s; up to
 # --busy-retries times, default 3, and 8 x that in all). Medians use only the runs that were not
 # busy when there are any; the summary flags the rest.
-# Exits non-zero if a check fails or any load run saw errors (socket errors, non-2xx, or a
-# malformed stream).
+# Exits non-zero if a check fails or any load run saw errors (socket errors, non-2xx, a
+# malformed stream, or not one answer completed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

@@ -364,6 +364,14 @@ def cmd_summary(args):
                 print(f"| {name} | {n} | {c['rps']:,.0f} | {c['p50_us']:.0f} us | "
                       f"{'-' if v is None else f'{v:.1f} us'} | {'-' if pc_ is None else f'{pc_:.1f} us'} | "
                       f"{'-' if ratio is None else f'{ratio:.2f}x'} |")
+        for name in ("prefix-router", "haproxy"):
+            one, two = cpu.get(f"{name}-1t"), cpu.get(f"{name}-2t")
+            if one and two and abs(two["rps"] / one["rps"] - 1) > 0.1:
+                print()
+                print(f"Note: {name}'s one- and two-thread runs ran at rates {abs(two['rps'] / one['rps'] - 1):.0%} "
+                      f"apart ({one['rps']:,.0f} and {two['rps']:,.0f} req/s; wrk's load is closed-loop, so a "
+                      f"slower proxy gets fewer requests): CPU per request falls as load rises (more requests "
+                      f"per wake-up), so that ratio is not like for like.")
         r2 = cpu.get("prefix-router-2t", {}).get("vs_one_thread")
         if r2 is not None:
             goals["two_threads_cpu_per_request_at_most_1.1x"] = r2 <= 1.1
