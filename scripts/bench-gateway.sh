@@ -349,7 +349,7 @@ load_run() {  # load_run TARGET PHASE CONNS DURATION ROUND: one run, repeated wh
   done
 }
 load_once() {  # load_once TARGET PHASE CONNS DURATION ROUND ATTEMPT; returns 4 if the machine was busy
-  local t=$1 phase=$2 c=$3 d=$4 r=$5 attempt=$6 perf_pid= kind=wrk
+  local t=$1 phase=$2 c=$3 d=$4 r=$5 attempt=$6 perf_pid='' kind=wrk
   [ "$phase" = event-delay ] && kind=probe
   local f="$out/$kind-$route-$phase-$t-c$c-r$r.txt"
   [ "$attempt" = 0 ] || f="$out/$kind-$route-$phase-$t-c$c-r$r-retry$attempt.txt"
