@@ -91,6 +91,10 @@ class FleetSnapshot {
   InstanceState& state(uint32_t i) const { return *states_[i]; }
   const std::shared_ptr<InstanceState>& shared_state(uint32_t i) const { return states_[i]; }
   bool uniform_weights() const { return uniform_weights_; }
+  // A number no other snapshot of this process has had (a process-wide count of snapshots
+  // created, from 1): a cache kept per snapshot compares it, where an address may be reused by a
+  // later snapshot and comparing the instances one by one is linear in the fleet.
+  uint64_t generation() const { return generation_; }
 
   // Indices of the instances that serve `name` (in index order). The empty name selects every
   // instance (the default pool). Instances with an empty `serves` list serve every name
@@ -121,6 +125,7 @@ class FleetSnapshot {
   NameIndex by_served_name_;        // served name -> eligible instances (wildcards merged in)
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> by_instance_name_;
   bool uniform_weights_ = true;
+  uint64_t generation_ = 0;
 };
 
 // Holds the current snapshot; writers swap, readers load. Safe across threads.

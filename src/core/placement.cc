@@ -49,3 +49,35 @@ void SortByPreference(uint64_t key_hash, const FleetSnapshot& fleet, std::span<u
 }
 
 }  // namespace prefix_router
+
+namespace prefix_router {
+
+void PreferenceOrder::Reset(uint64_t key_hash, const FleetSnapshot& fleet, std::span<const uint32_t> candidates) {
+  scored_.clear();
+  sorted_ = 0;
+  for (uint32_t c : candidates) scored_.push_back({PreferenceScore(key_hash, fleet, c), c});
+}
+
+void PreferenceOrder::Extend(size_t count) {
+  const auto before = [](const Scored& a, const Scored& b) { return Before(a.index, a.score, b.index, b.score); };
+  const auto first = scored_.begin() + static_cast<ptrdiff_t>(sorted_);
+  if (count == sorted_ + 1 && sorted_ < 2) {
+    // The first ranks, which most decisions stop at: one pass finds the next best.
+    std::iter_swap(first, std::min_element(first, scored_.end(), before));
+    ++sorted_;
+    return;
+  }
+  const size_t end = std::min(scored_.size(), std::max({count, 2 * sorted_, size_t{8}}));
+  const auto last = scored_.begin() + static_cast<ptrdiff_t>(end);
+  if (last != scored_.end()) std::nth_element(first, last, scored_.end(), before);
+  std::sort(first, last, before);
+  sorted_ = end;
+}
+
+uint32_t PreferenceOrder::RankOf(uint32_t instance, uint64_t score) const {
+  uint32_t rank = 0;
+  for (const Scored& s : scored_) rank += Before(s.index, s.score, instance, score);
+  return rank;
+}
+
+}  // namespace prefix_router

@@ -48,11 +48,7 @@ double ShareMeter::Read(const FleetSnapshot& f, std::span<const uint32_t> c, std
 }
 
 void ShareMeter::Sync(const FleetSnapshot& f) {
-  if (snapshot_ == &f && seeds_.size() == f.size()) {
-    bool same = true;
-    for (uint32_t i = 0; i < f.size() && same; ++i) same = seeds_[i] == f.placement_seed(i);
-    if (same) return;
-  }
+  if (generation_ == f.generation()) return;
   std::unordered_map<uint64_t, double> old;
   double total = 0, weight = 0;
   for (size_t i = 0; i < seeds_.size(); ++i) old.emplace(seeds_[i], counts_[i]);
@@ -71,7 +67,7 @@ void ShareMeter::Sync(const FleetSnapshot& f) {
   seeds_.resize(f.size());
   for (uint32_t i = 0; i < f.size(); ++i) seeds_[i] = f.placement_seed(i);
   counts_ = std::move(next);
-  snapshot_ = &f;
+  generation_ = f.generation();
 }
 
 void Departures::Note(uint64_t seed) {
@@ -82,8 +78,8 @@ void Departures::Note(uint64_t seed) {
 std::vector<uint64_t> Departures::Left(const FleetSnapshot& f) {
   std::vector<uint64_t> left;
   std::lock_guard lock(mu_);
-  if (&f == snapshot_) return left;
-  snapshot_ = &f;
+  if (f.generation() == generation_) return left;
+  generation_ = f.generation();
   std::unordered_set<uint64_t> present;
   for (uint32_t i = 0; i < f.size(); ++i) present.insert(f.placement_seed(i));
   for (auto it = known_.begin(); it != known_.end();) {

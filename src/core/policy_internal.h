@@ -78,7 +78,9 @@ inline constexpr uint32_t kBytesPerToken = 4;
 // before; window = kShareWindowPerInstance x instances). Kept in snapshot order, remapped by
 // placement seed when the snapshot changes. An instance that joins starts at its fair share of
 // the current total (it would otherwise make every other instance look over its share at once).
-// Internally locked: both methods take mu_ (Read too: it may remap to a new snapshot).
+// A dispatch on the snapshot the counts follow costs O(1): the snapshot is recognised by its
+// generation, not by comparing every instance's seed. Internally locked: both methods take mu_
+// (Read too: it may remap to a new snapshot).
 class ShareMeter {
  public:
   static constexpr double kShareWindowPerInstance = 128;
@@ -92,7 +94,7 @@ class ShareMeter {
   void Sync(const FleetSnapshot& f);  // REQUIRES: mu_ held
 
   std::mutex mu_;
-  const FleetSnapshot* snapshot_ = nullptr;  // compared only, never dereferenced
+  uint64_t generation_ = 0;  // of the snapshot counts_ follows (0: none yet)
   std::vector<uint64_t> seeds_;
   std::vector<double> counts_;
   double unit_ = 1;  // weight of the latest dispatch
@@ -108,7 +110,7 @@ class Departures {
 
  private:
   std::mutex mu_;
-  const FleetSnapshot* snapshot_ = nullptr;  // compared only, never dereferenced
+  uint64_t generation_ = 0;  // of the last snapshot seen (FleetSnapshot::generation)
   std::unordered_set<uint64_t> known_;
 };
 
