@@ -39,6 +39,7 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<I
   for (uint32_t i = 0; i < n; ++i) {
     const InstanceSpec& s = snap->specs_[i];
     snap->seeds_.push_back(XXH3_64bits_withSeed(s.name.data(), s.name.size(), kInstanceSeed));
+    snap->weights_.push_back(s.weight);
     std::shared_ptr<InstanceState> state;
     if (previous) {
       if (auto j = previous->Find(s.name)) state = previous->states_[*j];

@@ -86,6 +86,8 @@ class FleetSnapshot {
 
   uint32_t size() const { return static_cast<uint32_t>(specs_.size()); }
   const InstanceSpec& spec(uint32_t i) const { return specs_[i]; }
+  // spec(i).weight, kept contiguous: decisions read every candidate's weight.
+  uint32_t weight(uint32_t i) const { return weights_[i]; }
   // A 64-bit identity derived from the name only (no per-process seed).
   uint64_t placement_seed(uint32_t i) const { return seeds_[i]; }
   InstanceState& state(uint32_t i) const { return *states_[i]; }
@@ -119,6 +121,7 @@ class FleetSnapshot {
 
   std::vector<InstanceSpec> specs_;
   std::vector<uint64_t> seeds_;
+  std::vector<uint32_t> weights_;
   std::vector<std::shared_ptr<InstanceState>> states_;
   std::vector<uint32_t> all_;       // 0..size-1
   std::vector<uint32_t> wildcard_;  // instances with an empty serves list

@@ -16,7 +16,7 @@ uint64_t PreferenceScore(uint64_t key_hash, const FleetSnapshot& fleet, uint32_t
   const double u = (static_cast<double>(h >> 11) + 1.0) * 0x1.0p-53;
   // 0.0 - x, not -x: at u == 1, -log(u) is -0.0, whose sign bit would rank the best possible
   // draw last; 0.0 - 0.0 is +0.0 and every other value is unchanged.
-  const double score = (0.0 - std::log(u)) / static_cast<double>(fleet.spec(i).weight);
+  const double score = (0.0 - std::log(u)) / static_cast<double>(fleet.weight(i));
   return ~std::bit_cast<uint64_t>(score);
 }
 

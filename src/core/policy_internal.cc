@@ -10,14 +10,22 @@
 
 namespace prefix_router::policy_internal {
 
-std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded) {
+std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded,
+                               CandidateTotals* totals) {
   thread_local std::vector<uint32_t> buf;
   buf.clear();
+  CandidateTotals sums;
   for (uint32_t i : f.Eligible(r.served_name)) {
-    if (!f.state(i).routable()) continue;
+    const InstanceState& st = f.state(i);
+    if (!st.routable()) continue;
     if (!keep_excluded && !r.exclude.empty() && IsExcluded(r, i)) continue;
     buf.push_back(i);
+    if (totals) {
+      sums.in_flight += std::max<int32_t>(0, st.in_flight.load(std::memory_order_relaxed));
+      sums.weight += f.weight(i);
+    }
   }
+  if (totals) *totals = sums;
   return {buf.data(), buf.size()};
 }
 
@@ -58,11 +66,11 @@ void ShareMeter::Sync(const FleetSnapshot& f) {
     if (it == old.end()) continue;
     next[i] = it->second;
     total += it->second;
-    weight += f.spec(i).weight;
+    weight += f.weight(i);
   }
   for (uint32_t i = 0; i < f.size(); ++i) {
     if (next[i] >= 0) continue;
-    next[i] = weight > 0 ? total * f.spec(i).weight / weight : 0;  // a newcomer: fair share
+    next[i] = weight > 0 ? total * f.weight(i) / weight : 0;  // a newcomer: fair share
   }
   seeds_.resize(f.size());
   for (uint32_t i = 0; i < f.size(); ++i) seeds_[i] = f.placement_seed(i);
@@ -107,7 +115,7 @@ Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<con
     longest = std::max(longest, cached[k]);
     const bool below = InFlight(f, i) < threshold && (over_share.empty() || over_share[k] == 0);
     const double uncached = prompt_tokens > cached[k] ? static_cast<double>(prompt_tokens - cached[k]) : 0;
-    const double w = static_cast<double>(f.spec(i).weight);
+    const double w = static_cast<double>(f.weight(i));
     const double cost =
         uncached + queued[k] / w + load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) / w;
     const uint64_t score = PreferenceScore(key, f, i);
@@ -166,15 +174,12 @@ void PrefillQueue::Forget(uint64_t seed) {
   std::erase_if(requests_, [&](const auto& kv) { return kv.second.seed == seed; });
 }
 
-std::span<const uint8_t> CostShareBound::Mark(const FleetSnapshot& f, std::span<const uint32_t> c) const {
+std::span<const uint8_t> CostShareBound::Mark(const FleetSnapshot& f, std::span<const uint32_t> c,
+                                              const CandidateTotals& totals) const {
   thread_local std::vector<uint8_t> over;
   thread_local std::vector<double> recent;
-  int64_t load = 0;
-  double weight = 0;
-  for (uint32_t i : c) {
-    load += std::max<int32_t>(0, InFlight(f, i));
-    weight += f.spec(i).weight;
-  }
+  const int64_t load = totals.in_flight;
+  const auto weight = static_cast<double>(totals.weight);
   if (load < static_cast<int64_t>(c.size()) || c.size() < 2) return {};
   const double total = meter_.Read(f, c, recent);
   const double fair_per_weight = total / weight;
@@ -184,7 +189,7 @@ std::span<const uint8_t> CostShareBound::Mark(const FleetSnapshot& f, std::span<
   bool any = false, under = false;
   for (size_t k = 0; k < c.size(); ++k) {
     const uint32_t i = c[k];
-    const double w = f.spec(i).weight;
+    const double w = f.weight(i);
     over[k] = recent[i] > limit_per_weight * w + kShareSlack;
     any |= over[k] != 0;
     under |= recent[i] < floor_per_weight * w - kShareSlack;
@@ -196,7 +201,7 @@ std::span<const uint8_t> CostShareBound::Mark(const FleetSnapshot& f, std::span<
     // far below its share of requests (the Mooncake trace at 3x: 12.4% on 7 instances).
     for (size_t k = 0; k < c.size(); ++k) {
       const uint32_t i = c[k];
-      if (recent[i] > limit_per_weight * f.spec(i).weight) over[k] = 1;
+      if (recent[i] > limit_per_weight * f.weight(i)) over[k] = 1;
       any |= over[k] != 0;
     }
   }

@@ -54,9 +54,18 @@ inline int64_t Load(const FleetSnapshot& f, uint32_t i, LoadMeasure m) {
   return requests + std::max<int64_t>(0, st.outstanding_tokens.load(std::memory_order_relaxed));
 }
 
+// What the load bounds read of the candidates, summed in Candidates' pass over them (on large
+// fleets a second pass over every instance's state costs as much as the first).
+struct CandidateTotals {
+  int64_t in_flight = 0;  // requests in flight (a negative count as 0)
+  int64_t weight = 0;
+};
+
 // Eligible, available candidates into a per-thread buffer (no allocation once warm).
-// Excluded instances are kept when `keep_excluded` (prefix-aware ranks count them).
-std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded);
+// Excluded instances are kept when `keep_excluded` (prefix-aware ranks count them). When
+// `totals` is given it receives the candidates' sums.
+std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded,
+                               CandidateTotals* totals = nullptr);
 
 // Unavailable, saying whether no instance serves the name or none is left to try.
 Status NoCandidate(const RouteRequest& r, const FleetSnapshot& f);
@@ -162,7 +171,8 @@ class CostShareBound {
  public:
   // Fills a per-thread buffer (one flag per candidate) and returns it; empty when no candidate
   // is over.
-  std::span<const uint8_t> Mark(const FleetSnapshot& f, std::span<const uint32_t> c) const;
+  // REQUIRES: `totals` are c's (Candidates)
+  std::span<const uint8_t> Mark(const FleetSnapshot& f, std::span<const uint32_t> c, const CandidateTotals& totals) const;
   void Count(const FleetSnapshot& f, uint32_t i) { meter_.Count(f, i); }
 
  private:

@@ -36,11 +36,12 @@ class PrefixAwarePolicy final : public Policy {
         measure_(o.load_measure) {}
 
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
-    auto c = Candidates(r, f, true);
+    policy_internal::CandidateTotals totals;
+    auto c = Candidates(r, f, true, balance_factor_ > 0 ? &totals : nullptr);
     if (c.empty()) return NoCandidate(r, f);
     const uint64_t key = r.key.placement_hash();
     const KeyDemand::Reading demand = balance_factor_ > 0 ? demand_.Read(key) : KeyDemand::Reading{};
-    const Limits limits = MakeLimits(f, c, demand.reuse);
+    const Limits limits = MakeLimits(f, c, totals, demand.reuse);
     if (balance_factor_ > 0) {
       if (limits.busy) {
         if (auto d = PickReplica(r, f, c, limits, key, demand.share)) return *d;
@@ -140,7 +141,7 @@ class PrefixAwarePolicy final : public Policy {
       double best_load = 0;
       order.ForEachUnordered([&](uint32_t i, uint64_t score) {
         if (IsExcluded(r, i) || InFlight(f, i) >= limits.For(f, i)) return;
-        const double load = static_cast<double>(Load(f, i, measure_)) / f.spec(i).weight;
+        const double load = static_cast<double>(Load(f, i, measure_)) / f.weight(i);
         if (best == UINT32_MAX || load < best_load ||
             (load == best_load && PreferenceOrder::Before(i, score, best, best_score))) {
           best = i;
@@ -155,7 +156,7 @@ class PrefixAwarePolicy final : public Policy {
     for (uint32_t rank = 0; rank < count; ++rank) {
       const uint32_t i = order[rank];
       if (IsExcluded(r, i) || InFlight(f, i) >= limits.For(f, i)) continue;
-      const double load = static_cast<double>(Load(f, i, measure_)) / f.spec(i).weight;
+      const double load = static_cast<double>(Load(f, i, measure_)) / f.weight(i);
       if (best == UINT32_MAX || load < best_load) {
         best = rank;
         best_load = load;
@@ -309,19 +310,19 @@ class PrefixAwarePolicy final : public Policy {
     double share_limit_per_weight = 0;
     double fair_per_weight = 0;
     double RecentPerWeight(const FleetSnapshot& f, uint32_t i) const {
-      return recent ? (*recent)[i] / f.spec(i).weight : 0;
+      return recent ? (*recent)[i] / f.weight(i) : 0;
     }
     bool AtMostFairShare(const FleetSnapshot& f, uint32_t i) const {
-      return !recent || (*recent)[i] <= fair_per_weight * f.spec(i).weight;
+      return !recent || (*recent)[i] <= fair_per_weight * f.weight(i);
     }
     bool Overloaded() const { return per_weight > 0 && (1 + kShareTolerance) * mean_per_weight > threshold; }
     bool OverShare(const FleetSnapshot& f, uint32_t i) const {
-      return recent && (*recent)[i] > share_limit_per_weight * f.spec(i).weight + kShareSlack;
+      return recent && (*recent)[i] > share_limit_per_weight * f.weight(i) + kShareSlack;
     }
     int32_t For(const FleetSnapshot& f, uint32_t i) const {
       if (per_weight <= 0) return threshold;
       if (OverShare(f, i)) return 0;
-      const double w = f.spec(i).weight;
+      const double w = f.weight(i);
       const double cap = std::ceil(per_weight * w);
       // The threshold is relative to the pool's load: when every instance is above the
       // configured threshold (overload), a fixed threshold would call them all full and send
@@ -334,14 +335,12 @@ class PrefixAwarePolicy final : public Policy {
     }
   };
   // `reuse`: the part of recent dispatches whose key repeated a recent one (KeyDemand).
-  Limits MakeLimits(const FleetSnapshot& f, std::span<const uint32_t> c, double reuse) const {
+  // REQUIRES: `totals` are c's (Candidates)
+  Limits MakeLimits(const FleetSnapshot& f, std::span<const uint32_t> c, const policy_internal::CandidateTotals& totals,
+                    double reuse) const {
     Limits l{threshold_};
     if (balance_factor_ <= 0) return l;
-    int64_t load = 0, weight = 0;
-    for (uint32_t i : c) {
-      load += std::max<int32_t>(0, InFlight(f, i));
-      weight += f.spec(i).weight;
-    }
+    const int64_t load = totals.in_flight, weight = totals.weight;
     // The balance factor buys cache hits with imbalance. Traffic whose keys do not repeat gets
     // no hits for it, only the imbalance, so the factor shrinks towards 1 (perfect balance,
     // least-outstanding behaviour) with the part of the traffic that repeats a recent key:
