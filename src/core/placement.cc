@@ -21,6 +21,19 @@ uint64_t PreferenceScore(uint64_t key_hash, const FleetSnapshot& fleet, uint32_t
 }
 
 uint32_t MostPreferred(uint64_t key_hash, const FleetSnapshot& fleet, std::span<const uint32_t> candidates) {
+  if (fleet.uniform_weights()) {  // the score is the hash: one mix per candidate, nothing else
+    uint32_t best = candidates[0];
+    uint64_t best_score = RendezvousHash(key_hash, fleet.placement_seed(best));
+    for (size_t k = 1; k < candidates.size(); ++k) {
+      const uint32_t i = candidates[k];
+      const uint64_t s = RendezvousHash(key_hash, fleet.placement_seed(i));
+      if (s > best_score || (s == best_score && i < best)) {
+        best = i;
+        best_score = s;
+      }
+    }
+    return best;
+  }
   uint32_t best = candidates[0];
   uint64_t best_score = PreferenceScore(key_hash, fleet, best);
   for (size_t k = 1; k < candidates.size(); ++k) {

@@ -13,20 +13,24 @@ namespace prefix_router::policy_internal {
 std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded,
                                CandidateTotals* totals) {
   thread_local std::vector<uint32_t> buf;
-  buf.clear();
+  const std::span<const uint32_t> eligible = f.Eligible(r.served_name);
+  if (buf.size() < eligible.size()) buf.resize(eligible.size());
+  uint32_t* out = buf.data();
+  size_t n = 0;
+  const bool skip_excluded = !keep_excluded && !r.exclude.empty();
   CandidateTotals sums;
-  for (uint32_t i : f.Eligible(r.served_name)) {
+  for (uint32_t i : eligible) {
     const InstanceState& st = f.state(i);
     if (!st.routable()) continue;
-    if (!keep_excluded && !r.exclude.empty() && IsExcluded(r, i)) continue;
-    buf.push_back(i);
+    if (skip_excluded && IsExcluded(r, i)) continue;
+    out[n++] = i;
     if (totals) {
       sums.in_flight += std::max<int32_t>(0, st.in_flight.load(std::memory_order_relaxed));
       sums.weight += f.weight(i);
     }
   }
   if (totals) *totals = sums;
-  return {buf.data(), buf.size()};
+  return {buf.data(), n};
 }
 
 Status NoCandidate(const RouteRequest& r, const FleetSnapshot& f) {
@@ -109,6 +113,7 @@ Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<con
   bool best_below = false;
   double best_cost = 0;
   uint64_t best_score = 0;
+  bool best_scored = false;  // best_score holds the best candidate's score
   uint64_t longest = 0;
   for (size_t k = 0; k < c.size(); ++k) {
     const uint32_t i = c[k];
@@ -118,13 +123,24 @@ Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<con
     const double w = static_cast<double>(f.weight(i));
     const double cost =
         uncached + queued[k] / w + load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) / w;
-    const uint64_t score = PreferenceScore(key, f, i);
-    if (best == SIZE_MAX || (below && !best_below) ||
-        (below == best_below && (cost < best_cost || (cost == best_cost && score > best_score)))) {
+    // The rendezvous score only breaks ties: computed for the two tied candidates alone (one
+    // hash each), not for every candidate of a large fleet.
+    bool better = best == SIZE_MAX || (below && !best_below) || (below == best_below && cost < best_cost);
+    bool scored = false;
+    uint64_t score = 0;
+    if (!better && below == best_below && cost == best_cost) {
+      if (!best_scored) best_score = PreferenceScore(key, f, c[best]);
+      best_scored = true;
+      score = PreferenceScore(key, f, i);
+      scored = true;
+      better = score > best_score;
+    }
+    if (better) {
       best = k;
       best_below = below;
       best_cost = cost;
       best_score = score;
+      best_scored = scored;
     }
   }
   DecisionKind kind = !best_below               ? DecisionKind::kSaturated
