@@ -214,13 +214,23 @@ constexpr double kBlockEventsPerBatch = 2 * kStreamDocBlocks;
 
 // range(0) instances stream into one index bounded by kv-aware's default (256 MiB), in turns of
 // one batch each; range(1) = 1 decodes each batch from vLLM's msgpack first (as the gateway's
-// event listener does), 0 applies the decoded values.
+// event listener does), 0 applies the decoded values; range(2) more instances have each
+// reported one small document before (the index knows a large fleet; only some stream now).
 void BM_KvIndexIngest(benchmark::State& state) {
   const auto instances = static_cast<uint32_t>(state.range(0));
   const bool decode = state.range(1) != 0;
+  const auto known = static_cast<uint32_t>(state.range(2));
   const RoutingOptions o = Options(Strategy::kKvAware);
   KvIndex index(KvIndex::Options{o.cache_aware.capacity_blocks * (o.cache_aware.block_bytes / 4),
                                  o.cache_aware.max_index_bytes / 9 * 8});
+  for (uint32_t k = 0; k < known; ++k) {
+    KvEventBatch batch;
+    KvBlockStored stored = Stored(100000 + k, k);
+    stored.block_hashes.resize(4);
+    stored.token_ids.resize(4 * kBlockSize);
+    batch.events.push_back(std::move(stored));
+    index.Apply(100000 + k, batch);
+  }
   std::vector<std::vector<KvEventBatch>> streams;
   std::vector<std::vector<std::string>> encoded(instances);
   for (uint32_t i = 0; i < instances; ++i) {
@@ -260,7 +270,7 @@ void BM_KvIndexIngest(benchmark::State& state) {
   state.counters["held_blocks"] = static_cast<double>(index.entries());
   state.counters["index_bytes"] = static_cast<double>(index.bytes());
 }
-BENCHMARK(BM_KvIndexIngest)->Args({8, 0})->Args({8, 1})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_KvIndexIngest)->Args({8, 0, 0})->Args({8, 1, 0})->Args({8, 0, 10000})->Unit(benchmark::kMicrosecond);
 
 // Decision time while events stream in: a second thread applies EventStream batches of
 // range(1) instances to the policy as fast as it can while the timed loop picks.
