@@ -7,16 +7,14 @@
 
 namespace prefix_router {
 
-uint64_t PreferenceScore(uint64_t key_hash, const FleetSnapshot& fleet, uint32_t i) {
-  const uint64_t h = RendezvousHash(key_hash, fleet.placement_seed(i));
-  if (fleet.uniform_weights()) return h;
+uint64_t WeightedPreferenceScore(uint64_t h, uint32_t weight) {
   // u in (0, 1]; -ln(u)/w is an exponential variable of rate w: the smallest wins with
   // probability w_i / sum(w). Positive doubles order like their bit patterns, so the
   // complement of the bits turns "smallest wins" into "highest wins".
   const double u = (static_cast<double>(h >> 11) + 1.0) * 0x1.0p-53;
   // 0.0 - x, not -x: at u == 1, -log(u) is -0.0, whose sign bit would rank the best possible
   // draw last; 0.0 - 0.0 is +0.0 and every other value is unchanged.
-  const double score = (0.0 - std::log(u)) / static_cast<double>(fleet.weight(i));
+  const double score = (0.0 - std::log(u)) / static_cast<double>(weight);
   return ~std::bit_cast<uint64_t>(score);
 }
 

@@ -40,7 +40,12 @@ inline uint64_t RendezvousHash(uint64_t key_hash, uint64_t instance_seed) {
 
 // Preference of instance `i` for the key: higher is preferred. With uniform weights it is the
 // rendezvous hash itself; otherwise an order-preserving encoding of -ln(u)/w (lower wins).
-uint64_t PreferenceScore(uint64_t key_hash, const FleetSnapshot& fleet, uint32_t i);
+// (Inline: decisions score every candidate of large fleets.)
+uint64_t WeightedPreferenceScore(uint64_t rendezvous_hash, uint32_t weight);
+inline uint64_t PreferenceScore(uint64_t key_hash, const FleetSnapshot& fleet, uint32_t i) {
+  const uint64_t h = RendezvousHash(key_hash, fleet.placement_seed(i));
+  return fleet.uniform_weights() ? h : WeightedPreferenceScore(h, fleet.weight(i));
+}
 
 // The most preferred of `candidates`. REQUIRES: candidates is not empty.
 uint32_t MostPreferred(uint64_t key_hash, const FleetSnapshot& fleet, std::span<const uint32_t> candidates);
