@@ -64,9 +64,28 @@ void SortByPreference(uint64_t key_hash, const FleetSnapshot& fleet, std::span<u
 namespace prefix_router {
 
 void PreferenceOrder::Reset(uint64_t key_hash, const FleetSnapshot& fleet, std::span<const uint32_t> candidates) {
-  scored_.clear();
+  scored_.resize(candidates.size());
   sorted_ = 0;
-  for (uint32_t c : candidates) scored_.push_back({PreferenceScore(key_hash, fleet, c), c});
+  if (candidates.empty()) return;
+  // The first two ranks, which most spills stop at, are found in the scoring pass itself.
+  const auto before = [](const Scored& a, const Scored& b) { return Before(a.index, a.score, b.index, b.score); };
+  size_t first = 0, second = SIZE_MAX;
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    scored_[k] = {PreferenceScore(key_hash, fleet, candidates[k]), candidates[k]};
+    if (k == 0) continue;
+    if (before(scored_[k], scored_[first])) {
+      second = first;
+      first = k;
+    } else if (second == SIZE_MAX || before(scored_[k], scored_[second])) {
+      second = k;
+    }
+  }
+  std::swap(scored_[0], scored_[first]);
+  sorted_ = 1;
+  if (second == SIZE_MAX) return;
+  if (second == 0) second = first;  // the swap moved it
+  std::swap(scored_[1], scored_[second]);
+  sorted_ = 2;
 }
 
 void PreferenceOrder::Extend(size_t count) {
