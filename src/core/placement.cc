@@ -45,6 +45,25 @@ uint32_t MostPreferred(uint64_t key_hash, const FleetSnapshot& fleet, std::span<
   return best;
 }
 
+TopTwo TwoMostPreferred(uint64_t key_hash, const FleetSnapshot& fleet, std::span<const uint32_t> candidates) {
+  uint32_t first = candidates[0], second = UINT32_MAX;
+  uint64_t first_score = PreferenceScore(key_hash, fleet, first), second_score = 0;
+  for (size_t k = 1; k < candidates.size(); ++k) {
+    const uint32_t i = candidates[k];
+    const uint64_t s = PreferenceScore(key_hash, fleet, i);
+    if (PreferenceOrder::Before(i, s, first, first_score)) {
+      second = first;
+      second_score = first_score;
+      first = i;
+      first_score = s;
+    } else if (second == UINT32_MAX || PreferenceOrder::Before(i, s, second, second_score)) {
+      second = i;
+      second_score = s;
+    }
+  }
+  return {first, second};
+}
+
 void SortByPreference(uint64_t key_hash, const FleetSnapshot& fleet, std::span<uint32_t> candidates) {
   struct Scored {
     uint64_t score;

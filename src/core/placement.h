@@ -50,6 +50,15 @@ inline uint64_t PreferenceScore(uint64_t key_hash, const FleetSnapshot& fleet, u
 // The most preferred of `candidates`. REQUIRES: candidates is not empty.
 uint32_t MostPreferred(uint64_t key_hash, const FleetSnapshot& fleet, std::span<const uint32_t> candidates);
 
+// The two most preferred of `candidates` in one pass (second = UINT32_MAX when there is one
+// candidate): a spill to the second choice without ordering the rest. REQUIRES: candidates is
+// not empty.
+struct TopTwo {
+  uint32_t first;
+  uint32_t second;
+};
+TopTwo TwoMostPreferred(uint64_t key_hash, const FleetSnapshot& fleet, std::span<const uint32_t> candidates);
+
 // Sorts `candidates` in place, most preferred first.
 void SortByPreference(uint64_t key_hash, const FleetSnapshot& fleet, std::span<uint32_t> candidates);
 

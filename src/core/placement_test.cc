@@ -251,7 +251,8 @@ TEST(PlacementTest, SubsetOrderIsFullOrderRestricted) {
 }
 
 // The lazily extended order is the full sort's: whatever ranks a caller reads, in whatever
-// sequence, rank r holds the full sort's r-th candidate, and RankOf gives each candidate's rank,
+// sequence, rank r holds the full sort's r-th candidate, and RankOf gives each candidate's rank
+// (and TwoMostPreferred its first two),
 // on random fleets (weighted or not, subsets in random order) and for random keys.
 TEST(PlacementTest, PreferenceOrderReadsAsTheFullSort) {
   uint64_t state = 12;
@@ -272,6 +273,9 @@ TEST(PlacementTest, PreferenceOrderReadsAsTheFullSort) {
     const uint64_t h = KeyAt(next() % kKeys).placement_hash();
     std::vector<uint32_t> sorted = subset;
     SortByPreference(h, *f, sorted);
+    const TopTwo top = TwoMostPreferred(h, *f, subset);
+    ASSERT_EQ(top.first, sorted[0]) << "trial " << trial;
+    ASSERT_EQ(top.second, sorted.size() > 1 ? sorted[1] : UINT32_MAX) << "trial " << trial;
     PreferenceOrder order;
     order.Reset(h, *f, subset);
     ASSERT_EQ(order.size(), sorted.size());

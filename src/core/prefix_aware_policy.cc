@@ -49,9 +49,15 @@ class PrefixAwarePolicy final : public Policy {
       const bool new_key_by_load = !demand.seen && r.exclude.empty() && PlacedByLoad(key, demand.reuse);
       return PickBalanced(r, f, c, limits, key, new_key_by_load);
     }
-    if (r.exclude.empty()) {  // fast path: the first choice usually takes it
-      const uint32_t top = MostPreferred(key, f, c);
-      if (InFlight(f, top) < limits.For(f, top)) return Decision{top, DecisionKind::kAffinity, 0};
+    if (r.exclude.empty()) {  // fast path: the first choice usually takes it, else the second
+      const TopTwo top = TwoMostPreferred(key, f, c);
+      if (InFlight(f, top.first) < limits.For(f, top.first)) return Decision{top.first, DecisionKind::kAffinity, 0};
+      // PickInOrder's rank 1 without a balance factor: no share bound, so a next-preferred
+      // spill takes the second choice when it is below its limit.
+      if (spill_ == SpillMode::kNextPreferred && top.second != UINT32_MAX &&
+          InFlight(f, top.second) < limits.For(f, top.second)) {
+        return Decision{top.second, DecisionKind::kOverflow, 1};
+      }
     }
     return PickInOrder(r, f, c, limits, key);
   }
