@@ -181,12 +181,10 @@ class PrefixAwarePolicy final : public Policy {
   Result<Decision> PickBalanced(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
                                 const Limits& limits, uint64_t key, bool new_key_by_load) const {
     if (auto home_seed = homes_.Find(key)) {
-      for (uint32_t i : c) {
-        if (f.placement_seed(i) != *home_seed) continue;
-        if (!IsExcluded(r, i) && InFlight(f, i) < limits.For(f, i)) {
-          return Decision{i, DecisionKind::kAffinity, RankOf(key, f, c, i)};
+      if (auto home = FindHome(f, c, key, *home_seed)) {
+        if (!IsExcluded(r, home->instance) && InFlight(f, home->instance) < limits.For(f, home->instance)) {
+          return Decision{home->instance, DecisionKind::kAffinity, home->rank};
         }
-        break;
       }
     } else if (new_key_by_load) {
       if (auto d = PlaceNewKey(r, f, c, limits, key)) return *d;
@@ -205,6 +203,35 @@ class PrefixAwarePolicy final : public Policy {
       homes_.Set(key, f.placement_seed(d->instance));
     }
     return d;
+  }
+
+  // The candidate with placement seed `home_seed` and its rank in the key's order; nullopt when
+  // it is not a candidate. With uniform weights its score follows from the seed alone, so one
+  // pass both finds it and counts the candidates ranked before it.
+  struct Home {
+    uint32_t instance;
+    uint32_t rank;
+  };
+  static std::optional<Home> FindHome(const FleetSnapshot& f, std::span<const uint32_t> c, uint64_t key,
+                                      uint64_t home_seed) {
+    if (!f.uniform_weights()) {
+      for (uint32_t i : c) {
+        if (f.placement_seed(i) == home_seed) return Home{i, RankOf(key, f, c, i)};
+      }
+      return std::nullopt;
+    }
+    const uint64_t home_score = RendezvousHash(key, home_seed);
+    uint32_t home = UINT32_MAX, before = 0;  // RankOf's count: the candidates scoring higher
+    for (uint32_t j : c) {
+      const uint64_t seed = f.placement_seed(j);
+      if (seed == home_seed) {
+        home = j;
+        continue;
+      }
+      before += RendezvousHash(key, seed) > home_score;
+    }
+    if (home == UINT32_MAX) return std::nullopt;
+    return Home{home, before};
   }
 
   static uint32_t RankOf(uint64_t key, const FleetSnapshot& f, std::span<const uint32_t> c, uint32_t i) {
