@@ -2,6 +2,8 @@
 // Run: build/release/src/decision_bench  (scripts/bench-decision.sh prints the table in docs/benchmarks.md)
 #include <benchmark/benchmark.h>
 
+#include <string>
+
 #include "bench/decision_cases.h"
 
 namespace prefix_router::bench {
@@ -15,7 +17,7 @@ void BM_ChatDecision(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size));
   state.counters["body_bytes"] = static_cast<double>(body.size);
 }
-BENCHMARK(BM_ChatDecision)->Arg(7)->Arg(64)->Arg(1024);
+BENCHMARK(BM_ChatDecision)->Arg(7)->Arg(64)->Arg(1024)->Arg(10000);
 
 // Native bodies of 1, 8 and 64 KiB at prefix_length 65,536 (every byte is keyed).
 void BM_NativeDecision(benchmark::State& state) {
@@ -31,9 +33,44 @@ void BM_RandomDecision(benchmark::State& state) {
   DecisionSetup setup(static_cast<uint32_t>(state.range(0)), 2048);
   for (auto _ : state) benchmark::DoNotOptimize(RandomDecision(setup));
 }
-BENCHMARK(BM_RandomDecision)->Arg(7)->Arg(64)->Arg(1024);
+BENCHMARK(BM_RandomDecision)->Arg(7)->Arg(64)->Arg(1024)->Arg(10000);
+
+// The chat request under each strategy of the registry (parsing, keying and block chain as the
+// gateway makes them for it), registered in main: BM_Strategy/NAME[/full|/full-nb]/INSTANCES.
+void BM_Strategy(benchmark::State& state, Strategy strategy, FleetLoad load, double balance_factor) {
+  DecisionSetup setup(static_cast<uint32_t>(state.range(0)), 32768, strategy, load, balance_factor);
+  PaddedBody body(ChatRequest8kTokens());
+  for (auto _ : state) benchmark::DoNotOptimize(ChatDecisionFor(setup, body));
+}
+
+void RegisterStrategies() {
+  for (const StrategyInfo& s : StrategyRegistry()) {
+    const std::string name = "BM_Strategy/" + std::string(s.name);
+    benchmark::RegisterBenchmark(name.c_str(), BM_Strategy, s.strategy, FleetLoad::kIdle, kDefaultBalanceFactor)
+        ->Arg(1024)
+        ->Arg(10000);
+    if (s.strategy == Strategy::kPrefixAware || UsesBlockChain(s.strategy)) {
+      benchmark::RegisterBenchmark((name + "/full").c_str(), BM_Strategy, s.strategy, FleetLoad::kFirstChoiceFull,
+                                   kDefaultBalanceFactor)
+          ->Arg(1024)
+          ->Arg(10000);
+    }
+    if (s.strategy == Strategy::kPrefixAware) {
+      benchmark::RegisterBenchmark((name + "/full-nb").c_str(), BM_Strategy, s.strategy, FleetLoad::kFirstChoiceFull, 0.0)
+          ->Arg(1024)
+          ->Arg(10000);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace prefix_router::bench
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  prefix_router::bench::RegisterStrategies();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

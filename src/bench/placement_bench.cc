@@ -63,7 +63,7 @@ void BM_SortByPreference(benchmark::State& state) {
     benchmark::DoNotOptimize(order.data());
   }
 }
-BENCHMARK(BM_SortByPreference)->Arg(7)->Arg(64)->Arg(1024);
+BENCHMARK(BM_SortByPreference)->Arg(7)->Arg(64)->Arg(1024)->Arg(10000);
 
 }  // namespace
 }  // namespace prefix_router::bench

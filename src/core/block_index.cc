@@ -1,5 +1,7 @@
 #include "core/block_index.h"
 
+#include <cassert>
+
 #include <algorithm>
 #include <utility>
 
@@ -82,9 +84,22 @@ size_t BlockIndex::TotalBytesLocked() const {
   return total;
 }
 
+size_t BlockIndex::TrackedBytesLocked() const {
+  return sizeof(BlockIndex) + (instances_.bucket_count() > 1 ? ArrayBytes(instances_.bucket_count() * sizeof(void*)) : 0) +
+         instance_bytes_;
+}
+
+void BlockIndex::RecountLocked(Instance& in) {
+  const size_t now = BytesLocked(in);
+  instance_bytes_ = instance_bytes_ - in.bytes + now;
+  in.bytes = now;
+}
+
 size_t BlockIndex::bytes() const {
   std::lock_guard lock(mu_);
-  return TotalBytesLocked();
+  const size_t total = TotalBytesLocked();
+  assert(total == TrackedBytesLocked());
+  return total;
 }
 
 void BlockIndex::MaybeShrinkLocked(Instance& in) {
@@ -135,17 +150,16 @@ void BlockIndex::EnforceBoundsLocked(Instance& touched) {
   }
   MaybeShrinkLocked(touched);
   // What every instance's containers hold, kept up to date by each eviction's change.
-  size_t total = TotalBytesLocked();
-  while (entries_ > 0 && total > options_.max_bytes) {
+  RecountLocked(touched);
+  while (entries_ > 0 && TrackedBytesLocked() > options_.max_bytes) {
     Instance* largest = nullptr;
     for (auto& [seed, in] : instances_) {
       if (largest == nullptr || in.where.size() > largest->where.size()) largest = &in;
     }
-    const size_t before = BytesLocked(*largest);
     largest->EvictOldest();
     --entries_;
     MaybeShrinkLocked(*largest);
-    total = total - before + BytesLocked(*largest);
+    RecountLocked(*largest);
   }
 }
 
@@ -161,6 +175,7 @@ void BlockIndex::ForgetInstance(uint64_t seed) {
   auto it = instances_.find(seed);
   if (it == instances_.end()) return;
   entries_ -= it->second.where.size();
+  instance_bytes_ -= it->second.bytes;
   instances_.erase(it);
 }
 

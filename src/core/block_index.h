@@ -89,6 +89,7 @@ class BlockIndex {
     uint32_t newest = kNone;
     uint32_t oldest = kNone;
     uint64_t capacity = 0;  // 0 = options_.blocks_per_instance
+    size_t bytes = 0;       // BytesLocked(*this) when last counted into instance_bytes_
 
     bool Holds(uint64_t hash) const { return where.contains(hash); }
     bool Touch(uint64_t hash);  // inserts (true) or moves to the newest end (false)
@@ -101,7 +102,11 @@ class BlockIndex {
     return in.capacity != 0 ? in.capacity : options_.blocks_per_instance;
   }
   static size_t BytesLocked(const Instance& in);
+  // Recomputed over every instance (bytes()); TrackedBytesLocked is the same figure kept up to
+  // date per change (RecountLocked), so that a dispatch costs no pass over every instance.
   size_t TotalBytesLocked() const;
+  size_t TrackedBytesLocked() const;
+  void RecountLocked(Instance& in);
   // Gives back the memory of an instance holding well under its node capacity (amortised: only
   // when its blocks are below half of it). Renumbers its nodes, keeping their recency order.
   static void MaybeShrinkLocked(Instance& in);
@@ -111,6 +116,7 @@ class BlockIndex {
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Instance> instances_;  // by placement seed
   size_t entries_ = 0;
+  size_t instance_bytes_ = 0;  // the sum of every instance's `bytes`
 };
 
 }  // namespace prefix_router

@@ -81,6 +81,32 @@ TEST(BlockIndexTest, GlobalBoundEvictsFromTheLargestInstance) {
   EXPECT_GT(index.entries(), 0u);
 }
 
+// The bound is enforced on a byte count kept per change (no pass over every instance per
+// dispatch): under random inserts, capacity changes and forgotten instances it stays under
+// max_bytes and (in debug builds, where bytes() checks it) equal to the recomputed count.
+TEST(BlockIndexTest, TrackedBytesFollowRandomInserts) {
+  const size_t max_bytes = 48 << 10;
+  BlockIndex index({.blocks_per_instance = 2000, .max_bytes = max_bytes});
+  uint64_t x = 5;
+  auto next = [&](uint64_t n) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return (x >> 33) % n;
+  };
+  for (int step = 0; step < 5000; ++step) {
+    const uint64_t inst = next(20);
+    const uint64_t what = next(100);
+    if (what < 2) {
+      index.ForgetInstance(inst);
+    } else if (what < 4) {
+      index.SetCapacity(inst, next(3) * 100);
+    } else {
+      index.Insert(Chain(1 + next(3000), 1 + next(30)), inst);
+    }
+    ASSERT_LE(index.bytes(), max_bytes) << "step " << step;
+  }
+  EXPECT_GT(index.entries(), 0u);
+}
+
 // bytes() counts what the containers hold: it grows with the blocks held, falls back to one
 // empty instance's record when they are forgotten, and an empty index is small.
 TEST(BlockIndexTest, BytesFollowsTheContainers) {

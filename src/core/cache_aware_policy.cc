@@ -28,7 +28,8 @@ class CacheAwarePolicy final : public Policy {
         index_(BlockIndex::Options{o.cache_aware.capacity_blocks, o.cache_aware.max_index_bytes}) {}
 
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
-    auto c = Candidates(r, f, false);
+    policy_internal::CandidateTotals totals;
+    auto c = Candidates(r, f, false, &totals);
     if (c.empty()) return NoCandidate(r, f);
     thread_local std::vector<uint64_t> seeds, cached;
     thread_local std::vector<uint32_t> matched;
@@ -38,7 +39,7 @@ class CacheAwarePolicy final : public Policy {
     if (!r.blocks.empty()) index_.Match(r.blocks, seeds, matched);
     cached.resize(c.size());
     for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
-    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c), queue_.Read(seeds));
+    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c, totals), queue_.Read(seeds));
   }
   std::string_view name() const override { return StrategyName(Strategy::kCacheAware); }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {

@@ -1,5 +1,7 @@
 #include "core/fleet.h"
 
+#include <atomic>
+
 #include <xxhash.h>
 
 #include <algorithm>
@@ -13,6 +15,8 @@ constexpr uint64_t kInstanceSeed = 0x696e7374616e6365ULL;  // "instance"
 Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<InstanceSpec> specs,
                                                                    const FleetSnapshot* previous) {
   std::shared_ptr<FleetSnapshot> snap(new FleetSnapshot());
+  static std::atomic<uint64_t> generations{0};
+  snap->generation_ = generations.fetch_add(1, std::memory_order_relaxed) + 1;
   const uint32_t n = static_cast<uint32_t>(specs.size());
   for (uint32_t i = 0; i < n; ++i) {
     const InstanceSpec& s = specs[i];
@@ -35,6 +39,7 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<I
   for (uint32_t i = 0; i < n; ++i) {
     const InstanceSpec& s = snap->specs_[i];
     snap->seeds_.push_back(XXH3_64bits_withSeed(s.name.data(), s.name.size(), kInstanceSeed));
+    snap->weights_.push_back(s.weight);
     std::shared_ptr<InstanceState> state;
     if (previous) {
       if (auto j = previous->Find(s.name)) state = previous->states_[*j];

@@ -86,11 +86,17 @@ class FleetSnapshot {
 
   uint32_t size() const { return static_cast<uint32_t>(specs_.size()); }
   const InstanceSpec& spec(uint32_t i) const { return specs_[i]; }
+  // spec(i).weight, kept contiguous: decisions read every candidate's weight.
+  uint32_t weight(uint32_t i) const { return weights_[i]; }
   // A 64-bit identity derived from the name only (no per-process seed).
   uint64_t placement_seed(uint32_t i) const { return seeds_[i]; }
   InstanceState& state(uint32_t i) const { return *states_[i]; }
   const std::shared_ptr<InstanceState>& shared_state(uint32_t i) const { return states_[i]; }
   bool uniform_weights() const { return uniform_weights_; }
+  // A number no other snapshot of this process has had (a process-wide count of snapshots
+  // created, from 1): a cache kept per snapshot compares it, where an address may be reused by a
+  // later snapshot and comparing the instances one by one is linear in the fleet.
+  uint64_t generation() const { return generation_; }
 
   // Indices of the instances that serve `name` (in index order). The empty name selects every
   // instance (the default pool). Instances with an empty `serves` list serve every name
@@ -115,12 +121,14 @@ class FleetSnapshot {
 
   std::vector<InstanceSpec> specs_;
   std::vector<uint64_t> seeds_;
+  std::vector<uint32_t> weights_;
   std::vector<std::shared_ptr<InstanceState>> states_;
   std::vector<uint32_t> all_;       // 0..size-1
   std::vector<uint32_t> wildcard_;  // instances with an empty serves list
   NameIndex by_served_name_;        // served name -> eligible instances (wildcards merged in)
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> by_instance_name_;
   bool uniform_weights_ = true;
+  uint64_t generation_ = 0;
 };
 
 // Holds the current snapshot; writers swap, readers load. Safe across threads.

@@ -42,6 +42,20 @@ void ExpectRejected(std::vector<InstanceSpec> specs, const std::string& field) {
 // Validation.
 
 // An empty instance name is rejected with a message naming the offending field.
+// Every snapshot has its own generation, also one built from the same specs where a freed one
+// lived (caches keyed on a snapshot rely on it).
+TEST(FleetTest, EverySnapshotHasItsOwnGeneration) {
+  std::vector<uint64_t> seen;
+  for (int k = 0; k < 100; ++k) {
+    auto f = FleetSnapshot::Create({InstanceSpec{"a"}, InstanceSpec{"b"}});
+    ASSERT_TRUE(f.ok());
+    const uint64_t g = (*f)->generation();
+    EXPECT_NE(g, 0u);
+    for (uint64_t earlier : seen) ASSERT_NE(g, earlier);
+    seen.push_back(g);
+  }
+}
+
 TEST(FleetTest, CreateRejectsEmptyName) {
   ExpectRejected({Spec("a"), Spec("")}, "instances[1].name");
   ExpectRejected({Spec("")}, "instances[0].name");

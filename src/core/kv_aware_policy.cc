@@ -101,7 +101,8 @@ class KvAwarePolicy final : public Policy {
             KvIndex::Options{o.cache_aware.capacity_blocks * block_tokens_, o.cache_aware.max_index_bytes / 9 * 8}) {}
 
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
-    auto c = Candidates(r, f, false);
+    policy_internal::CandidateTotals totals;
+    auto c = Candidates(r, f, false, &totals);
     if (c.empty()) return NoCandidate(r, f);
     thread_local std::vector<uint64_t> seeds, cached;
     thread_local std::vector<uint32_t> matched;
@@ -119,7 +120,7 @@ class KvAwarePolicy final : public Policy {
     cached.resize(c.size());
     if (!any_fresh) {  // exactly cache-aware
       for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
-      return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c),
+      return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c, totals),
                         queue_.Read(seeds));
     }
     const uint64_t prompt = r.prompt_tokens.size();
@@ -138,7 +139,7 @@ class KvAwarePolicy final : public Policy {
         cached[k] = std::max<uint64_t>(cached[k], uint64_t{pending} * bs);
       }
     }
-    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_, shares_.Mark(f, c), queue_.Read(seeds));
+    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_, shares_.Mark(f, c, totals), queue_.Read(seeds));
   }
   std::string_view name() const override { return StrategyName(Strategy::kKvAware); }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {

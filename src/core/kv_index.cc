@@ -1,5 +1,7 @@
 #include "core/kv_index.h"
 
+#include <cassert>
+
 #include <xxhash.h>
 
 #include <algorithm>
@@ -147,20 +149,38 @@ size_t KvIndex::BytesLocked(const Instance& in) {
          VectorBytes(in.free) + VectorBytes(in.missing);
 }
 
+namespace {
+size_t AdapterBytes(const std::string& a) {
+  return AllocBytes(sizeof(void*) + sizeof(std::string) + sizeof(size_t)) + a.capacity();
+}
+}  // namespace
+
 size_t KvIndex::TotalBytesLocked() const {
   // The index itself, its tables of instances and adapters, its scratch chain.
   size_t total = sizeof(KvIndex) + ArrayBytes(instances_.bucket_count() * sizeof(void*)) +
                  ArrayBytes(adapters_.bucket_count() * sizeof(void*)) + VectorBytes(scratch_);
-  for (const std::string& a : adapters_) {
-    total += AllocBytes(sizeof(void*) + sizeof(std::string) + sizeof(size_t)) + a.capacity();
-  }
+  for (const std::string& a : adapters_) total += AdapterBytes(a);
   for (const auto& [seed, in] : instances_) total += BytesLocked(in);
   return total;
 }
 
+size_t KvIndex::TrackedBytesLocked() const {
+  return sizeof(KvIndex) + ArrayBytes(instances_.bucket_count() * sizeof(void*)) +
+         ArrayBytes(adapters_.bucket_count() * sizeof(void*)) + VectorBytes(scratch_) + adapter_bytes_ +
+         instance_bytes_;
+}
+
+void KvIndex::RecountLocked(Instance& in) {
+  const size_t now = BytesLocked(in);
+  instance_bytes_ = instance_bytes_ - in.bytes + now;
+  in.bytes = now;
+}
+
 size_t KvIndex::bytes() const {
   std::lock_guard lock(mu_);
-  return TotalBytesLocked();
+  const size_t total = TotalBytesLocked();
+  assert(total == TrackedBytesLocked());
+  return total;
 }
 
 void KvIndex::MaybeShrinkLocked(Instance& in) {
@@ -262,7 +282,9 @@ void KvIndex::StoreLocked(Instance& in, const KvBlockStored& e, uint64_t seq, bo
     parent = in.nodes[it->second].router;
   } else {
     parent = KvChainSeed(e.adapter);
-    if (!e.adapter.empty() && adapters_.size() < kMaxAdapters) adapters_.insert(e.adapter);
+    if (!e.adapter.empty() && adapters_.size() < kMaxAdapters) {
+      if (auto [a, inserted] = adapters_.insert(e.adapter); inserted) adapter_bytes_ += AdapterBytes(*a);
+    }
   }
   scratch_.clear();
   KvBlockChain(e.token_ids, e.block_size, n, parent, scratch_);
@@ -349,13 +371,12 @@ void KvIndex::EnforceBoundsLocked(Instance& touched) {
   while (touched.by_engine.size() > capacity) EraseNodeLocked(touched, touched.oldest);
   MaybeShrinkLocked(touched);
   // What every instance's containers hold, kept up to date by each instance's change.
-  size_t total = TotalBytesLocked();
-  while (entries_ > 0 && total > options_.max_bytes) {
+  RecountLocked(touched);
+  while (entries_ > 0 && TrackedBytesLocked() > options_.max_bytes) {
     Instance* largest = nullptr;
     for (auto& [seed, in] : instances_) {
       if (largest == nullptr || in.entries() > largest->entries()) largest = &in;
     }
-    const size_t before = BytesLocked(*largest);
     if (!largest->tombstones.empty()) {
       DropTombstonesLocked(*largest);
       if (!largest->missing.empty()) largest->untracked = true;
@@ -363,7 +384,7 @@ void KvIndex::EnforceBoundsLocked(Instance& touched) {
       EraseNodeLocked(*largest, largest->oldest);
     }
     MaybeShrinkLocked(*largest);
-    total = total - before + BytesLocked(*largest);
+    RecountLocked(*largest);
   }
 }
 
@@ -378,6 +399,7 @@ void KvIndex::ForgetInstance(uint64_t seed) {
   auto it = instances_.find(seed);
   if (it == instances_.end()) return;
   entries_ -= it->second.entries();
+  instance_bytes_ -= it->second.bytes;
   instances_.erase(it);
 }
 

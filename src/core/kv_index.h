@@ -209,13 +209,19 @@ class KvIndex {
     std::unordered_map<uint64_t, uint64_t> tombstones;   // engine hash -> seq of its removal
     bool partial = false;                                // joined mid-stream, no restart or clear since
 
+    size_t bytes = 0;  // BytesLocked(*this) when last counted into instance_bytes_
+
     bool fresh() const { return seen && !lost && !untracked && missing.empty(); }
     size_t entries() const { return by_engine.size() + tombstones.size(); }
   };
 
   uint64_t CapacityBlocks(const Instance& in) const;
   static size_t BytesLocked(const Instance& in);
+  // Recomputed over every instance (bytes()); TrackedBytesLocked is the same figure kept up to
+  // date per change (RecountLocked), so that a batch costs no pass over every instance.
   size_t TotalBytesLocked() const;
+  size_t TrackedBytesLocked() const;
+  void RecountLocked(Instance& in);
   // Gives back the memory of an instance holding well under its capacity (amortised: only when
   // its blocks are below half its node capacity). Renumbers its nodes.
   void MaybeShrinkLocked(Instance& in);
@@ -248,6 +254,8 @@ class KvIndex {
   size_t entries_ = 0;
   uint64_t orphaned_ = 0;
   std::vector<uint64_t> scratch_;  // router hashes of the BlockStored being applied
+  size_t instance_bytes_ = 0;      // the sum of every instance's `bytes`
+  size_t adapter_bytes_ = 0;       // adapters_' entries
 };
 
 }  // namespace prefix_router

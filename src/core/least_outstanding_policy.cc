@@ -23,8 +23,8 @@ class LeastOutstandingPolicy final : public Policy {
     for (size_t k = 1; k < c.size(); ++k) {
       const uint32_t i = c[k];
       // Compare load/weight without division (tokens < 2^40 and weights <= 10^4: no overflow).
-      const int64_t lhs = Load(f, i, measure_) * f.spec(best).weight;
-      const int64_t rhs = Load(f, best, measure_) * f.spec(i).weight;
+      const int64_t lhs = Load(f, i, measure_) * f.weight(best);
+      const int64_t rhs = Load(f, best, measure_) * f.weight(i);
       if (lhs < rhs) {
         best = i;
         ties = 1;

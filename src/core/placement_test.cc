@@ -250,6 +250,71 @@ TEST(PlacementTest, SubsetOrderIsFullOrderRestricted) {
   }
 }
 
+// The lazily extended order is the full sort's: whatever ranks a caller reads, in whatever
+// sequence, rank r holds the full sort's r-th candidate, and RankOf gives each candidate's rank
+// (and TwoMostPreferred its first two),
+// on random fleets (weighted or not, subsets in random order) and for random keys.
+TEST(PlacementTest, PreferenceOrderReadsAsTheFullSort) {
+  uint64_t state = 12;
+  auto next = [&] { return state = SplitMix64(state); };
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + static_cast<int>(next() % 300);
+    std::vector<uint32_t> weights;
+    if (trial % 2 == 1) {
+      for (int i = 0; i < n; ++i) weights.push_back(1 + static_cast<uint32_t>(next() % 10));
+    }
+    auto f = MakeFleet(Names(n), weights);
+    std::vector<uint32_t> subset;
+    for (uint32_t i = 0; i < f->size(); ++i) {
+      if (next() % 4 != 0) subset.push_back(i);
+    }
+    if (subset.empty()) subset.push_back(0);
+    for (size_t k = subset.size(); k > 1; --k) std::swap(subset[k - 1], subset[next() % k]);
+    const uint64_t h = KeyAt(next() % kKeys).placement_hash();
+    std::vector<uint32_t> sorted = subset;
+    SortByPreference(h, *f, sorted);
+    const TopTwo top = TwoMostPreferred(h, *f, subset);
+    ASSERT_EQ(top.first, sorted[0]) << "trial " << trial;
+    ASSERT_EQ(top.second, sorted.size() > 1 ? sorted[1] : UINT32_MAX) << "trial " << trial;
+    PreferenceOrder order;
+    order.Reset(h, *f, subset);
+    ASSERT_EQ(order.size(), sorted.size());
+    // Read a few first ranks one by one (as a spill does), then jumps, then everything.
+    const size_t first = std::min<size_t>(sorted.size(), next() % 5);
+    for (size_t r = 0; r < first; ++r) ASSERT_EQ(order[r], sorted[r]) << "trial " << trial << " rank " << r;
+    for (int j = 0; j < 3; ++j) {
+      const size_t r = next() % sorted.size();
+      ASSERT_EQ(order[r], sorted[r]) << "trial " << trial << " rank " << r;
+    }
+    for (size_t r = 0; r < sorted.size(); ++r) {
+      ASSERT_EQ(order[r], sorted[r]) << "trial " << trial << " rank " << r;
+      ASSERT_EQ(order.RankOf(sorted[r], PreferenceScore(h, *f, sorted[r])), r);
+    }
+  }
+}
+
+// The unordered visit sees every candidate once with its score, and Before is the order's.
+TEST(PlacementTest, PreferenceOrderVisitsEveryCandidateWithItsScore) {
+  auto f = MakeFleet(Names(50), std::vector<uint32_t>(50, 3));
+  const std::vector<uint32_t> subset = {4, 9, 1, 30, 22, 17};
+  const uint64_t h = KeyAt(5).placement_hash();
+  PreferenceOrder order;
+  order.Reset(h, *f, subset);
+  std::vector<uint32_t> seen;
+  order.ForEachUnordered([&](uint32_t i, uint64_t score) {
+    EXPECT_EQ(score, PreferenceScore(h, *f, i));
+    seen.push_back(i);
+  });
+  std::vector<uint32_t> expected = subset;
+  std::sort(seen.begin(), seen.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(seen, expected);
+  EXPECT_TRUE(PreferenceOrder::Before(order[0], PreferenceScore(h, *f, order[0]), order[1],
+                                      PreferenceScore(h, *f, order[1])));
+  EXPECT_FALSE(PreferenceOrder::Before(order[1], PreferenceScore(h, *f, order[1]), order[0],
+                                       PreferenceScore(h, *f, order[0])));
+}
+
 // With weights, an instance whose draw is the best possible (u = 1, score -ln(1)/w = 0) is
 // the key's first choice; the zero score must not rank last because of its sign.
 TEST(PlacementTest, WeightedBestPossibleDrawWins) {

@@ -10,15 +10,27 @@
 
 namespace prefix_router::policy_internal {
 
-std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded) {
+std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded,
+                               CandidateTotals* totals) {
   thread_local std::vector<uint32_t> buf;
-  buf.clear();
-  for (uint32_t i : f.Eligible(r.served_name)) {
-    if (!f.state(i).routable()) continue;
-    if (!keep_excluded && !r.exclude.empty() && IsExcluded(r, i)) continue;
-    buf.push_back(i);
+  const std::span<const uint32_t> eligible = f.Eligible(r.served_name);
+  if (buf.size() < eligible.size()) buf.resize(eligible.size());
+  uint32_t* out = buf.data();
+  size_t n = 0;
+  const bool skip_excluded = !keep_excluded && !r.exclude.empty();
+  CandidateTotals sums;
+  for (uint32_t i : eligible) {
+    const InstanceState& st = f.state(i);
+    if (!st.routable()) continue;
+    if (skip_excluded && IsExcluded(r, i)) continue;
+    out[n++] = i;
+    if (totals) {
+      sums.in_flight += std::max<int32_t>(0, st.in_flight.load(std::memory_order_relaxed));
+      sums.weight += f.weight(i);
+    }
   }
-  return {buf.data(), buf.size()};
+  if (totals) *totals = sums;
+  return {buf.data(), n};
 }
 
 Status NoCandidate(const RouteRequest& r, const FleetSnapshot& f) {
@@ -48,11 +60,7 @@ double ShareMeter::Read(const FleetSnapshot& f, std::span<const uint32_t> c, std
 }
 
 void ShareMeter::Sync(const FleetSnapshot& f) {
-  if (snapshot_ == &f && seeds_.size() == f.size()) {
-    bool same = true;
-    for (uint32_t i = 0; i < f.size() && same; ++i) same = seeds_[i] == f.placement_seed(i);
-    if (same) return;
-  }
+  if (generation_ == f.generation()) return;
   std::unordered_map<uint64_t, double> old;
   double total = 0, weight = 0;
   for (size_t i = 0; i < seeds_.size(); ++i) old.emplace(seeds_[i], counts_[i]);
@@ -62,16 +70,16 @@ void ShareMeter::Sync(const FleetSnapshot& f) {
     if (it == old.end()) continue;
     next[i] = it->second;
     total += it->second;
-    weight += f.spec(i).weight;
+    weight += f.weight(i);
   }
   for (uint32_t i = 0; i < f.size(); ++i) {
     if (next[i] >= 0) continue;
-    next[i] = weight > 0 ? total * f.spec(i).weight / weight : 0;  // a newcomer: fair share
+    next[i] = weight > 0 ? total * f.weight(i) / weight : 0;  // a newcomer: fair share
   }
   seeds_.resize(f.size());
   for (uint32_t i = 0; i < f.size(); ++i) seeds_[i] = f.placement_seed(i);
   counts_ = std::move(next);
-  snapshot_ = &f;
+  generation_ = f.generation();
 }
 
 void Departures::Note(uint64_t seed) {
@@ -82,8 +90,8 @@ void Departures::Note(uint64_t seed) {
 std::vector<uint64_t> Departures::Left(const FleetSnapshot& f) {
   std::vector<uint64_t> left;
   std::lock_guard lock(mu_);
-  if (&f == snapshot_) return left;
-  snapshot_ = &f;
+  if (f.generation() == generation_) return left;
+  generation_ = f.generation();
   std::unordered_set<uint64_t> present;
   for (uint32_t i = 0; i < f.size(); ++i) present.insert(f.placement_seed(i));
   for (auto it = known_.begin(); it != known_.end();) {
@@ -105,22 +113,34 @@ Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<con
   bool best_below = false;
   double best_cost = 0;
   uint64_t best_score = 0;
+  bool best_scored = false;  // best_score holds the best candidate's score
   uint64_t longest = 0;
   for (size_t k = 0; k < c.size(); ++k) {
     const uint32_t i = c[k];
     longest = std::max(longest, cached[k]);
     const bool below = InFlight(f, i) < threshold && (over_share.empty() || over_share[k] == 0);
     const double uncached = prompt_tokens > cached[k] ? static_cast<double>(prompt_tokens - cached[k]) : 0;
-    const double w = static_cast<double>(f.spec(i).weight);
+    const double w = static_cast<double>(f.weight(i));
     const double cost =
         uncached + queued[k] / w + load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) / w;
-    const uint64_t score = PreferenceScore(key, f, i);
-    if (best == SIZE_MAX || (below && !best_below) ||
-        (below == best_below && (cost < best_cost || (cost == best_cost && score > best_score)))) {
+    // The rendezvous score only breaks ties: computed for the two tied candidates alone (one
+    // hash each), not for every candidate of a large fleet.
+    bool better = best == SIZE_MAX || (below && !best_below) || (below == best_below && cost < best_cost);
+    bool scored = false;
+    uint64_t score = 0;
+    if (!better && below == best_below && cost == best_cost) {
+      if (!best_scored) best_score = PreferenceScore(key, f, c[best]);
+      best_scored = true;
+      score = PreferenceScore(key, f, i);
+      scored = true;
+      better = score > best_score;
+    }
+    if (better) {
       best = k;
       best_below = below;
       best_cost = cost;
       best_score = score;
+      best_scored = scored;
     }
   }
   DecisionKind kind = !best_below               ? DecisionKind::kSaturated
@@ -170,15 +190,12 @@ void PrefillQueue::Forget(uint64_t seed) {
   std::erase_if(requests_, [&](const auto& kv) { return kv.second.seed == seed; });
 }
 
-std::span<const uint8_t> CostShareBound::Mark(const FleetSnapshot& f, std::span<const uint32_t> c) const {
+std::span<const uint8_t> CostShareBound::Mark(const FleetSnapshot& f, std::span<const uint32_t> c,
+                                              const CandidateTotals& totals) const {
   thread_local std::vector<uint8_t> over;
   thread_local std::vector<double> recent;
-  int64_t load = 0;
-  double weight = 0;
-  for (uint32_t i : c) {
-    load += std::max<int32_t>(0, InFlight(f, i));
-    weight += f.spec(i).weight;
-  }
+  const int64_t load = totals.in_flight;
+  const auto weight = static_cast<double>(totals.weight);
   if (load < static_cast<int64_t>(c.size()) || c.size() < 2) return {};
   const double total = meter_.Read(f, c, recent);
   const double fair_per_weight = total / weight;
@@ -188,7 +205,7 @@ std::span<const uint8_t> CostShareBound::Mark(const FleetSnapshot& f, std::span<
   bool any = false, under = false;
   for (size_t k = 0; k < c.size(); ++k) {
     const uint32_t i = c[k];
-    const double w = f.spec(i).weight;
+    const double w = f.weight(i);
     over[k] = recent[i] > limit_per_weight * w + kShareSlack;
     any |= over[k] != 0;
     under |= recent[i] < floor_per_weight * w - kShareSlack;
@@ -200,7 +217,7 @@ std::span<const uint8_t> CostShareBound::Mark(const FleetSnapshot& f, std::span<
     // far below its share of requests (the Mooncake trace at 3x: 12.4% on 7 instances).
     for (size_t k = 0; k < c.size(); ++k) {
       const uint32_t i = c[k];
-      if (recent[i] > limit_per_weight * f.spec(i).weight) over[k] = 1;
+      if (recent[i] > limit_per_weight * f.weight(i)) over[k] = 1;
       any |= over[k] != 0;
     }
   }

@@ -54,9 +54,18 @@ inline int64_t Load(const FleetSnapshot& f, uint32_t i, LoadMeasure m) {
   return requests + std::max<int64_t>(0, st.outstanding_tokens.load(std::memory_order_relaxed));
 }
 
+// What the load bounds read of the candidates, summed in Candidates' pass over them (on large
+// fleets a second pass over every instance's state costs as much as the first).
+struct CandidateTotals {
+  int64_t in_flight = 0;  // requests in flight (a negative count as 0)
+  int64_t weight = 0;
+};
+
 // Eligible, available candidates into a per-thread buffer (no allocation once warm).
-// Excluded instances are kept when `keep_excluded` (prefix-aware ranks count them).
-std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded);
+// Excluded instances are kept when `keep_excluded` (prefix-aware ranks count them). When
+// `totals` is given it receives the candidates' sums.
+std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded,
+                               CandidateTotals* totals = nullptr);
 
 // Unavailable, saying whether no instance serves the name or none is left to try.
 Status NoCandidate(const RouteRequest& r, const FleetSnapshot& f);
@@ -78,7 +87,9 @@ inline constexpr uint32_t kBytesPerToken = 4;
 // before; window = kShareWindowPerInstance x instances). Kept in snapshot order, remapped by
 // placement seed when the snapshot changes. An instance that joins starts at its fair share of
 // the current total (it would otherwise make every other instance look over its share at once).
-// Internally locked: both methods take mu_ (Read too: it may remap to a new snapshot).
+// A dispatch on the snapshot the counts follow costs O(1): the snapshot is recognised by its
+// generation, not by comparing every instance's seed. Internally locked: both methods take mu_
+// (Read too: it may remap to a new snapshot).
 class ShareMeter {
  public:
   static constexpr double kShareWindowPerInstance = 128;
@@ -92,7 +103,7 @@ class ShareMeter {
   void Sync(const FleetSnapshot& f);  // REQUIRES: mu_ held
 
   std::mutex mu_;
-  const FleetSnapshot* snapshot_ = nullptr;  // compared only, never dereferenced
+  uint64_t generation_ = 0;  // of the snapshot counts_ follows (0: none yet)
   std::vector<uint64_t> seeds_;
   std::vector<double> counts_;
   double unit_ = 1;  // weight of the latest dispatch
@@ -108,7 +119,7 @@ class Departures {
 
  private:
   std::mutex mu_;
-  const FleetSnapshot* snapshot_ = nullptr;  // compared only, never dereferenced
+  uint64_t generation_ = 0;  // of the last snapshot seen (FleetSnapshot::generation)
   std::unordered_set<uint64_t> known_;
 };
 
@@ -160,7 +171,8 @@ class CostShareBound {
  public:
   // Fills a per-thread buffer (one flag per candidate) and returns it; empty when no candidate
   // is over.
-  std::span<const uint8_t> Mark(const FleetSnapshot& f, std::span<const uint32_t> c) const;
+  // REQUIRES: `totals` are c's (Candidates)
+  std::span<const uint8_t> Mark(const FleetSnapshot& f, std::span<const uint32_t> c, const CandidateTotals& totals) const;
   void Count(const FleetSnapshot& f, uint32_t i) { meter_.Count(f, i); }
 
  private:

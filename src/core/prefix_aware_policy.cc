@@ -36,11 +36,12 @@ class PrefixAwarePolicy final : public Policy {
         measure_(o.load_measure) {}
 
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
-    auto c = Candidates(r, f, true);
+    policy_internal::CandidateTotals totals;
+    auto c = Candidates(r, f, true, balance_factor_ > 0 ? &totals : nullptr);
     if (c.empty()) return NoCandidate(r, f);
     const uint64_t key = r.key.placement_hash();
     const KeyDemand::Reading demand = balance_factor_ > 0 ? demand_.Read(key) : KeyDemand::Reading{};
-    const Limits limits = MakeLimits(f, c, demand.reuse);
+    const Limits limits = MakeLimits(f, c, totals, demand.reuse);
     if (balance_factor_ > 0) {
       if (limits.busy) {
         if (auto d = PickReplica(r, f, c, limits, key, demand.share)) return *d;
@@ -48,9 +49,15 @@ class PrefixAwarePolicy final : public Policy {
       const bool new_key_by_load = !demand.seen && r.exclude.empty() && PlacedByLoad(key, demand.reuse);
       return PickBalanced(r, f, c, limits, key, new_key_by_load);
     }
-    if (r.exclude.empty()) {  // fast path: the first choice usually takes it
-      const uint32_t top = MostPreferred(key, f, c);
-      if (InFlight(f, top) < limits.For(f, top)) return Decision{top, DecisionKind::kAffinity, 0};
+    if (r.exclude.empty()) {  // fast path: the first choice usually takes it, else the second
+      const TopTwo top = TwoMostPreferred(key, f, c);
+      if (InFlight(f, top.first) < limits.For(f, top.first)) return Decision{top.first, DecisionKind::kAffinity, 0};
+      // PickInOrder's rank 1 without a balance factor: no share bound, so a next-preferred
+      // spill takes the second choice when it is below its limit.
+      if (spill_ == SpillMode::kNextPreferred && top.second != UINT32_MAX &&
+          InFlight(f, top.second) < limits.For(f, top.second)) {
+        return Decision{top.second, DecisionKind::kOverflow, 1};
+      }
     }
     return PickInOrder(r, f, c, limits, key);
   }
@@ -79,19 +86,27 @@ class PrefixAwarePolicy final : public Policy {
   // requests spilled on seed 5, P50 1.10 x least-outstanding-requests; 0.1% with it, 0.96 x).
   // Nullopt when the key needs one home, or when all its homes are at their limits (it then
   // spills as any key does, without moving: its homes are already several).
-  std::optional<Decision> PickReplica(const RouteRequest& r, const FleetSnapshot& f, std::span<uint32_t> c,
+  std::optional<Decision> PickReplica(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
                                       const Limits& limits, uint64_t key, double share) const {
     const double n = static_cast<double>(c.size());
     const auto homes = static_cast<uint32_t>(std::min(n, std::ceil(share * n / (1 + kShareTolerance) - 1e-9)));
     if (homes < 2) return std::nullopt;
-    SortByPreference(key, f, c);
-    uint32_t best = LeastLoadedRank(r, f, c, homes, limits);
-    for (uint32_t count = homes; best != UINT32_MAX && count < c.size() && !limits.AtMostFairShare(f, c[best]);) {
-      best = LeastLoadedRank(r, f, c, ++count, limits);
+    PreferenceOrder& order = Order(key, f, c);
+    uint32_t best = LeastLoadedRank(r, f, order, homes, limits);
+    for (uint32_t count = homes; best != UINT32_MAX && count < c.size() && !limits.AtMostFairShare(f, order[best]);) {
+      best = LeastLoadedRank(r, f, order, ++count, limits);
     }
     if (r.exclude.empty()) homes_.Erase(key);  // replicated: no single moved home
     if (best == UINT32_MAX) return std::nullopt;
-    return Decision{c[best], DecisionKind::kAffinity, best};
+    return Decision{order[best], DecisionKind::kAffinity, best};
+  }
+
+  // The key's preference order over `c`, extended as far as it is read (a per-thread buffer,
+  // valid until this thread's next call).
+  static PreferenceOrder& Order(uint64_t key, const FleetSnapshot& f, std::span<const uint32_t> c) {
+    thread_local PreferenceOrder order;
+    order.Reset(key, f, c);
+    return order;
   }
 
   // A key with no recent dispatch (KeyDemand: none within about kReuseWindows windows) and no
@@ -114,24 +129,40 @@ class PrefixAwarePolicy final : public Policy {
     const double u = static_cast<double>(Mix64(key ^ 0x6e65772d6b657973ull) >> 11) * 0x1.0p-53;
     return u >= reuse;
   }
-  std::optional<Decision> PlaceNewKey(const RouteRequest& r, const FleetSnapshot& f, std::span<uint32_t> c,
+  std::optional<Decision> PlaceNewKey(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
                                       const Limits& limits, uint64_t key) const {
-    SortByPreference(key, f, c);
-    const uint32_t best = LeastLoadedRank(r, f, c, static_cast<uint32_t>(c.size()), limits);
+    PreferenceOrder& order = Order(key, f, c);
+    const uint32_t best = LeastLoadedRank(r, f, order, static_cast<uint32_t>(c.size()), limits);
     if (best == UINT32_MAX) return std::nullopt;
-    return Decision{c[best], DecisionKind::kLeastOutstanding, best};
+    return Decision{order[best], DecisionKind::kLeastOutstanding, best};
   }
 
   // Among c[0..count) (in preference order): the rank of the least loaded untried instance below
   // its limit (load per weight, ties to the better rank); UINT32_MAX when there is none.
-  uint32_t LeastLoadedRank(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c, uint32_t count,
+  uint32_t LeastLoadedRank(const RouteRequest& r, const FleetSnapshot& f, PreferenceOrder& order, uint32_t count,
                            const Limits& limits) const {
+    if (count == order.size()) {  // all of them: one pass, no ordering
+      uint32_t best = UINT32_MAX;
+      uint64_t best_score = 0;
+      double best_load = 0;
+      order.ForEachUnordered([&](uint32_t i, uint64_t score) {
+        if (IsExcluded(r, i) || InFlight(f, i) >= limits.For(f, i)) return;
+        const double load = static_cast<double>(Load(f, i, measure_)) / f.weight(i);
+        if (best == UINT32_MAX || load < best_load ||
+            (load == best_load && PreferenceOrder::Before(i, score, best, best_score))) {
+          best = i;
+          best_score = score;
+          best_load = load;
+        }
+      });
+      return best == UINT32_MAX ? UINT32_MAX : order.RankOf(best, best_score);
+    }
     uint32_t best = UINT32_MAX;
     double best_load = 0;
     for (uint32_t rank = 0; rank < count; ++rank) {
-      const uint32_t i = c[rank];
+      const uint32_t i = order[rank];
       if (IsExcluded(r, i) || InFlight(f, i) >= limits.For(f, i)) continue;
-      const double load = static_cast<double>(Load(f, i, measure_)) / f.spec(i).weight;
+      const double load = static_cast<double>(Load(f, i, measure_)) / f.weight(i);
       if (best == UINT32_MAX || load < best_load) {
         best = rank;
         best_load = load;
@@ -147,20 +178,23 @@ class PrefixAwarePolicy final : public Policy {
   // only if its new home is over its limit in turn; it goes back to its first choice when that
   // has room again at a later spill, or when the table forgets it.
   // `new_key_by_load`: a new key that PlaceNewKey places when it has no moved home.
-  Result<Decision> PickBalanced(const RouteRequest& r, const FleetSnapshot& f, std::span<uint32_t> c,
+  Result<Decision> PickBalanced(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
                                 const Limits& limits, uint64_t key, bool new_key_by_load) const {
     if (auto home_seed = homes_.Find(key)) {
-      for (uint32_t i : c) {
-        if (f.placement_seed(i) != *home_seed) continue;
-        if (!IsExcluded(r, i) && InFlight(f, i) < limits.For(f, i)) {
-          return Decision{i, DecisionKind::kAffinity, RankOf(key, f, c, i)};
+      if (auto home = FindHome(f, c, key, *home_seed)) {
+        if (!IsExcluded(r, home->instance) && InFlight(f, home->instance) < limits.For(f, home->instance)) {
+          return Decision{home->instance, DecisionKind::kAffinity, home->rank};
         }
-        break;
       }
     } else if (new_key_by_load) {
       if (auto d = PlaceNewKey(r, f, c, limits, key)) return *d;
+    } else if (r.exclude.empty()) {
+      // The first choice usually takes it (PickInOrder's rank 0, without ordering the rest; the
+      // key has no moved home to erase).
+      const uint32_t top = MostPreferred(key, f, c);
+      if (InFlight(f, top) < limits.For(f, top)) return Decision{top, DecisionKind::kAffinity, 0};
     }
-    auto d = PickInOrder(r, f, c, limits, key);  // sorts c by preference
+    auto d = PickInOrder(r, f, c, limits, key);
     if (!d.ok()) return d;
     if (!r.exclude.empty()) return d;  // a retry after a failure is not a spill: no move
     if (d->kind == DecisionKind::kAffinity && d->rank == 0) {
@@ -171,6 +205,35 @@ class PrefixAwarePolicy final : public Policy {
     return d;
   }
 
+  // The candidate with placement seed `home_seed` and its rank in the key's order; nullopt when
+  // it is not a candidate. With uniform weights its score follows from the seed alone, so one
+  // pass both finds it and counts the candidates ranked before it.
+  struct Home {
+    uint32_t instance;
+    uint32_t rank;
+  };
+  static std::optional<Home> FindHome(const FleetSnapshot& f, std::span<const uint32_t> c, uint64_t key,
+                                      uint64_t home_seed) {
+    if (!f.uniform_weights()) {
+      for (uint32_t i : c) {
+        if (f.placement_seed(i) == home_seed) return Home{i, RankOf(key, f, c, i)};
+      }
+      return std::nullopt;
+    }
+    const uint64_t home_score = RendezvousHash(key, home_seed);
+    uint32_t home = UINT32_MAX, before = 0;  // RankOf's count: the candidates scoring higher
+    for (uint32_t j : c) {
+      const uint64_t seed = f.placement_seed(j);
+      if (seed == home_seed) {
+        home = j;
+        continue;
+      }
+      before += RendezvousHash(key, seed) > home_score;
+    }
+    if (home == UINT32_MAX) return std::nullopt;
+    return Home{home, before};
+  }
+
   static uint32_t RankOf(uint64_t key, const FleetSnapshot& f, std::span<const uint32_t> c, uint32_t i) {
     const uint64_t score = PreferenceScore(key, f, i);
     uint32_t rank = 0;
@@ -178,9 +241,11 @@ class PrefixAwarePolicy final : public Policy {
     return rank;
   }
 
-  Result<Decision> PickInOrder(const RouteRequest& r, const FleetSnapshot& f, std::span<uint32_t> c,
+  Result<Decision> PickInOrder(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> cs,
                                const Limits& limits, uint64_t key) const {
-    SortByPreference(key, f, c);
+    // Read in preference order: extended only as far as the loop below goes (usually a few
+    // ranks); the scans over every candidate after it do not order them.
+    PreferenceOrder& c = Order(key, f, cs);
     // In overload (the pool's mean above the threshold, so limits follow the mean) every
     // instance sits near its limit, and the next preferred one below it is just under: a key
     // moved there moves again at its next spill, each move a cold prefill that deepens the
@@ -216,16 +281,19 @@ class PrefixAwarePolicy final : public Policy {
       // The first choice is over its share: the key moves to the instance furthest below its
       // fair share (among those below their limits), ties to the better rank.
       uint32_t best = UINT32_MAX;
+      uint64_t best_score = 0;
       double best_share = 0;
-      for (uint32_t rank = 0; rank < c.size(); ++rank) {
-        if (IsExcluded(r, c[rank]) || InFlight(f, c[rank]) >= limits.For(f, c[rank])) continue;
-        const double share = limits.RecentPerWeight(f, c[rank]);
-        if (best == UINT32_MAX || share < best_share) {
-          best = rank;
+      c.ForEachUnordered([&](uint32_t i, uint64_t score) {
+        if (IsExcluded(r, i) || InFlight(f, i) >= limits.For(f, i)) return;
+        const double share = limits.RecentPerWeight(f, i);
+        if (best == UINT32_MAX || share < best_share ||
+            (share == best_share && PreferenceOrder::Before(i, score, best, best_score))) {
+          best = i;
+          best_score = score;
           best_share = share;
         }
-      }
-      if (best != UINT32_MAX) return Decision{c[best], DecisionKind::kOverflow, best};
+      });
+      if (best != UINT32_MAX) return Decision{best, DecisionKind::kOverflow, c.RankOf(best, best_score)};
     }
     if (spill_rank != UINT32_MAX) return Decision{c[spill_rank], DecisionKind::kOverflow, spill_rank};
     if (first_untried_rank == UINT32_MAX) return NoCandidate(r, f);
@@ -233,23 +301,27 @@ class PrefixAwarePolicy final : public Policy {
     // overflow (least-loaded spill), otherwise every candidate is full: saturated. With the
     // prompt-tokens measure, instances below their limit come first (load ranks by work, the
     // limit counts requests).
+    // (Every untried instance: those ranked before first_untried_rank were all tried.)
     const bool by_work = measure_ != LoadMeasure::kRequests;
-    uint32_t best_rank = UINT32_MAX;
+    uint32_t best = UINT32_MAX;
+    uint64_t best_score = 0;
     bool best_below = false;
     int64_t best_load = std::numeric_limits<int64_t>::max();
-    for (uint32_t rank = first_untried_rank; rank < c.size(); ++rank) {
-      if (IsExcluded(r, c[rank])) continue;
-      const bool below = by_work && InFlight(f, c[rank]) < limits.For(f, c[rank]);
-      const int64_t load = by_work ? Load(f, c[rank], measure_) : InFlight(f, c[rank]);
-      if ((below && !best_below) || (below == best_below && load < best_load)) {
+    c.ForEachUnordered([&](uint32_t i, uint64_t score) {
+      if (IsExcluded(r, i)) return;
+      const bool below = by_work && InFlight(f, i) < limits.For(f, i);
+      const int64_t load = by_work ? Load(f, i, measure_) : InFlight(f, i);
+      if (best == UINT32_MAX || (below && !best_below) ||
+          (below == best_below &&
+           (load < best_load || (load == best_load && PreferenceOrder::Before(i, score, best, best_score))))) {
+        best = i;
+        best_score = score;
         best_load = load;
-        best_rank = rank;
         best_below = below;
       }
-    }
-    const DecisionKind kind =
-        InFlight(f, c[best_rank]) < limits.For(f, c[best_rank]) ? DecisionKind::kOverflow : DecisionKind::kSaturated;
-    return Decision{c[best_rank], kind, best_rank};
+    });
+    const DecisionKind kind = InFlight(f, best) < limits.For(f, best) ? DecisionKind::kOverflow : DecisionKind::kSaturated;
+    return Decision{best, kind, c.RankOf(best, best_score)};
   }
 
   // Per-instance in-flight limit: the concurrency threshold, and with a balance factor also
@@ -271,19 +343,19 @@ class PrefixAwarePolicy final : public Policy {
     double share_limit_per_weight = 0;
     double fair_per_weight = 0;
     double RecentPerWeight(const FleetSnapshot& f, uint32_t i) const {
-      return recent ? (*recent)[i] / f.spec(i).weight : 0;
+      return recent ? (*recent)[i] / f.weight(i) : 0;
     }
     bool AtMostFairShare(const FleetSnapshot& f, uint32_t i) const {
-      return !recent || (*recent)[i] <= fair_per_weight * f.spec(i).weight;
+      return !recent || (*recent)[i] <= fair_per_weight * f.weight(i);
     }
     bool Overloaded() const { return per_weight > 0 && (1 + kShareTolerance) * mean_per_weight > threshold; }
     bool OverShare(const FleetSnapshot& f, uint32_t i) const {
-      return recent && (*recent)[i] > share_limit_per_weight * f.spec(i).weight + kShareSlack;
+      return recent && (*recent)[i] > share_limit_per_weight * f.weight(i) + kShareSlack;
     }
     int32_t For(const FleetSnapshot& f, uint32_t i) const {
       if (per_weight <= 0) return threshold;
       if (OverShare(f, i)) return 0;
-      const double w = f.spec(i).weight;
+      const double w = f.weight(i);
       const double cap = std::ceil(per_weight * w);
       // The threshold is relative to the pool's load: when every instance is above the
       // configured threshold (overload), a fixed threshold would call them all full and send
@@ -296,14 +368,12 @@ class PrefixAwarePolicy final : public Policy {
     }
   };
   // `reuse`: the part of recent dispatches whose key repeated a recent one (KeyDemand).
-  Limits MakeLimits(const FleetSnapshot& f, std::span<const uint32_t> c, double reuse) const {
+  // REQUIRES: `totals` are c's (Candidates)
+  Limits MakeLimits(const FleetSnapshot& f, std::span<const uint32_t> c, const policy_internal::CandidateTotals& totals,
+                    double reuse) const {
     Limits l{threshold_};
     if (balance_factor_ <= 0) return l;
-    int64_t load = 0, weight = 0;
-    for (uint32_t i : c) {
-      load += std::max<int32_t>(0, InFlight(f, i));
-      weight += f.spec(i).weight;
-    }
+    const int64_t load = totals.in_flight, weight = totals.weight;
     // The balance factor buys cache hits with imbalance. Traffic whose keys do not repeat gets
     // no hits for it, only the imbalance, so the factor shrinks towards 1 (perfect balance,
     // least-outstanding behaviour) with the part of the traffic that repeats a recent key:

@@ -18,11 +18,11 @@ class RandomPolicy final : public Policy {
     if (c.empty()) return NoCandidate(r, f);
     if (f.uniform_weights()) return Decision{c[rng.Uniform(c.size())], DecisionKind::kRandom, 0};
     uint64_t total = 0;
-    for (uint32_t i : c) total += f.spec(i).weight;
+    for (uint32_t i : c) total += f.weight(i);
     uint64_t x = static_cast<uint64_t>(rng.NextDouble() * static_cast<double>(total));
     for (uint32_t i : c) {
-      if (x < f.spec(i).weight) return Decision{i, DecisionKind::kRandom, 0};
-      x -= f.spec(i).weight;
+      if (x < f.weight(i)) return Decision{i, DecisionKind::kRandom, 0};
+      x -= f.weight(i);
     }
     return Decision{c.back(), DecisionKind::kRandom, 0};
   }
