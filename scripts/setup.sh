@@ -15,7 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libzmq3-dev nlohmann-json3-dev
   libssl-dev openssl
-  libgrpc++-dev protobuf-compiler-grpc protobuf-compiler
+  libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc protobuf-compiler
   valgrind python3 curl
   dpkg-dev systemd
   haproxy nginx wrk
