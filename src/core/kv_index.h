@@ -163,6 +163,33 @@ class KvIndex {
   void Match(std::span<const uint32_t> tokens, std::string_view served_name, size_t max_tokens,
              std::span<const uint64_t> seeds, std::span<InstanceMatch> out, bool stale_too = false) const;
 
+  // The instances whose blocks include the first block of `tokens` (chained for `served_name`)
+  // at their own block size, into `out` (cleared first), in no particular order, fresh or not:
+  // the only instances Match can give matched tokens, found with one lookup per block size in
+  // use and per holder, not per instance (a decision over 10,000 instances).
+  void Holders(std::span<const uint32_t> tokens, std::string_view served_name, size_t max_tokens,
+               std::vector<uint64_t>& out) const;
+  // Whether any of the instances `is_candidate` accepts (a predicate on seeds) has a fresh view.
+  // Walks whichever is fewer, the `candidates` (seeds by index, `seed_of(k)` for k < candidates)
+  // or the instances the index knows, and stops at the first fresh candidate.
+  template <typename SeedOf, typename IsCandidate>
+  bool AnyFresh(size_t candidates, SeedOf seed_of, IsCandidate is_candidate) const {
+    std::lock_guard lock(mu_);
+    if (candidates <= instances_.size()) {
+      for (size_t k = 0; k < candidates; ++k) {
+        auto it = instances_.find(seed_of(k));
+        if (it != instances_.end() && it->second.fresh()) return true;
+      }
+      return false;
+    }
+    for (const auto& [seed, in] : instances_) {
+      if (in.fresh() && is_candidate(seed)) return true;
+    }
+    return false;
+  }
+  // The block sizes the instances use (a fleet normally has one), ascending.
+  std::vector<uint32_t> BlockSizes() const;
+
   // The chain seed of a request for `served_name` (an adapter's when some engine reported
   // blocks under that name, else the base model's).
   uint64_t ChainSeedFor(std::string_view served_name) const;
@@ -189,10 +216,12 @@ class KvIndex {
     uint32_t older;
   };
   struct Held {
-    uint32_t count = 0;     // engine blocks with these tokens
-    uint32_t node = kNone;  // one of them (kNone: the one recorded was removed)
+    uint32_t count : 31 = 0;  // engine blocks with these tokens
+    uint32_t first : 1 = 0;   // a chain's first block (listed in first_)
+    uint32_t node = kNone;    // one of them (kNone: the one recorded was removed)
   };
   struct Instance {
+    uint64_t seed = 0;
     std::unordered_map<uint64_t, uint32_t> by_engine;  // engine hash -> node
     std::unordered_map<uint64_t, Held> held;           // router hash -> nodes with it
     std::vector<Node> nodes;
@@ -231,9 +260,12 @@ class KvIndex {
   void ClearBeforeLocked(Instance& in, uint64_t seq);
   // An AllBlocksCleared of batch `seq`: ClearBefore, and the missing batches before it are moot.
   void AllClearedLocked(Instance& in, uint64_t seq);
-  void Hold(Instance& in, uint64_t router, uint32_t n);
+  // `first`: router is a chain's first block (no parent), kept in first_ while held.
+  void Hold(Instance& in, uint64_t router, uint32_t n, bool first);
   void Release(Instance& in, uint64_t router, uint32_t n);
-  void InsertNodeLocked(Instance& in, uint64_t engine, uint64_t router, uint64_t seq);
+  void InsertNodeLocked(Instance& in, uint64_t engine, uint64_t router, uint64_t seq, bool first);
+  Instance& InstanceLocked(uint64_t seed);
+  void SetBlockSizeLocked(Instance& in, uint32_t block_size);  // keeps block_sizes_
   void EraseNodeLocked(Instance& in, uint32_t n);
   void Unlink(Instance& in, uint32_t n);
   void LinkNewest(Instance& in, uint32_t n);
@@ -256,6 +288,10 @@ class KvIndex {
   std::vector<uint64_t> scratch_;  // router hashes of the BlockStored being applied
   size_t instance_bytes_ = 0;      // the sum of every instance's `bytes`
   size_t adapter_bytes_ = 0;       // adapters_' entries
+  // A chain's first block (router hash) -> the instances holding it, unordered.
+  std::unordered_map<uint64_t, std::vector<uint64_t>> first_;
+  size_t first_list_bytes_ = 0;                  // the capacities of first_'s vectors (VectorBytes)
+  std::vector<std::pair<uint32_t, uint32_t>> block_sizes_;  // block size -> instances using it, ascending
 };
 
 }  // namespace prefix_router
