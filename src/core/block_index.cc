@@ -71,11 +71,12 @@ uint64_t BlockIndex::Instance::EvictOldest() {
 
 using heap_bytes::AllocBytes;
 using heap_bytes::ArrayBytes;
+using heap_bytes::FlatMapBytes;
 using heap_bytes::MapBytes;
 using heap_bytes::VectorBytes;
 
 size_t BlockIndex::BytesLocked(const Instance& in) {
-  return AllocBytes(sizeof(void*) + sizeof(std::pair<const uint64_t, Instance>)) + MapBytes(in.where) +
+  return AllocBytes(sizeof(void*) + sizeof(std::pair<const uint64_t, Instance>)) + FlatMapBytes(in.where) +
          VectorBytes(in.nodes) + VectorBytes(in.free);
 }
 

@@ -40,14 +40,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include <boost/unordered/unordered_flat_map.hpp>
+
 namespace prefix_router {
 
 class BlockIndex {
  public:
   // Bookkeeping per held block, an estimate for sizing `max_bytes` (the bound itself counts what
-  // the containers hold, see bytes()): a hash-map node (32 bytes with the allocator's rounding)
-  // and its bucket (8 to 16 bytes), an LRU list node (16 bytes, up to a quarter more unused) and
-  // its free-list slot, rounded up (index_bench's BM_BlockIndexFill holds about 74 per block).
+  // the containers hold, see bytes()), kept from when the map was node-based (a 32-byte node and
+  // its bucket) so that sizes derived from it do not change: with the open-addressing map, a
+  // 16-byte slot at a load of 0.44 to 0.875, an LRU list node (16 bytes, up to a quarter more
+  // unused) and its free-list slot, index_bench's BM_BlockIndexFill holds about 56 per block.
   static constexpr size_t kBytesPerEntry = 80;
 
   struct Options {
@@ -95,7 +98,7 @@ class BlockIndex {
   };
   struct Instance {
     uint64_t seed = 0;
-    std::unordered_map<uint64_t, uint32_t> where;  // block hash -> node
+    boost::unordered_flat_map<uint64_t, uint32_t> where;  // block hash -> node (open addressing)
     std::vector<Node> nodes;
     std::vector<uint32_t> free;
     uint32_t newest = kNone;

@@ -181,18 +181,21 @@ void KvIndex::EraseNodeLocked(Instance& in, uint32_t n) {
     in.nodes.shrink_to_fit();
     in.free.clear();
     in.free.shrink_to_fit();
+    in.by_engine.rehash(0);
+    in.held.rehash(0);
     in.newest = in.oldest = kNone;
   }
 }
 
 using heap_bytes::AllocBytes;
 using heap_bytes::ArrayBytes;
+using heap_bytes::FlatMapBytes;
 using heap_bytes::MapBytes;
 using heap_bytes::VectorBytes;
 
 size_t KvIndex::BytesLocked(const Instance& in) {
   return AllocBytes(sizeof(void*) + sizeof(std::pair<const uint64_t, Instance>)) + sizeof(void*) +
-         MapBytes(in.by_engine) + MapBytes(in.held) + MapBytes(in.tombstones) + VectorBytes(in.nodes) +
+         FlatMapBytes(in.by_engine) + FlatMapBytes(in.held) + MapBytes(in.tombstones) + VectorBytes(in.nodes) +
          VectorBytes(in.free) + VectorBytes(in.missing);
 }
 

@@ -101,6 +101,8 @@
 #include <utility>
 #include <vector>
 
+#include <boost/unordered/unordered_flat_map.hpp>
+
 #include "core/kv_events.h"
 
 namespace prefix_router {
@@ -115,10 +117,11 @@ void KvBlockChain(std::span<const uint32_t> tokens, uint32_t block_size, size_t 
 class KvIndex {
  public:
   // Bookkeeping per held block, an estimate for sizing `max_bytes` (the bound itself counts what
-  // the containers hold, see bytes()): two hash-map nodes (engine hash -> block, router hash ->
-  // reference count: 32 bytes each with the allocator's rounding) and their buckets (8 to 16
-  // bytes each), the block's record (32 bytes, up to a quarter more unused) and its free-list
-  // slot, rounded up.
+  // the containers hold, see bytes()), kept from when the maps were node-based (two 32-byte
+  // nodes and their buckets) so that sizes derived from it do not change: with open addressing,
+  // two 16-byte slots (engine hash -> block, router hash -> reference count) at a load of 0.44 to
+  // 0.875, the block's record (32 bytes, up to a quarter more unused) and its free-list slot,
+  // index_bench's BM_KvIndexFill holds about 110 per block.
   static constexpr size_t kBytesPerEntry = 160;
   static constexpr size_t kMaxMissingRanges = 32;
   static constexpr size_t kMaxTombstones = 4096;
@@ -222,8 +225,10 @@ class KvIndex {
   };
   struct Instance {
     uint64_t seed = 0;
-    std::unordered_map<uint64_t, uint32_t> by_engine;  // engine hash -> node
-    std::unordered_map<uint64_t, Held> held;           // router hash -> nodes with it
+    // Open addressing (no allocation per entry): an event batch inserts and erases a map entry
+    // per block in both.
+    boost::unordered_flat_map<uint64_t, uint32_t> by_engine;  // engine hash -> node
+    boost::unordered_flat_map<uint64_t, Held> held;           // router hash -> nodes with it
     std::vector<Node> nodes;
     std::vector<uint32_t> free;
     uint32_t newest = kNone;

@@ -470,11 +470,11 @@ TEST(KvIndexTest, GlobalBoundCountsCapacityAfterInstancesShrink) {
 TEST(KvIndexTest, TouchKeepsHotPrefixUnderTheBound) {
   const std::vector<uint32_t> hot = Tokens(5, 100 * kBs);
   for (bool touch : {true, false}) {
-    KvIndex index(KvIndex::Options{1 << 30, 1 << 20});  // about 7,000 entries
+    KvIndex index(KvIndex::Options{1 << 30, 1 << 20});  // 13,000 to 26,000 entries
     std::vector<uint64_t> hashes(100);
     std::iota(hashes.begin(), hashes.end(), 1);
     index.Apply(kSeed, Batch(0, {Stored(hashes, std::nullopt, hot)}));
-    for (uint64_t s = 1; s < 200; ++s) {
+    for (uint64_t s = 1; s < 800; ++s) {  // 51,000 blocks: several times what fits
       std::vector<uint64_t> other(64);
       std::iota(other.begin(), other.end(), s << 20);
       index.Apply(kSeed, Batch(s, {Stored(other, std::nullopt, Tokens(static_cast<uint32_t>(s * 100000), 64 * kBs))}));
