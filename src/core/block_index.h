@@ -50,7 +50,7 @@ class BlockIndex {
   // the containers hold, see bytes()), kept from when the map was node-based (a 32-byte node and
   // its bucket) so that sizes derived from it do not change: with the open-addressing map, a
   // 16-byte slot at a load of 0.44 to 0.875, an LRU list node (16 bytes, up to a quarter more
-  // unused) and its free-list slot, index_bench's BM_BlockIndexFill holds about 56 per block.
+  // unused) and its free-list slot, index_bench's BM_BlockIndexFill holds 51 to 74 per block.
   static constexpr size_t kBytesPerEntry = 80;
 
   struct Options {

@@ -121,7 +121,7 @@ class KvIndex {
   // nodes and their buckets) so that sizes derived from it do not change: with open addressing,
   // two 16-byte slots (engine hash -> block, router hash -> reference count) at a load of 0.44 to
   // 0.875, the block's record (32 bytes, up to a quarter more unused) and its free-list slot,
-  // index_bench's BM_KvIndexFill holds about 110 per block.
+  // index_bench's BM_KvIndexFill holds 106 to 110 per block.
   static constexpr size_t kBytesPerEntry = 160;
   static constexpr size_t kMaxMissingRanges = 32;
   static constexpr size_t kMaxTombstones = 4096;
