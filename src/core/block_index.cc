@@ -53,10 +53,11 @@ bool BlockIndex::Instance::Touch(uint64_t hash) {
   return true;
 }
 
-void BlockIndex::Instance::EvictOldest() {
+uint64_t BlockIndex::Instance::EvictOldest() {
   const uint32_t n = oldest;
+  const uint64_t hash = nodes[n].hash;
   Unlink(n);
-  where.erase(nodes[n].hash);
+  where.erase(hash);
   free.push_back(n);
   if (where.empty()) {  // give the memory back once an instance holds nothing
     nodes.clear();
@@ -65,28 +66,32 @@ void BlockIndex::Instance::EvictOldest() {
     free.shrink_to_fit();
     where.rehash(0);
   }
+  return hash;
 }
 
 using heap_bytes::AllocBytes;
 using heap_bytes::ArrayBytes;
+using heap_bytes::FlatMapBytes;
 using heap_bytes::MapBytes;
 using heap_bytes::VectorBytes;
 
 size_t BlockIndex::BytesLocked(const Instance& in) {
-  return AllocBytes(sizeof(void*) + sizeof(std::pair<const uint64_t, Instance>)) + MapBytes(in.where) +
+  return AllocBytes(sizeof(void*) + sizeof(std::pair<const uint64_t, Instance>)) + FlatMapBytes(in.where) +
          VectorBytes(in.nodes) + VectorBytes(in.free);
 }
 
 size_t BlockIndex::TotalBytesLocked() const {
   size_t total =
       sizeof(BlockIndex) + (instances_.bucket_count() > 1 ? ArrayBytes(instances_.bucket_count() * sizeof(void*)) : 0);
+  total += MapBytes(first_);
+  for (const auto& [hash, seeds] : first_) total += VectorBytes(seeds);
   for (const auto& [seed, in] : instances_) total += BytesLocked(in);
   return total;
 }
 
 size_t BlockIndex::TrackedBytesLocked() const {
   return sizeof(BlockIndex) + (instances_.bucket_count() > 1 ? ArrayBytes(instances_.bucket_count() * sizeof(void*)) : 0) +
-         instance_bytes_;
+         MapBytes(first_) + first_list_bytes_ + instance_bytes_;
 }
 
 void BlockIndex::RecountLocked(Instance& in) {
@@ -111,43 +116,91 @@ void BlockIndex::MaybeShrinkLocked(Instance& in) {
   in.where.rehash(0);
 }
 
+uint32_t BlockIndex::MatchLocked(const Instance& in, std::span<const uint64_t> chain) {
+  if (chain.empty() || !in.Holds(chain[0])) return 0;
+  // Held blocks form a prefix of the chain (see the file comment): binary-search its end.
+  size_t lo = 1, hi = chain.size();  // chain[lo - 1] is held; the answer lies in [lo, hi]
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo + 1) / 2;
+    if (in.Holds(chain[mid - 1]))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return static_cast<uint32_t>(lo);
+}
+
 void BlockIndex::Match(std::span<const uint64_t> chain, std::span<const uint64_t> seeds,
                        std::span<uint32_t> out) const {
   std::lock_guard lock(mu_);
   for (size_t k = 0; k < seeds.size(); ++k) {
     auto it = instances_.find(seeds[k]);
-    if (it == instances_.end() || chain.empty() || !it->second.Holds(chain[0])) {
-      out[k] = 0;
-      continue;
-    }
-    // Held blocks form a prefix of the chain (see the file comment): binary-search its end.
-    size_t lo = 1, hi = chain.size();  // chain[lo - 1] is held; the answer lies in [lo, hi]
-    while (lo < hi) {
-      const size_t mid = lo + (hi - lo + 1) / 2;
-      if (it->second.Holds(chain[mid - 1]))
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    out[k] = static_cast<uint32_t>(lo);
+    out[k] = it == instances_.end() ? 0 : MatchLocked(it->second, chain);
   }
+}
+
+void BlockIndex::MatchHolders(std::span<const uint64_t> chain, std::vector<std::pair<uint64_t, uint32_t>>& out) const {
+  out.clear();
+  if (chain.empty()) return;
+  std::lock_guard lock(mu_);
+  auto holders = first_.find(chain[0]);
+  if (holders == first_.end()) return;
+  for (uint64_t seed : holders->second) {
+    auto it = instances_.find(seed);
+    if (it == instances_.end()) continue;
+    if (const uint32_t n = MatchLocked(it->second, chain); n > 0) out.emplace_back(seed, n);
+  }
+}
+
+BlockIndex::Instance& BlockIndex::InstanceLocked(uint64_t seed) {
+  auto [it, inserted] = instances_.try_emplace(seed);
+  if (inserted) it->second.seed = seed;
+  return it->second;
+}
+
+void BlockIndex::AddFirstLocked(uint64_t hash, uint64_t seed) {
+  std::vector<uint64_t>& seeds = first_[hash];
+  const size_t before = VectorBytes(seeds);
+  seeds.push_back(seed);
+  first_list_bytes_ += VectorBytes(seeds) - before;
+}
+
+void BlockIndex::DropFirstLocked(uint64_t hash, uint64_t seed) {
+  if (first_.empty()) return;
+  auto it = first_.find(hash);
+  if (it == first_.end()) return;
+  std::vector<uint64_t>& seeds = it->second;
+  auto pos = std::find(seeds.begin(), seeds.end(), seed);
+  if (pos == seeds.end()) return;
+  *pos = seeds.back();
+  seeds.pop_back();
+  if (seeds.empty()) {
+    first_list_bytes_ -= VectorBytes(seeds);
+    first_.erase(it);
+  }
+}
+
+void BlockIndex::EvictOldestLocked(Instance& in) {
+  DropFirstLocked(in.EvictOldest(), in.seed);
+  --entries_;
 }
 
 void BlockIndex::Insert(std::span<const uint64_t> chain, uint64_t seed) {
   if (chain.empty()) return;
   std::lock_guard lock(mu_);
-  Instance& in = instances_[seed];
+  Instance& in = InstanceLocked(seed);
   // Last block first, so that the first ends up most recently used.
-  for (size_t k = chain.size(); k-- > 0;) entries_ += in.Touch(chain[k]) ? 1 : 0;
+  for (size_t k = chain.size(); k-- > 1;) entries_ += in.Touch(chain[k]) ? 1 : 0;
+  if (in.Touch(chain[0])) {
+    ++entries_;
+    AddFirstLocked(chain[0], seed);
+  }
   EnforceBoundsLocked(in);
 }
 
 void BlockIndex::EnforceBoundsLocked(Instance& touched) {
   const uint64_t capacity = CapacityOf(touched);
-  while (touched.where.size() > capacity) {
-    touched.EvictOldest();
-    --entries_;
-  }
+  while (touched.where.size() > capacity) EvictOldestLocked(touched);
   MaybeShrinkLocked(touched);
   // What every instance's containers hold, kept up to date by each eviction's change.
   RecountLocked(touched);
@@ -156,8 +209,7 @@ void BlockIndex::EnforceBoundsLocked(Instance& touched) {
     for (auto& [seed, in] : instances_) {
       if (largest == nullptr || in.where.size() > largest->where.size()) largest = &in;
     }
-    largest->EvictOldest();
-    --entries_;
+    EvictOldestLocked(*largest);
     MaybeShrinkLocked(*largest);
     RecountLocked(*largest);
   }
@@ -165,7 +217,7 @@ void BlockIndex::EnforceBoundsLocked(Instance& touched) {
 
 void BlockIndex::SetCapacity(uint64_t seed, uint64_t blocks) {
   std::lock_guard lock(mu_);
-  Instance& in = instances_[seed];
+  Instance& in = InstanceLocked(seed);
   in.capacity = blocks;
   EnforceBoundsLocked(in);
 }
@@ -174,6 +226,7 @@ void BlockIndex::ForgetInstance(uint64_t seed) {
   std::lock_guard lock(mu_);
   auto it = instances_.find(seed);
   if (it == instances_.end()) return;
+  for (const auto& [hash, n] : it->second.where) DropFirstLocked(hash, seed);
   entries_ -= it->second.where.size();
   instance_bytes_ -= it->second.bytes;
   instances_.erase(it);

@@ -25,6 +25,11 @@
 // Instances are named by their placement seed (FleetSnapshot::placement_seed), which survives
 // snapshot changes; ForgetInstance drops one that left.
 //
+// Which instances hold each chain's first block is kept as well (a block hash depends on every
+// block before it, so a first block's hash is only ever a first block's), so that a decision
+// over 10,000 instances looks up the few that hold the request's first block (MatchHolders), not
+// every instance: the others match nothing.
+//
 // Thread-safety: every method takes one mutex; safe from any thread.
 #pragma once
 
@@ -35,14 +40,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include <boost/unordered/unordered_flat_map.hpp>
+
 namespace prefix_router {
 
 class BlockIndex {
  public:
   // Bookkeeping per held block, an estimate for sizing `max_bytes` (the bound itself counts what
-  // the containers hold, see bytes()): a hash-map node (32 bytes with the allocator's rounding)
-  // and its bucket (8 to 16 bytes), an LRU list node (16 bytes, up to a quarter more unused) and
-  // its free-list slot, rounded up (index_bench's BM_BlockIndexFill holds about 74 per block).
+  // the containers hold, see bytes()), kept from when the map was node-based (a 32-byte node and
+  // its bucket) so that sizes derived from it do not change: with the open-addressing map, a
+  // 16-byte slot at a load of 0.44 to 0.875, an LRU list node (16 bytes, up to a quarter more
+  // unused) and its free-list slot, index_bench's BM_BlockIndexFill holds 51 to 74 per block.
   static constexpr size_t kBytesPerEntry = 80;
 
   struct Options {
@@ -58,6 +66,12 @@ class BlockIndex {
   // same order). Does not change recency: only Insert does (a match is a guess, a dispatch is
   // what reaches the engine). REQUIRES: out.size() == seeds.size()
   void Match(std::span<const uint64_t> chain, std::span<const uint64_t> seeds, std::span<uint32_t> out) const;
+
+  // The instances that hold `chain`'s first block, each with the number of leading blocks of
+  // `chain` it holds (at least 1), into `out` (cleared first), in no particular order: the
+  // instances Match would give a non-zero answer, found with one lookup per holder rather than per
+  // instance. Does not change recency.
+  void MatchHolders(std::span<const uint64_t> chain, std::vector<std::pair<uint64_t, uint32_t>>& out) const;
 
   // Records that instance `seed` was sent `chain`: its blocks become the instance's most recently
   // used (the first block most recent of all), then the bounds are enforced.
@@ -83,7 +97,8 @@ class BlockIndex {
     uint32_t older;
   };
   struct Instance {
-    std::unordered_map<uint64_t, uint32_t> where;  // block hash -> node
+    uint64_t seed = 0;
+    boost::unordered_flat_map<uint64_t, uint32_t> where;  // block hash -> node (open addressing)
     std::vector<Node> nodes;
     std::vector<uint32_t> free;
     uint32_t newest = kNone;
@@ -93,7 +108,7 @@ class BlockIndex {
 
     bool Holds(uint64_t hash) const { return where.contains(hash); }
     bool Touch(uint64_t hash);  // inserts (true) or moves to the newest end (false)
-    void EvictOldest();
+    uint64_t EvictOldest();  // returns the evicted block's hash
     void Unlink(uint32_t n);
     void LinkNewest(uint32_t n);
   };
@@ -111,10 +126,21 @@ class BlockIndex {
   // when its blocks are below half of it). Renumbers its nodes, keeping their recency order.
   static void MaybeShrinkLocked(Instance& in);
   void EnforceBoundsLocked(Instance& touched);
+  // The leading blocks of `chain` that `in` holds (0 when not its first).
+  static uint32_t MatchLocked(const Instance& in, std::span<const uint64_t> chain);
+  Instance& InstanceLocked(uint64_t seed);
+  void EvictOldestLocked(Instance& in);
+  // first_ upkeep: `in` now holds first block `hash` / no longer holds block `hash` (a no-op
+  // unless it is a first block).
+  void AddFirstLocked(uint64_t hash, uint64_t seed);
+  void DropFirstLocked(uint64_t hash, uint64_t seed);
 
   const Options options_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Instance> instances_;  // by placement seed
+  // A chain's first block -> the instances that hold it (their seeds, unordered).
+  std::unordered_map<uint64_t, std::vector<uint64_t>> first_;
+  size_t first_list_bytes_ = 0;  // the capacities of first_'s vectors (VectorBytes)
   size_t entries_ = 0;
   size_t instance_bytes_ = 0;  // the sum of every instance's `bytes`
 };

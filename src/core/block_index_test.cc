@@ -116,12 +116,14 @@ TEST(BlockIndexTest, BytesFollowsTheContainers) {
   EXPECT_LT(empty, 1024u);
   index.Insert(Chain(1, 10000), 1);
   const size_t full = index.bytes();
-  // A hash node (32 bytes) and an LRU node (16) at least per block, not double the estimate.
-  EXPECT_GE(full, 10000u * 48);
+  // A hash slot (16 bytes) and an LRU node (16) at least per block, not double the estimate.
+  EXPECT_GE(full, 10000u * 32);
   EXPECT_LE(full, 10000u * 2 * BlockIndex::kBytesPerEntry);
   index.SetCapacity(1, 1);
   index.SetCapacity(1, 0);  // back to the default: nothing comes back
-  EXPECT_LT(index.bytes(), empty + 1024);
+  // One block left: its containers at their smallest (a group of hash slots, the node vector's
+  // headroom, the first-block list), a few hundred bytes, not the 10,000 blocks' capacity.
+  EXPECT_LT(index.bytes(), empty + 2048);
   EXPECT_EQ(index.entries(), 1u);
 }
 
@@ -223,6 +225,68 @@ TEST(BlockIndexTest, BinarySearchAgreesWithLinearWalk) {
     }
     EXPECT_EQ(MatchAll(index, c, {1})[0], linear);
   }
+}
+
+// MatchHolders names exactly the instances Match gives a non-zero answer, with the same
+// answer, through inserts, both bounds' evictions, capacity changes and departures (the
+// first-block holders are kept up to date by every one of them), and their upkeep is counted in
+// bytes() (which checks the tracked figure against a recount in debug builds).
+TEST(BlockIndexTest, MatchHoldersAgreesWithMatch) {
+  const size_t max_bytes = 64 << 10;
+  BlockIndex index({.blocks_per_instance = 300, .max_bytes = max_bytes});
+  uint64_t x = 11;
+  auto next = [&](uint64_t n) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return (x >> 33) % n;
+  };
+  std::vector<uint64_t> seeds;
+  for (uint64_t s = 0; s < 24; ++s) seeds.push_back(1000 + s);
+  // Chains that share openings: 40 documents, each asked with one of 8 continuations.
+  auto chain = [&](uint64_t doc, uint64_t tail, size_t n) {
+    std::vector<uint64_t> c = Chain(doc, n);
+    for (uint64_t h : Chain(100000 + doc * 8 + tail, 1 + tail)) c.push_back(h);
+    return c;
+  };
+  size_t holders_seen = 0;
+  for (int step = 0; step < 4000; ++step) {
+    const uint64_t inst = seeds[next(seeds.size())];
+    const uint64_t what = next(100);
+    if (what < 1) {
+      index.ForgetInstance(inst);
+    } else if (what < 3) {
+      index.SetCapacity(inst, next(4) * 40);
+    } else {
+      index.Insert(chain(1 + next(40), next(8), 1 + next(25)), inst);
+    }
+    if (step % 50 != 0) continue;
+    ASSERT_LE(index.bytes(), max_bytes) << "step " << step;
+    for (uint64_t doc = 1; doc <= 40; ++doc) {
+      const auto probe = chain(doc, next(8), 20);
+      std::vector<uint32_t> all(seeds.size());
+      index.Match(probe, seeds, all);
+      std::vector<std::pair<uint64_t, uint32_t>> holders;
+      index.MatchHolders(probe, holders);
+      std::vector<uint32_t> from_holders(seeds.size(), 0);
+      for (const auto& [seed, blocks] : holders) {
+        ASSERT_GE(seed, 1000u);
+        ASSERT_LT(seed, 1000u + seeds.size());
+        ASSERT_EQ(from_holders[seed - 1000], 0u) << "instance listed twice";
+        ASSERT_GT(blocks, 0u);
+        from_holders[seed - 1000] = blocks;
+      }
+      ASSERT_EQ(from_holders, all) << "step " << step << ", document " << doc;
+      holders_seen += holders.size();
+    }
+  }
+  EXPECT_GT(holders_seen, 100u);  // the comparison saw holders, not only empty answers
+  std::vector<std::pair<uint64_t, uint32_t>> none{{1, 1}};
+  index.MatchHolders({}, none);
+  EXPECT_TRUE(none.empty());
+  for (uint64_t s : seeds) index.ForgetInstance(s);
+  EXPECT_EQ(index.entries(), 0u);
+  index.MatchHolders(chain(1, 0, 20), none);
+  EXPECT_TRUE(none.empty());
+  EXPECT_LT(index.bytes(), 1024u);  // the holder lists went with their blocks
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 namespace prefix_router {
 namespace {
 
+using policy_internal::CandidatePosition;
 using policy_internal::Candidates;
 using policy_internal::CostShareBound;
 using policy_internal::Departures;
@@ -31,15 +32,17 @@ class CacheAwarePolicy final : public Policy {
     policy_internal::CandidateTotals totals;
     auto c = Candidates(r, f, false, &totals);
     if (c.empty()) return NoCandidate(r, f);
-    thread_local std::vector<uint64_t> seeds, cached;
-    thread_local std::vector<uint32_t> matched;
-    seeds.resize(c.size());
-    matched.assign(c.size(), 0);
-    for (size_t k = 0; k < c.size(); ++k) seeds[k] = f.placement_seed(c[k]);
-    if (!r.blocks.empty()) index_.Match(r.blocks, seeds, matched);
-    cached.resize(c.size());
-    for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
-    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c, totals), queue_.Read(seeds));
+    // Only the instances holding the request's first block match anything (BlockIndex::
+    // MatchHolders): found by seed, so a decision costs no index lookup per candidate.
+    thread_local std::vector<uint64_t> cached;
+    thread_local std::vector<std::pair<uint64_t, uint32_t>> holders;
+    cached.assign(c.size(), 0);
+    index_.MatchHolders(r.blocks, holders);
+    for (const auto& [seed, blocks] : holders) {
+      if (auto k = CandidatePosition(f, c, seed)) cached[*k] = uint64_t{blocks} * block_tokens_;
+    }
+    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c, totals),
+                      queue_.Read(f, c));
   }
   std::string_view name() const override { return StrategyName(Strategy::kCacheAware); }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {

@@ -54,6 +54,37 @@ Decision Dispatch(Policy& p, const Req& r, const FleetSnapshot& f, Rng& rng) {
   return *d;
 }
 
+// In a fleet of 2,000 instances the instance that was sent a document is found (by its first
+// block's holders, not by looking at every instance), among candidates that exclude some
+// instances, and a busy holder at the threshold still loses to an idle one.
+TEST(CacheAwareTest, FindsTheHolderInALargeFleet) {
+  auto f = Fleet(2000);
+  auto p = MakePolicy(CacheAware(4));
+  Rng rng(1);
+  const std::string doc = Doc('d', 16'000);
+  const Decision first = Dispatch(*p, Req(doc + "question one"), *f, rng);
+  EXPECT_EQ(first.kind, DecisionKind::kLeastOutstanding);
+  Req again(doc + "question two");
+  const std::vector<uint32_t> others{first.instance == 0 ? 1u : 0u, 1999};
+  again.route.exclude = others;
+  const Decision second = Dispatch(*p, again, *f, rng);
+  EXPECT_EQ(second.instance, first.instance);
+  EXPECT_EQ(second.kind, DecisionKind::kAffinity);
+  EXPECT_LT(second.uncached_tokens, again.route.work_tokens / 4);
+  // Excluded, the holder is not a candidate: someone else, nothing cached there.
+  Req excluded(doc + "question three");
+  const std::vector<uint32_t> holder{first.instance};
+  excluded.route.exclude = holder;
+  const Decision third = p->Pick(excluded.route, *f, rng).value();
+  EXPECT_NE(third.instance, first.instance);
+  EXPECT_EQ(third.uncached_tokens, excluded.route.work_tokens);
+  // At the threshold, the holder gives way.
+  f->state(first.instance).in_flight.store(4);
+  const Decision busy = p->Pick(Req(doc + "question four").route, *f, rng).value();
+  EXPECT_NE(busy.instance, first.instance);
+  f->state(first.instance).in_flight.store(0);
+}
+
 // A long shared context sticks to the instance that was sent it, whatever its length.
 TEST(CacheAwareTest, LongSharedContextFollowsItsCache) {
   auto f = Fleet(4);

@@ -36,15 +36,28 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<I
   snap->seeds_.reserve(n);
   snap->states_.reserve(n);
   snap->all_.reserve(n);
+  // The states of instances new to this snapshot come from one array (each entry shares its
+  // ownership): a decision walks the candidates' states in index order, and separate allocations
+  // would scatter them over the heap (a cache miss per candidate at 10,000 instances). The array
+  // lives while any of its instances does, in this snapshot or a later one.
+  uint32_t added = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (previous == nullptr || !previous->Find(snap->specs_[i].name)) ++added;
+  }
+  std::shared_ptr<std::unique_ptr<InstanceState[]>> block;
+  if (added > 0) block = std::make_shared<std::unique_ptr<InstanceState[]>>(new InstanceState[added]);
+  uint32_t next_added = 0;
   for (uint32_t i = 0; i < n; ++i) {
     const InstanceSpec& s = snap->specs_[i];
     snap->seeds_.push_back(XXH3_64bits_withSeed(s.name.data(), s.name.size(), kInstanceSeed));
+    snap->by_seed_.emplace(snap->seeds_.back(), i);
     snap->weights_.push_back(s.weight);
     std::shared_ptr<InstanceState> state;
     if (previous) {
       if (auto j = previous->Find(s.name)) state = previous->states_[*j];
     }
-    snap->states_.push_back(state ? std::move(state) : std::make_shared<InstanceState>());
+    if (!state) state = std::shared_ptr<InstanceState>(block, &(*block)[next_added++]);
+    snap->states_.push_back(std::move(state));
     snap->all_.push_back(i);
     if (s.weight != snap->specs_[0].weight) snap->uniform_weights_ = false;
     if (s.serves.empty() && !s.serves_only_listed) snap->wildcard_.push_back(i);

@@ -40,8 +40,11 @@ struct InstanceSpec {
   bool serves_only_listed = false;
 };
 
-// Live state of one instance, shared by every snapshot that contains it.
-struct InstanceState {
+// Live state of one instance, shared by every snapshot that contains it. Aligned to a cache line:
+// request threads update different instances' counters, and a decision reads the states of
+// every candidate in index order, so FleetSnapshot::Create allocates the states of the instances
+// it adds in one contiguous array (one line each, no false sharing between neighbours).
+struct alignas(64) InstanceState {
   std::atomic<int32_t> in_flight{0};  // requests dispatched and not yet finished
   std::atomic<bool> available{true};  // false while ejected by health checks
   // Set by an operator (admin drain): no new requests, in-flight ones finish. Kept apart from
@@ -104,6 +107,12 @@ class FleetSnapshot {
   // Returns an empty span when no instance serves `name`.
   std::span<const uint32_t> Eligible(std::string_view name) const;
   std::optional<uint32_t> Find(std::string_view name) const;
+  // The instance whose placement_seed is `seed`.
+  std::optional<uint32_t> FindSeed(uint64_t seed) const {
+    auto it = by_seed_.find(seed);
+    if (it == by_seed_.end()) return std::nullopt;
+    return it->second;
+  }
   // True when some instance declares `name` in its serves list (configured or discovered); an
   // instance that serves every name declares none.
   bool Declares(std::string_view name) const { return by_served_name_.find(name) != by_served_name_.end(); }
@@ -127,6 +136,7 @@ class FleetSnapshot {
   std::vector<uint32_t> wildcard_;  // instances with an empty serves list
   NameIndex by_served_name_;        // served name -> eligible instances (wildcards merged in)
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> by_instance_name_;
+  std::unordered_map<uint64_t, uint32_t> by_seed_;  // placement seed -> index
   bool uniform_weights_ = true;
   uint64_t generation_ = 0;
 };

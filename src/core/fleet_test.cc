@@ -177,6 +177,33 @@ TEST(FleetTest, StateCarriesOverToNextSnapshotByName) {
   EXPECT_TRUE(again->state(0).available.load());
 }
 
+// The states of the instances a snapshot adds sit side by side, a cache line each (decisions read
+// them in index order; request threads write neighbours), and FindSeed maps seeds to indices.
+TEST(FleetTest, NewStatesAreContiguousLinesAndSeedsAreFound) {
+  auto f1 = MakeFleet({Spec("a"), Spec("b"), Spec("c")});
+  for (uint32_t i = 0; i < 3; ++i) {
+    const auto addr = reinterpret_cast<uintptr_t>(f1->shared_state(i).get());
+    EXPECT_EQ(addr % 64, 0u);
+    if (i > 0) EXPECT_EQ(addr - reinterpret_cast<uintptr_t>(f1->shared_state(i - 1).get()), 64u);
+    EXPECT_EQ(f1->FindSeed(f1->placement_seed(i)), i);
+  }
+  EXPECT_FALSE(f1->FindSeed(f1->placement_seed(0) + 1).has_value());
+  // Retained states stay where they were; the added ones come from a new array.
+  auto f2 = MakeFleet({Spec("d"), Spec("b"), Spec("e")}, f1.get());
+  EXPECT_EQ(f2->shared_state(1).get(), f1->shared_state(1).get());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(f2->shared_state(2).get()) -
+                reinterpret_cast<uintptr_t>(f2->shared_state(0).get()),
+            64u);
+  EXPECT_EQ(f2->FindSeed(f1->placement_seed(1)), 1u);
+  EXPECT_FALSE(f2->FindSeed(f1->placement_seed(0)).has_value());
+  // The array outlives the snapshots while one of its states is held.
+  std::shared_ptr<InstanceState> kept = f1->shared_state(2);
+  f1.reset();
+  f2.reset();
+  kept->in_flight.store(7);
+  EXPECT_EQ(kept->in_flight.load(), 7);
+}
+
 // Without `previous` every instance gets fresh state, even if another snapshot has its name.
 TEST(FleetTest, StateIsFreshWithoutPrevious) {
   auto f1 = MakeFleet({Spec("a")});

@@ -31,6 +31,19 @@ size_t MapBytes(const Map& m) {
   return m.size() * node + buckets;
 }
 
+// A boost::unordered_flat_map (open addressing, no nodes): one block for its slots (capacity,
+// bucket_count(), of them: groups of 15, less one for the sentinel) and each group's 16 bytes of
+// metadata, rounded to whole elements as Boost allocates it.
+template <typename Map>
+size_t FlatMapBytes(const Map& m) {
+  const size_t slots = m.bucket_count();
+  if (slots == 0) return 0;
+  constexpr size_t value = sizeof(typename Map::value_type);
+  const size_t groups = (slots + 1) / 15;
+  const size_t bytes = value * slots + 16 * (groups + 1) - 1;
+  return ArrayBytes((bytes + value - 1) / value * value);
+}
+
 // A std::vector's capacity.
 template <typename Vec>
 size_t VectorBytes(const Vec& v) {

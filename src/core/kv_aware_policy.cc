@@ -17,6 +17,7 @@
 namespace prefix_router {
 namespace {
 
+using policy_internal::CandidatePosition;
 using policy_internal::Candidates;
 using policy_internal::CostShareBound;
 using policy_internal::Departures;
@@ -40,7 +41,10 @@ class RecentChains {
   void Add(uint64_t seed, std::vector<uint64_t> chain) {
     std::lock_guard lock(mu_);
     Ring& ring = rings_[seed];
-    ring.chains[ring.next] = std::move(chain);
+    std::vector<uint64_t>& slot = ring.chains[ring.next];
+    if (!slot.empty()) DropFirstLocked(slot[0], seed);
+    slot = std::move(chain);
+    if (!slot.empty()) first_[slot[0]].push_back(seed);
     ring.next = (ring.next + 1) % kPerInstance;
   }
   // The longest common prefix, in blocks, of `chain` with a recent chain of `seed`.
@@ -57,9 +61,22 @@ class RecentChains {
     }
     return best;
   }
+  // Appends to `out` the instances with a recent chain that starts as `chain` does (the only ones
+  // Match gives a non-zero answer; an instance may be named more than once).
+  void Holders(std::span<const uint64_t> chain, std::vector<uint64_t>& out) const {
+    if (chain.empty()) return;
+    std::lock_guard lock(mu_);
+    auto it = first_.find(chain[0]);
+    if (it != first_.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+  }
   void Forget(uint64_t seed) {
     std::lock_guard lock(mu_);
-    rings_.erase(seed);
+    auto it = rings_.find(seed);
+    if (it == rings_.end()) return;
+    for (const std::vector<uint64_t>& c : it->second.chains) {
+      if (!c.empty()) DropFirstLocked(c[0], seed);
+    }
+    rings_.erase(it);
   }
 
  private:
@@ -67,8 +84,22 @@ class RecentChains {
     std::array<std::vector<uint64_t>, kPerInstance> chains;
     size_t next = 0;
   };
+  // Removes one of `seed`'s entries for first block `hash` (one per ring slot holding it).
+  void DropFirstLocked(uint64_t hash, uint64_t seed) {
+    auto it = first_.find(hash);
+    if (it == first_.end()) return;
+    std::vector<uint64_t>& seeds = it->second;
+    if (auto pos = std::find(seeds.begin(), seeds.end(), seed); pos != seeds.end()) {
+      *pos = seeds.back();
+      seeds.pop_back();
+    }
+    if (seeds.empty()) first_.erase(it);
+  }
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Ring> rings_;
+  // A recent chain's first block -> the instances with a ring slot holding such a chain (once
+  // per slot): at most kPerInstance entries per instance.
+  std::unordered_map<uint64_t, std::vector<uint64_t>> first_;
 };
 
 // Records the prompt chain of a request dispatched to instance `seed` (once its block size is known).
@@ -100,46 +131,71 @@ class KvAwarePolicy final : public Policy {
         reported_(
             KvIndex::Options{o.cache_aware.capacity_blocks * block_tokens_, o.cache_aware.max_index_bytes / 9 * 8}) {}
 
+  // Only some instances can have anything cached for a request: those holding its first block in
+  // the sent view, in the engines' reports, or in a recent dispatch (BlockIndex::MatchHolders,
+  // KvIndex::Holders, RecentChains::Holders). The others get 0 cached tokens without a lookup,
+  // so a decision over 10,000 instances costs lookups per holder, not per instance.
   Result<Decision> Pick(const RouteRequest& r, const FleetSnapshot& f, Rng&) const override {
     policy_internal::CandidateTotals totals;
     auto c = Candidates(r, f, false, &totals);
     if (c.empty()) return NoCandidate(r, f);
-    thread_local std::vector<uint64_t> seeds, cached;
-    thread_local std::vector<uint32_t> matched;
+    thread_local std::vector<uint64_t> cached, holder_seeds, s_seeds;
+    thread_local std::vector<std::pair<uint64_t, uint32_t>> sent_holders;
+    thread_local std::vector<std::pair<size_t, uint32_t>> sent_at;  // candidate position, sent blocks
+    thread_local std::vector<size_t> s_at;                          // candidate positions
     thread_local std::vector<KvIndex::InstanceMatch> reported;
-    seeds.resize(c.size());
-    matched.assign(c.size(), 0);
-    reported.assign(c.size(), KvIndex::InstanceMatch{});
-    for (size_t k = 0; k < c.size(); ++k) seeds[k] = f.placement_seed(c[k]);
-    if (!r.blocks.empty()) sent_.Match(r.blocks, seeds, matched);
-    bool any_fresh = false;
-    if (!r.prompt_tokens.empty()) {
-      reported_.Match(r.prompt_tokens, r.served_name, max_tokens_, seeds, reported, false);
-      for (const auto& m : reported) any_fresh |= m.fresh;
+    cached.assign(c.size(), 0);
+    sent_holders.clear();
+    sent_.MatchHolders(r.blocks, sent_holders);
+    sent_at.clear();
+    for (const auto& [seed, blocks] : sent_holders) {
+      if (auto k = CandidatePosition(f, c, seed)) sent_at.emplace_back(*k, blocks);
     }
-    cached.resize(c.size());
+    const bool any_fresh =
+        !r.prompt_tokens.empty() &&
+        reported_.AnyFresh(
+            c.size(), [&](size_t k) { return f.placement_seed(c[k]); },
+            [&](uint64_t seed) { return CandidatePosition(f, c, seed).has_value(); });
     if (!any_fresh) {  // exactly cache-aware
-      for (size_t k = 0; k < c.size(); ++k) cached[k] = uint64_t{matched[k]} * block_tokens_;
+      for (const auto& [k, blocks] : sent_at) cached[k] = uint64_t{blocks} * block_tokens_;
       return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c, totals),
-                        queue_.Read(seeds));
+                        queue_.Read(f, c));
     }
     const uint64_t prompt = r.prompt_tokens.size();
     PromptChains chains(r, reported_.ChainSeedFor(r.served_name), max_tokens_);
-    for (size_t k = 0; k < c.size(); ++k) {
-      if (!reported[k].fresh) {
-        cached[k] = std::min(prompt, uint64_t{matched[k]} * block_tokens_);
+    // The candidates that may have something cached: sent-view, reported and recent holders.
+    reported_.Holders(r.prompt_tokens, r.served_name, max_tokens_, holder_seeds);
+    for (uint32_t bs : reported_.BlockSizes()) recent_.Holders(chains.At(bs), holder_seeds);
+    s_at.clear();
+    for (const auto& [k, blocks] : sent_at) s_at.push_back(k);
+    for (uint64_t seed : holder_seeds) {
+      if (auto k = CandidatePosition(f, c, seed)) s_at.push_back(*k);
+    }
+    std::sort(s_at.begin(), s_at.end());
+    s_at.erase(std::unique(s_at.begin(), s_at.end()), s_at.end());
+    s_seeds.resize(s_at.size());
+    for (size_t j = 0; j < s_at.size(); ++j) s_seeds[j] = f.placement_seed(c[s_at[j]]);
+    reported.assign(s_at.size(), KvIndex::InstanceMatch{});
+    reported_.Match(r.prompt_tokens, r.served_name, max_tokens_, s_seeds, reported, false);
+    std::sort(sent_at.begin(), sent_at.end());
+    for (size_t j = 0; j < s_at.size(); ++j) {
+      const size_t k = s_at[j];
+      auto sent = std::lower_bound(sent_at.begin(), sent_at.end(), std::make_pair(k, uint32_t{0}));
+      const uint32_t matched = sent != sent_at.end() && sent->first == k ? sent->second : 0;
+      if (!reported[j].fresh) {
+        cached[k] = std::min(prompt, uint64_t{matched} * block_tokens_);
         continue;
       }
-      cached[k] = reported[k].matched_tokens;
-      if (reported[k].partial) {  // joined mid-stream: the sent view may know more
-        cached[k] = std::max(cached[k], std::min(prompt, uint64_t{matched[k]} * block_tokens_));
+      cached[k] = reported[j].matched_tokens;
+      if (reported[j].partial) {  // joined mid-stream: the sent view may know more
+        cached[k] = std::max(cached[k], std::min(prompt, uint64_t{matched} * block_tokens_));
       }
-      if (const uint32_t bs = reported[k].block_size; bs != 0) {  // and what is being computed
-        const size_t pending = recent_.Match(seeds[k], chains.At(bs));
+      if (const uint32_t bs = reported[j].block_size; bs != 0) {  // and what is being computed
+        const size_t pending = recent_.Match(s_seeds[j], chains.At(bs));
         cached[k] = std::max<uint64_t>(cached[k], uint64_t{pending} * bs);
       }
     }
-    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_, shares_.Mark(f, c, totals), queue_.Read(seeds));
+    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_, shares_.Mark(f, c, totals), queue_.Read(f, c));
   }
   std::string_view name() const override { return StrategyName(Strategy::kKvAware); }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {

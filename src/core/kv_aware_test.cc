@@ -110,6 +110,29 @@ void StartStreams(Policy& p, const FleetSnapshot& f, uint64_t seq = 0) {
   for (uint32_t i = 0; i < f.size(); ++i) p.OnKvEvents(f.placement_seed(i), KvEventBatch{seq, 0, {}, 0});
 }
 
+// In a fleet of 2,000 instances: a request goes to the one instance that reports its prefix, and
+// a document sent to an instance whose stream is lost is found through the sent view.
+TEST(KvAwareTest, FindsTheHolderInALargeFleet) {
+  auto f = Fleet(2000);
+  auto p = MakePolicy(Options(Strategy::kKvAware));
+  StartStreams(*p, *f);
+  const auto doc = Tokens(5000, 40 * kBs);
+  p->OnKvEvents(f->placement_seed(1234), Stores(1, doc, 1));
+  const Req r(Concat(doc, Tokens(90000, 5)));
+  const Decision d = Pick(*p, r, *f);
+  EXPECT_EQ(d.instance, 1234u);
+  EXPECT_EQ(d.kind, DecisionKind::kAffinity);
+  EXPECT_EQ(d.uncached_tokens, 5u);
+
+  p->OnKvStreamLost(f->placement_seed(77));
+  const Req other(Concat(Tokens(70000, 40 * kBs), Tokens(91000, 5)));
+  p->OnDispatched(other.route, Decision{77, DecisionKind::kLeastOutstanding, 0}, *f);
+  const Req again(Concat(Tokens(70000, 40 * kBs), Tokens(92000, 5)));
+  const Decision back = Pick(*p, again, *f);
+  EXPECT_EQ(back.instance, 77u);
+  EXPECT_EQ(back.kind, DecisionKind::kAffinity);
+}
+
 // A request goes where the engines report its prefix, though the gateway never sent it there.
 TEST(KvAwareTest, FollowsReportedBlocks) {
   auto f = Fleet(4);

@@ -47,20 +47,67 @@ void KvIndex::LinkNewest(Instance& in, uint32_t n) {
   if (in.oldest == kNone) in.oldest = n;
 }
 
-void KvIndex::Hold(Instance& in, uint64_t router, uint32_t n) {
+void KvIndex::Hold(Instance& in, uint64_t router, uint32_t n, bool first) {
   Held& h = in.held[router];
   ++h.count;
   h.node = n;
+  if (first && !h.first) {
+    h.first = 1;
+    std::vector<uint64_t>& seeds = first_[router];
+    const size_t before = heap_bytes::VectorBytes(seeds);
+    seeds.push_back(in.seed);
+    first_list_bytes_ += heap_bytes::VectorBytes(seeds) - before;
+  }
 }
 
 void KvIndex::Release(Instance& in, uint64_t router, uint32_t n) {
   auto it = in.held.find(router);
   if (it == in.held.end()) return;
   if (--it->second.count == 0) {
+    if (it->second.first) {
+      auto f = first_.find(router);
+      if (f != first_.end()) {
+        std::vector<uint64_t>& seeds = f->second;
+        if (auto pos = std::find(seeds.begin(), seeds.end(), in.seed); pos != seeds.end()) {
+          *pos = seeds.back();
+          seeds.pop_back();
+        }
+        if (seeds.empty()) {
+          first_list_bytes_ -= heap_bytes::VectorBytes(seeds);
+          first_.erase(f);
+        }
+      }
+    }
     in.held.erase(it);
   } else if (it->second.node == n) {
     it->second.node = kNone;  // another engine block holds these tokens; Touch skips it
   }
+}
+
+KvIndex::Instance& KvIndex::InstanceLocked(uint64_t seed) {
+  auto [it, inserted] = instances_.try_emplace(seed);
+  if (inserted) it->second.seed = seed;
+  return it->second;
+}
+
+void KvIndex::SetBlockSizeLocked(Instance& in, uint32_t block_size) {
+  if (in.block_size == block_size) return;
+  auto find = [&](uint32_t bs) {
+    return std::lower_bound(block_sizes_.begin(), block_sizes_.end(), std::make_pair(bs, uint32_t{0}));
+  };
+  if (in.block_size != 0) {
+    auto it = find(in.block_size);
+    if (it != block_sizes_.end() && it->first == in.block_size && --it->second == 0) block_sizes_.erase(it);
+  }
+  if (block_size != 0) {
+    auto it = find(block_size);
+    if (it != block_sizes_.end() && it->first == block_size) {
+      ++it->second;
+    } else {
+      block_sizes_.insert(it, {block_size, 1});
+    }
+  }
+  in.block_size = block_size;
 }
 
 void KvIndex::Touch(uint64_t seed, std::span<const uint32_t> tokens, std::string_view served_name, size_t max_tokens) {
@@ -92,13 +139,13 @@ void KvIndex::Touch(uint64_t seed, std::span<const uint32_t> tokens, std::string
   }
 }
 
-void KvIndex::InsertNodeLocked(Instance& in, uint64_t engine, uint64_t router, uint64_t seq) {
+void KvIndex::InsertNodeLocked(Instance& in, uint64_t engine, uint64_t router, uint64_t seq, bool first) {
   auto [it, inserted] = in.by_engine.try_emplace(engine, kNone);
   if (!inserted) {
     Node& node = in.nodes[it->second];
     if (node.router != router) {  // the engine reused a hash for other tokens: believe the newest
       Release(in, node.router, it->second);
-      Hold(in, router, it->second);
+      Hold(in, router, it->second, first);
       node.router = router;
     }
     node.seq = seq;
@@ -118,7 +165,7 @@ void KvIndex::InsertNodeLocked(Instance& in, uint64_t engine, uint64_t router, u
   }
   it->second = n;
   LinkNewest(in, n);
-  Hold(in, router, n);
+  Hold(in, router, n, first);
   ++entries_;
 }
 
@@ -134,18 +181,21 @@ void KvIndex::EraseNodeLocked(Instance& in, uint32_t n) {
     in.nodes.shrink_to_fit();
     in.free.clear();
     in.free.shrink_to_fit();
+    in.by_engine.rehash(0);
+    in.held.rehash(0);
     in.newest = in.oldest = kNone;
   }
 }
 
 using heap_bytes::AllocBytes;
 using heap_bytes::ArrayBytes;
+using heap_bytes::FlatMapBytes;
 using heap_bytes::MapBytes;
 using heap_bytes::VectorBytes;
 
 size_t KvIndex::BytesLocked(const Instance& in) {
   return AllocBytes(sizeof(void*) + sizeof(std::pair<const uint64_t, Instance>)) + sizeof(void*) +
-         MapBytes(in.by_engine) + MapBytes(in.held) + MapBytes(in.tombstones) + VectorBytes(in.nodes) +
+         FlatMapBytes(in.by_engine) + FlatMapBytes(in.held) + MapBytes(in.tombstones) + VectorBytes(in.nodes) +
          VectorBytes(in.free) + VectorBytes(in.missing);
 }
 
@@ -161,13 +211,15 @@ size_t KvIndex::TotalBytesLocked() const {
                  ArrayBytes(adapters_.bucket_count() * sizeof(void*)) + VectorBytes(scratch_);
   for (const std::string& a : adapters_) total += AdapterBytes(a);
   for (const auto& [seed, in] : instances_) total += BytesLocked(in);
+  total += MapBytes(first_) + VectorBytes(block_sizes_);
+  for (const auto& [hash, seeds] : first_) total += VectorBytes(seeds);
   return total;
 }
 
 size_t KvIndex::TrackedBytesLocked() const {
   return sizeof(KvIndex) + ArrayBytes(instances_.bucket_count() * sizeof(void*)) +
          ArrayBytes(adapters_.bucket_count() * sizeof(void*)) + VectorBytes(scratch_) + adapter_bytes_ +
-         instance_bytes_;
+         instance_bytes_ + MapBytes(first_) + first_list_bytes_ + VectorBytes(block_sizes_);
 }
 
 void KvIndex::RecountLocked(Instance& in) {
@@ -270,7 +322,7 @@ void KvIndex::StoreLocked(Instance& in, const KvBlockStored& e, uint64_t seq, bo
   if (in.block_size != e.block_size) {
     // A new block size means a reconfigured engine (normally seen as a restart): start over.
     if (in.block_size != 0) ClearBeforeLocked(in, UINT64_MAX);
-    in.block_size = e.block_size;
+    SetBlockSizeLocked(in, e.block_size);
   }
   uint64_t parent;
   if (e.parent_hash) {
@@ -295,7 +347,7 @@ void KvIndex::StoreLocked(Instance& in, const KvBlockStored& e, uint64_t seq, bo
       if (auto it = in.by_engine.find(engine); it != in.by_engine.end() && in.nodes[it->second].seq > seq) continue;
       if (auto t = in.tombstones.find(engine); t != in.tombstones.end() && t->second > seq) continue;
     }
-    InsertNodeLocked(in, engine, scratch_[k], seq);
+    InsertNodeLocked(in, engine, scratch_[k], seq, k == 0 && !e.parent_hash);
   }
 }
 
@@ -324,7 +376,7 @@ void KvIndex::RemoveLocked(Instance& in, const KvBlockRemoved& e, uint64_t seq, 
 
 void KvIndex::Apply(uint64_t seed, const KvEventBatch& batch) {
   std::lock_guard lock(mu_);
-  Instance& in = instances_[seed];
+  Instance& in = InstanceLocked(seed);
   const uint64_t s = batch.seq;
   bool replayed = false;
   if (!in.seen) {  // joined at s: exact for every event from s on, partial when s > 0
@@ -337,7 +389,7 @@ void KvIndex::Apply(uint64_t seed, const KvEventBatch& batch) {
     in.missing.clear();
     in.untracked = false;
     in.partial = false;
-    in.block_size = 0;
+    SetBlockSizeLocked(in, 0);
     in.next = 1;
   } else if (s >= in.next) {
     AddMissingLocked(in, in.next, s);
@@ -398,8 +450,15 @@ void KvIndex::ForgetInstance(uint64_t seed) {
   std::lock_guard lock(mu_);
   auto it = instances_.find(seed);
   if (it == instances_.end()) return;
-  entries_ -= it->second.entries();
-  instance_bytes_ -= it->second.bytes;
+  Instance& in = it->second;
+  for (uint32_t n = in.oldest; n != kNone;) {  // its first blocks leave first_
+    const uint32_t older_than_next = in.nodes[n].newer;
+    EraseNodeLocked(in, n);
+    n = in.by_engine.empty() ? kNone : older_than_next;
+  }
+  SetBlockSizeLocked(in, 0);
+  entries_ -= in.entries();
+  instance_bytes_ -= in.bytes;
   instances_.erase(it);
 }
 
@@ -464,6 +523,33 @@ void KvIndex::Match(std::span<const uint32_t> tokens, std::string_view served_na
     while (held < chain.size() && it->second.held.contains(chain[held])) ++held;
     out[k].matched_tokens = static_cast<uint32_t>(held * out[k].block_size);
   }
+}
+
+void KvIndex::Holders(std::span<const uint32_t> tokens, std::string_view served_name, size_t max_tokens,
+                      std::vector<uint64_t>& out) const {
+  out.clear();
+  if (tokens.empty()) return;
+  std::lock_guard lock(mu_);
+  if (first_.empty()) return;
+  const uint64_t seed =
+      KvChainSeed(!served_name.empty() && adapters_.contains(served_name) ? served_name : std::string_view());
+  for (const auto& [bs, count] : block_sizes_) {
+    if (tokens.size() < bs || max_tokens < bs) continue;
+    const uint64_t first = XXH3_64bits_withSeed(tokens.data(), size_t{bs} * sizeof(uint32_t), seed);
+    auto it = first_.find(first);
+    if (it == first_.end()) continue;
+    for (uint64_t holder : it->second) {
+      auto in = instances_.find(holder);
+      if (in != instances_.end() && in->second.block_size == bs) out.push_back(holder);
+    }
+  }
+}
+
+std::vector<uint32_t> KvIndex::BlockSizes() const {
+  std::lock_guard lock(mu_);
+  std::vector<uint32_t> out;
+  for (const auto& [bs, count] : block_sizes_) out.push_back(bs);
+  return out;
 }
 
 uint64_t KvIndex::ChainSeedFor(std::string_view served_name) const {

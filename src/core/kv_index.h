@@ -101,6 +101,8 @@
 #include <utility>
 #include <vector>
 
+#include <boost/unordered/unordered_flat_map.hpp>
+
 #include "core/kv_events.h"
 
 namespace prefix_router {
@@ -115,10 +117,11 @@ void KvBlockChain(std::span<const uint32_t> tokens, uint32_t block_size, size_t 
 class KvIndex {
  public:
   // Bookkeeping per held block, an estimate for sizing `max_bytes` (the bound itself counts what
-  // the containers hold, see bytes()): two hash-map nodes (engine hash -> block, router hash ->
-  // reference count: 32 bytes each with the allocator's rounding) and their buckets (8 to 16
-  // bytes each), the block's record (32 bytes, up to a quarter more unused) and its free-list
-  // slot, rounded up.
+  // the containers hold, see bytes()), kept from when the maps were node-based (two 32-byte
+  // nodes and their buckets) so that sizes derived from it do not change: with open addressing,
+  // two 16-byte slots (engine hash -> block, router hash -> reference count) at a load of 0.44 to
+  // 0.875, the block's record (32 bytes, up to a quarter more unused) and its free-list slot,
+  // index_bench's BM_KvIndexFill holds 106 to 110 per block.
   static constexpr size_t kBytesPerEntry = 160;
   static constexpr size_t kMaxMissingRanges = 32;
   static constexpr size_t kMaxTombstones = 4096;
@@ -163,6 +166,33 @@ class KvIndex {
   void Match(std::span<const uint32_t> tokens, std::string_view served_name, size_t max_tokens,
              std::span<const uint64_t> seeds, std::span<InstanceMatch> out, bool stale_too = false) const;
 
+  // The instances whose blocks include the first block of `tokens` (chained for `served_name`)
+  // at their own block size, into `out` (cleared first), in no particular order, fresh or not:
+  // the only instances Match can give matched tokens, found with one lookup per block size in
+  // use and per holder, not per instance (a decision over 10,000 instances).
+  void Holders(std::span<const uint32_t> tokens, std::string_view served_name, size_t max_tokens,
+               std::vector<uint64_t>& out) const;
+  // Whether any of the instances `is_candidate` accepts (a predicate on seeds) has a fresh view.
+  // Walks whichever is fewer, the `candidates` (seeds by index, `seed_of(k)` for k < candidates)
+  // or the instances the index knows, and stops at the first fresh candidate.
+  template <typename SeedOf, typename IsCandidate>
+  bool AnyFresh(size_t candidates, SeedOf seed_of, IsCandidate is_candidate) const {
+    std::lock_guard lock(mu_);
+    if (candidates <= instances_.size()) {
+      for (size_t k = 0; k < candidates; ++k) {
+        auto it = instances_.find(seed_of(k));
+        if (it != instances_.end() && it->second.fresh()) return true;
+      }
+      return false;
+    }
+    for (const auto& [seed, in] : instances_) {
+      if (in.fresh() && is_candidate(seed)) return true;
+    }
+    return false;
+  }
+  // The block sizes the instances use (a fleet normally has one), ascending.
+  std::vector<uint32_t> BlockSizes() const;
+
   // The chain seed of a request for `served_name` (an adapter's when some engine reported
   // blocks under that name, else the base model's).
   uint64_t ChainSeedFor(std::string_view served_name) const;
@@ -189,12 +219,16 @@ class KvIndex {
     uint32_t older;
   };
   struct Held {
-    uint32_t count = 0;     // engine blocks with these tokens
-    uint32_t node = kNone;  // one of them (kNone: the one recorded was removed)
+    uint32_t count : 31 = 0;  // engine blocks with these tokens
+    uint32_t first : 1 = 0;   // a chain's first block (listed in first_)
+    uint32_t node = kNone;    // one of them (kNone: the one recorded was removed)
   };
   struct Instance {
-    std::unordered_map<uint64_t, uint32_t> by_engine;  // engine hash -> node
-    std::unordered_map<uint64_t, Held> held;           // router hash -> nodes with it
+    uint64_t seed = 0;
+    // Open addressing (no allocation per entry): an event batch inserts and erases a map entry
+    // per block in both.
+    boost::unordered_flat_map<uint64_t, uint32_t> by_engine;  // engine hash -> node
+    boost::unordered_flat_map<uint64_t, Held> held;           // router hash -> nodes with it
     std::vector<Node> nodes;
     std::vector<uint32_t> free;
     uint32_t newest = kNone;
@@ -231,9 +265,12 @@ class KvIndex {
   void ClearBeforeLocked(Instance& in, uint64_t seq);
   // An AllBlocksCleared of batch `seq`: ClearBefore, and the missing batches before it are moot.
   void AllClearedLocked(Instance& in, uint64_t seq);
-  void Hold(Instance& in, uint64_t router, uint32_t n);
+  // `first`: router is a chain's first block (no parent), kept in first_ while held.
+  void Hold(Instance& in, uint64_t router, uint32_t n, bool first);
   void Release(Instance& in, uint64_t router, uint32_t n);
-  void InsertNodeLocked(Instance& in, uint64_t engine, uint64_t router, uint64_t seq);
+  void InsertNodeLocked(Instance& in, uint64_t engine, uint64_t router, uint64_t seq, bool first);
+  Instance& InstanceLocked(uint64_t seed);
+  void SetBlockSizeLocked(Instance& in, uint32_t block_size);  // keeps block_sizes_
   void EraseNodeLocked(Instance& in, uint32_t n);
   void Unlink(Instance& in, uint32_t n);
   void LinkNewest(Instance& in, uint32_t n);
@@ -256,6 +293,10 @@ class KvIndex {
   std::vector<uint64_t> scratch_;  // router hashes of the BlockStored being applied
   size_t instance_bytes_ = 0;      // the sum of every instance's `bytes`
   size_t adapter_bytes_ = 0;       // adapters_' entries
+  // A chain's first block (router hash) -> the instances holding it, unordered.
+  std::unordered_map<uint64_t, std::vector<uint64_t>> first_;
+  size_t first_list_bytes_ = 0;                  // the capacities of first_'s vectors (VectorBytes)
+  std::vector<std::pair<uint32_t, uint32_t>> block_sizes_;  // block size -> instances using it, ascending
 };
 
 }  // namespace prefix_router

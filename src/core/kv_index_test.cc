@@ -352,6 +352,90 @@ TEST(KvIndexTest, TrackedBytesFollowRandomStreams) {
   EXPECT_GT(index.entries(), 0u);
 }
 
+// Holders names exactly the instances Match (stale ones included) gives matched tokens, through
+// stores from the root and off a parent, removals, clears, restarts, block sizes changing, the
+// bounds' evictions and departures, for instances sharing documents; bytes() (checked against a
+// recount in debug builds) counts the holder lists.
+TEST(KvIndexTest, HoldersAreTheInstancesThatMatch) {
+  const uint64_t max_bytes = 192 << 10;
+  KvIndex index(KvIndex::Options{2048, max_bytes});
+  uint64_t x = 3;
+  auto next = [&](uint64_t n) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return (x >> 33) % n;
+  };
+  constexpr uint64_t kInstances = 16;
+  std::vector<uint64_t> seq(kInstances, 0);
+  std::vector<uint32_t> bs(kInstances, kBs);
+  auto doc = [](uint64_t d) { return Tokens(static_cast<uint32_t>(d * 1000), 64); };
+  auto engine_hash = [](uint64_t inst, uint64_t d, uint64_t b, uint32_t size) {
+    return (inst << 40) + (uint64_t{size} << 32) + (d << 16) + b;
+  };
+  size_t holders_seen = 0;
+  for (int step = 0; step < 3000; ++step) {
+    const uint64_t inst = next(kInstances);
+    const uint64_t what = next(100);
+    if (what < 1) {
+      index.ForgetInstance(inst);
+      seq[inst] = 0;
+    } else {
+      std::vector<KvEvent> events;
+      const uint64_t d = next(12);
+      const std::vector<uint32_t> tokens = doc(d);
+      const uint32_t size = bs[inst];
+      const uint64_t blocks = tokens.size() / size;
+      if (what < 55) {  // a prefix of the document from the root, or a continuation off a parent
+        const uint64_t from = next(3) == 0 ? 1 + next(blocks - 1) : 0;
+        const uint64_t to = std::min(blocks, from + 1 + next(6));
+        std::vector<uint64_t> hashes;
+        for (uint64_t b = from; b < to; ++b) hashes.push_back(engine_hash(inst, d, b, size));
+        KvBlockStored st = Stored(hashes, from == 0 ? std::nullopt : std::optional(engine_hash(inst, d, from - 1, size)),
+                                  {tokens.begin() + from * size, tokens.begin() + to * size});
+        st.block_size = size;
+        events.push_back(std::move(st));
+      } else if (what < 90) {
+        std::vector<uint64_t> hashes;
+        for (uint64_t b = next(blocks); b < blocks; b += 1 + next(3)) hashes.push_back(engine_hash(inst, d, b, size));
+        events.push_back(KvBlockRemoved{hashes, "GPU"});
+      } else if (what < 95) {
+        events.push_back(KvAllBlocksCleared{});
+      } else {  // a restart, at times with another block size
+        bs[inst] = next(2) == 0 ? kBs : 2 * kBs;
+        seq[inst] = 0;
+      }
+      const uint64_t s = next(40) == 0 ? seq[inst] + 2 : seq[inst];  // at times a gap
+      index.Apply(inst, Batch(s, std::move(events)));
+      seq[inst] = s + 1;
+    }
+    if (step % 40 != 0) continue;
+    ASSERT_LE(index.bytes(), max_bytes) << "step " << step;
+    std::vector<uint64_t> seeds(kInstances);
+    std::iota(seeds.begin(), seeds.end(), 0);
+    for (uint64_t d = 0; d < 12; ++d) {
+      const std::vector<uint32_t> tokens = doc(d);
+      std::vector<KvIndex::InstanceMatch> all(kInstances);
+      index.Match(tokens, "", 1 << 20, seeds, all, /*stale_too=*/true);
+      std::vector<uint64_t> expected;
+      for (uint64_t i = 0; i < kInstances; ++i) {
+        if (all[i].matched_tokens > 0) expected.push_back(i);
+      }
+      std::vector<uint64_t> holders;
+      index.Holders(tokens, "", 1 << 20, holders);
+      std::sort(holders.begin(), holders.end());
+      ASSERT_EQ(holders, expected) << "step " << step << ", document " << d;
+      holders_seen += holders.size();
+    }
+  }
+  EXPECT_GT(holders_seen, 100u);  // the comparison saw holders, not only empty answers
+  EXPECT_EQ(index.BlockSizes().size(), 2u);
+  for (uint64_t i = 0; i < kInstances; ++i) index.ForgetInstance(i);
+  std::vector<uint64_t> none{1};
+  index.Holders(doc(0), "", 1 << 20, none);
+  EXPECT_TRUE(none.empty());
+  EXPECT_TRUE(index.BlockSizes().empty());
+  EXPECT_EQ(index.entries(), 0u);
+}
+
 // Instances filled one after another each peak before the global bound moves their blocks to
 // the next: what their containers then hold (capacity, not entries) still stays under max_bytes,
 // and the compacted instances keep matching their most recent blocks.
@@ -386,11 +470,11 @@ TEST(KvIndexTest, GlobalBoundCountsCapacityAfterInstancesShrink) {
 TEST(KvIndexTest, TouchKeepsHotPrefixUnderTheBound) {
   const std::vector<uint32_t> hot = Tokens(5, 100 * kBs);
   for (bool touch : {true, false}) {
-    KvIndex index(KvIndex::Options{1 << 30, 1 << 20});  // about 7,000 entries
+    KvIndex index(KvIndex::Options{1 << 30, 1 << 20});  // 13,000 to 26,000 entries
     std::vector<uint64_t> hashes(100);
     std::iota(hashes.begin(), hashes.end(), 1);
     index.Apply(kSeed, Batch(0, {Stored(hashes, std::nullopt, hot)}));
-    for (uint64_t s = 1; s < 200; ++s) {
+    for (uint64_t s = 1; s < 800; ++s) {  // 51,000 blocks: several times what fits
       std::vector<uint64_t> other(64);
       std::iota(other.begin(), other.end(), s << 20);
       index.Apply(kSeed, Batch(s, {Stored(other, std::nullopt, Tokens(static_cast<uint32_t>(s * 100000), 64 * kBs))}));

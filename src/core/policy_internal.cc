@@ -33,6 +33,14 @@ std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bo
   return {buf.data(), n};
 }
 
+std::optional<size_t> CandidatePosition(const FleetSnapshot& f, std::span<const uint32_t> c, uint64_t seed) {
+  const std::optional<uint32_t> i = f.FindSeed(seed);
+  if (!i) return std::nullopt;
+  auto it = std::lower_bound(c.begin(), c.end(), *i);
+  if (it == c.end() || *it != *i) return std::nullopt;
+  return static_cast<size_t>(it - c.begin());
+}
+
 Status NoCandidate(const RouteRequest& r, const FleetSnapshot& f) {
   std::string what = r.served_name.empty() ? std::string("the default pool") : "'" + std::string(r.served_name) + "'";
   if (f.Eligible(r.served_name).empty()) return Status::Unavailable("no instance serves " + what);
@@ -108,41 +116,61 @@ std::vector<uint64_t> Departures::Left(const FleetSnapshot& f) {
 Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
                     std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold, double load_weight,
                     std::span<const uint8_t> over_share, std::span<const double> queued) {
-  const uint64_t key = r.key.placement_hash();
-  size_t best = SIZE_MAX;
-  bool best_below = false;
-  double best_cost = 0;
-  uint64_t best_score = 0;
-  bool best_scored = false;  // best_score holds the best candidate's score
+  // Two passes: the best (below the threshold first, then the lowest cost), then, only if several
+  // candidates share it, the key's rendezvous score among those (one hash each): a decision
+  // with one cheapest instance hashes nothing, where scoring ties as they are met would hash
+  // every candidate tied with the best seen so far (half an idle fleet before the holder).
+  thread_local std::vector<double> costs;
+  thread_local std::vector<uint8_t> belows;
+  costs.resize(c.size());
+  belows.resize(c.size());
+  // Plain pointers: the loop below would otherwise reload the thread-local vectors' addresses
+  // for every candidate.
+  double* const cost_of = costs.data();
+  uint8_t* const below_of = belows.data();
+  size_t best = 0;
+  size_t tied = 0;  // candidates sharing the best (below, cost) so far
   uint64_t longest = 0;
   for (size_t k = 0; k < c.size(); ++k) {
     const uint32_t i = c[k];
     longest = std::max(longest, cached[k]);
-    const bool below = InFlight(f, i) < threshold && (over_share.empty() || over_share[k] == 0);
+    const InstanceState& st = f.state(i);
+    const int32_t in_flight = st.in_flight.load(std::memory_order_relaxed);
+    const bool below = in_flight < threshold && (over_share.empty() || over_share[k] == 0);
     const double uncached = prompt_tokens > cached[k] ? static_cast<double>(prompt_tokens - cached[k]) : 0;
-    const double w = static_cast<double>(f.weight(i));
-    const double cost =
-        uncached + queued[k] / w + load_weight * static_cast<double>(Load(f, i, LoadMeasure::kPromptTokens)) / w;
-    // The rendezvous score only breaks ties: computed for the two tied candidates alone (one
-    // hash each), not for every candidate of a large fleet.
-    bool better = best == SIZE_MAX || (below && !best_below) || (below == best_below && cost < best_cost);
-    bool scored = false;
-    uint64_t score = 0;
-    if (!better && below == best_below && cost == best_cost) {
-      if (!best_scored) best_score = PreferenceScore(key, f, c[best]);
-      best_scored = true;
-      score = PreferenceScore(key, f, i);
-      scored = true;
-      better = score > best_score;
-    }
-    if (better) {
+    // Load(f, i, LoadMeasure::kPromptTokens), from the in-flight count read above.
+    const double load = static_cast<double>(
+        int64_t{std::max<int32_t>(0, in_flight)} +
+        std::max<int64_t>(0, st.outstanding_tokens.load(std::memory_order_relaxed)));
+    const double q = queued.empty() ? 0 : queued[k];
+    const uint32_t weight = f.weight(i);
+    // x / 1 == x exactly: the divisions are skipped for the default weight, not approximated.
+    const double cost = weight == 1 ? uncached + q + load_weight * load
+                                    : uncached + q / weight + load_weight * load / weight;
+    cost_of[k] = cost;
+    below_of[k] = below;
+    if (k == 0 || (below && !below_of[best]) || (below == static_cast<bool>(below_of[best]) && cost < cost_of[best])) {
       best = k;
-      best_below = below;
-      best_cost = cost;
-      best_score = score;
-      best_scored = scored;
+      tied = 1;
+    } else if (below == static_cast<bool>(below_of[best]) && cost == cost_of[best]) {
+      ++tied;
     }
   }
+  if (tied > 1) {  // ties go to the key's rendezvous preference; equal scores to the first
+    const uint64_t key = r.key.placement_hash();
+    const bool best_below = belows[best];
+    const double best_cost = costs[best];
+    uint64_t best_score = PreferenceScore(key, f, c[best]);
+    for (size_t k = best + 1; k < c.size(); ++k) {
+      if (static_cast<bool>(belows[k]) != best_below || costs[k] != best_cost) continue;
+      const uint64_t score = PreferenceScore(key, f, c[k]);
+      if (score > best_score) {
+        best = k;
+        best_score = score;
+      }
+    }
+  }
+  const bool best_below = below_of[best];
   DecisionKind kind = !best_below               ? DecisionKind::kSaturated
                       : longest == 0            ? DecisionKind::kLeastOutstanding
                       : cached[best] == longest ? DecisionKind::kAffinity
@@ -172,14 +200,20 @@ void PrefillQueue::Release(uint64_t request_id) {
   requests_.erase(it);
 }
 
-std::span<const double> PrefillQueue::Read(std::span<const uint64_t> seeds) const {
+std::span<const double> PrefillQueue::Read(const FleetSnapshot& f, std::span<const uint32_t> c) const {
   thread_local std::vector<double> out;
-  out.assign(seeds.size(), 0);
   std::lock_guard lock(mu_);
-  if (queued_.empty()) return {out.data(), out.size()};
-  for (size_t k = 0; k < seeds.size(); ++k) {
-    auto it = queued_.find(seeds[k]);
-    if (it != queued_.end()) out[k] = it->second;
+  if (queued_.empty()) return {};
+  out.assign(c.size(), 0);
+  if (queued_.size() < c.size()) {
+    for (const auto& [seed, tokens] : queued_) {
+      if (auto k = CandidatePosition(f, c, seed)) out[*k] = tokens;
+    }
+  } else {
+    for (size_t k = 0; k < c.size(); ++k) {
+      auto it = queued_.find(f.placement_seed(c[k]));
+      if (it != queued_.end()) out[k] = it->second;
+    }
   }
   return {out.data(), out.size()};
 }

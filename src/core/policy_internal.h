@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
@@ -68,6 +69,11 @@ std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bo
                                CandidateTotals* totals = nullptr);
 
 // Unavailable, saying whether no instance serves the name or none is left to try.
+// Where instance `seed` stands in `c` (the span Candidates returned: indices ascending), if it
+// is a candidate: a lookup and a binary search, for decisions that learn about a few instances
+// by seed and must not scan a fleet of 10,000 for them.
+std::optional<size_t> CandidatePosition(const FleetSnapshot& f, std::span<const uint32_t> c, uint64_t seed);
+
 Status NoCandidate(const RouteRequest& r, const FleetSnapshot& f);
 
 // Share bound (prefix-aware with a balance factor, cache-aware, kv-aware): an instance whose
@@ -127,8 +133,8 @@ class Departures {
 // the threshold first, then the lowest cost, ties to the key's rendezvous preference.
 // REQUIRES: !c.empty(), cached.size() == c.size()
 // `over_share` (empty, or one flag per candidate): candidates over their share, which rank with
-// those at the threshold. `queued` (one per candidate): the prompt tokens the instance still has
-// to compute for requests already sent there (PrefillQueue).
+// those at the threshold. `queued` (empty, or one per candidate): the prompt tokens the instance
+// still has to compute for requests already sent there (PrefillQueue).
 Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
                     std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold, double load_weight,
                     std::span<const uint8_t> over_share, std::span<const double> queued);
@@ -146,8 +152,10 @@ class PrefillQueue {
  public:
   void Add(uint64_t request_id, uint64_t seed, double tokens);
   void Release(uint64_t request_id);
-  // Fills a per-thread buffer with the queued tokens of each seed and returns it.
-  std::span<const double> Read(std::span<const uint64_t> seeds) const;
+  // Fills a per-thread buffer with the queued tokens of each candidate of `c` (Candidates'
+  // span) and returns it: one lookup per queued instance or per candidate, whichever is fewer.
+  // Empty when nothing is queued anywhere (PickByCost reads that as zeros).
+  std::span<const double> Read(const FleetSnapshot& f, std::span<const uint32_t> c) const;
   void Forget(uint64_t seed);
 
  private:

@@ -129,5 +129,37 @@ TEST(DeparturesTest, LeftInstanceIsReportedOnceAcrossSnapshots) {
   EXPECT_TRUE(departures.Left(*fleet).empty());
 }
 
+// CandidatePosition finds a candidate by seed, and nothing for an instance that is not one.
+// PrefillQueue::Read gives each candidate its queued tokens whether it looks the queued
+// instances up in the candidates (few queued) or the candidates in the queue (many queued).
+TEST(PrefillQueueTest, ReadAgreesWhicheverSideIsLookedUp) {
+  std::vector<InstanceSpec> specs;
+  for (uint32_t i = 0; i < 40; ++i) specs.push_back(InstanceSpec{"instance-" + std::to_string(i)});
+  auto fleet = FleetSnapshot::Create(std::move(specs)).value();
+  std::vector<uint32_t> c;
+  for (uint32_t i = 0; i < 40; i += 2) c.push_back(i);  // even instances are candidates
+  for (size_t k = 0; k < c.size(); ++k) EXPECT_EQ(CandidatePosition(*fleet, c, fleet->placement_seed(c[k])), k);
+  EXPECT_FALSE(CandidatePosition(*fleet, c, fleet->placement_seed(3)).has_value());
+  EXPECT_FALSE(CandidatePosition(*fleet, c, 12345).has_value());
+  PrefillQueue queue;
+  auto read = [&] {
+    auto span = queue.Read(*fleet, c);
+    return std::vector<double>(span.begin(), span.end());
+  };
+  EXPECT_TRUE(read().empty());  // nothing queued: zeros for every candidate
+  queue.Add(1, fleet->placement_seed(4), 100);
+  queue.Add(2, fleet->placement_seed(5), 50);  // not a candidate
+  std::vector<double> expected(c.size(), 0);
+  expected[2] = 100;
+  EXPECT_EQ(read(), expected);  // 2 queued < 20 candidates
+  uint64_t id = 10;
+  for (uint32_t i = 0; i < 40; ++i) queue.Add(id++, fleet->placement_seed(i), i + 1);
+  for (size_t k = 0; k < c.size(); ++k) expected[k] = c[k] + 1 + (c[k] == 4 ? 100 : 0);
+  EXPECT_EQ(read(), expected);  // 40 queued > 20 candidates
+  queue.Release(1);
+  expected[2] -= 100;
+  EXPECT_EQ(read(), expected);
+}
+
 }  // namespace
 }  // namespace prefix_router::policy_internal
