@@ -83,15 +83,14 @@ size_t BlockIndex::BytesLocked(const Instance& in) {
 size_t BlockIndex::TotalBytesLocked() const {
   size_t total =
       sizeof(BlockIndex) + (instances_.bucket_count() > 1 ? ArrayBytes(instances_.bucket_count() * sizeof(void*)) : 0);
-  total += MapBytes(first_);
-  for (const auto& [hash, seeds] : first_) total += VectorBytes(seeds);
+  total += first_.bytes();
   for (const auto& [seed, in] : instances_) total += BytesLocked(in);
   return total;
 }
 
 size_t BlockIndex::TrackedBytesLocked() const {
   return sizeof(BlockIndex) + (instances_.bucket_count() > 1 ? ArrayBytes(instances_.bucket_count() * sizeof(void*)) : 0) +
-         MapBytes(first_) + first_list_bytes_ + instance_bytes_;
+         first_.bytes() + instance_bytes_;
 }
 
 void BlockIndex::RecountLocked(Instance& in) {
@@ -143,9 +142,7 @@ void BlockIndex::MatchHolders(std::span<const uint64_t> chain, std::vector<std::
   out.clear();
   if (chain.empty()) return;
   std::lock_guard lock(mu_);
-  auto holders = first_.find(chain[0]);
-  if (holders == first_.end()) return;
-  for (uint64_t seed : holders->second) {
+  for (uint64_t seed : first_.Of(chain[0])) {
     auto it = instances_.find(seed);
     if (it == instances_.end()) continue;
     if (const uint32_t n = MatchLocked(it->second, chain); n > 0) out.emplace_back(seed, n);
@@ -158,30 +155,8 @@ BlockIndex::Instance& BlockIndex::InstanceLocked(uint64_t seed) {
   return it->second;
 }
 
-void BlockIndex::AddFirstLocked(uint64_t hash, uint64_t seed) {
-  std::vector<uint64_t>& seeds = first_[hash];
-  const size_t before = VectorBytes(seeds);
-  seeds.push_back(seed);
-  first_list_bytes_ += VectorBytes(seeds) - before;
-}
-
-void BlockIndex::DropFirstLocked(uint64_t hash, uint64_t seed) {
-  if (first_.empty()) return;
-  auto it = first_.find(hash);
-  if (it == first_.end()) return;
-  std::vector<uint64_t>& seeds = it->second;
-  auto pos = std::find(seeds.begin(), seeds.end(), seed);
-  if (pos == seeds.end()) return;
-  *pos = seeds.back();
-  seeds.pop_back();
-  if (seeds.empty()) {
-    first_list_bytes_ -= VectorBytes(seeds);
-    first_.erase(it);
-  }
-}
-
 void BlockIndex::EvictOldestLocked(Instance& in) {
-  DropFirstLocked(in.EvictOldest(), in.seed);
+  first_.Drop(in.EvictOldest(), in.seed);  // a no-op unless a first block
   --entries_;
 }
 
@@ -193,7 +168,7 @@ void BlockIndex::Insert(std::span<const uint64_t> chain, uint64_t seed) {
   for (size_t k = chain.size(); k-- > 1;) entries_ += in.Touch(chain[k]) ? 1 : 0;
   if (in.Touch(chain[0])) {
     ++entries_;
-    AddFirstLocked(chain[0], seed);
+    first_.Add(chain[0], seed);
   }
   EnforceBoundsLocked(in);
 }
@@ -226,7 +201,7 @@ void BlockIndex::ForgetInstance(uint64_t seed) {
   std::lock_guard lock(mu_);
   auto it = instances_.find(seed);
   if (it == instances_.end()) return;
-  for (const auto& [hash, n] : it->second.where) DropFirstLocked(hash, seed);
+  for (const auto& [hash, n] : it->second.where) first_.Drop(hash, seed);
   entries_ -= it->second.where.size();
   instance_bytes_ -= it->second.bytes;
   instances_.erase(it);

@@ -42,6 +42,8 @@
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
+#include "core/holder_lists.h"
+
 namespace prefix_router {
 
 class BlockIndex {
@@ -130,17 +132,11 @@ class BlockIndex {
   static uint32_t MatchLocked(const Instance& in, std::span<const uint64_t> chain);
   Instance& InstanceLocked(uint64_t seed);
   void EvictOldestLocked(Instance& in);
-  // first_ upkeep: `in` now holds first block `hash` / no longer holds block `hash` (a no-op
-  // unless it is a first block).
-  void AddFirstLocked(uint64_t hash, uint64_t seed);
-  void DropFirstLocked(uint64_t hash, uint64_t seed);
 
   const Options options_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Instance> instances_;  // by placement seed
-  // A chain's first block -> the instances that hold it (their seeds, unordered).
-  std::unordered_map<uint64_t, std::vector<uint64_t>> first_;
-  size_t first_list_bytes_ = 0;  // the capacities of first_'s vectors (VectorBytes)
+  HolderLists first_;  // a chain's first block -> the instances that hold it
   size_t entries_ = 0;
   size_t instance_bytes_ = 0;  // the sum of every instance's `bytes`
 };

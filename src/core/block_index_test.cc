@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "testing/test_lcg.h"
+
 namespace prefix_router {
 namespace {
 
@@ -87,11 +89,7 @@ TEST(BlockIndexTest, GlobalBoundEvictsFromTheLargestInstance) {
 TEST(BlockIndexTest, TrackedBytesFollowRandomInserts) {
   const size_t max_bytes = 48 << 10;
   BlockIndex index({.blocks_per_instance = 2000, .max_bytes = max_bytes});
-  uint64_t x = 5;
-  auto next = [&](uint64_t n) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    return (x >> 33) % n;
-  };
+  testing::TestLcg next(5);
   for (int step = 0; step < 5000; ++step) {
     const uint64_t inst = next(20);
     const uint64_t what = next(100);
@@ -234,11 +232,7 @@ TEST(BlockIndexTest, BinarySearchAgreesWithLinearWalk) {
 TEST(BlockIndexTest, MatchHoldersAgreesWithMatch) {
   const size_t max_bytes = 64 << 10;
   BlockIndex index({.blocks_per_instance = 300, .max_bytes = max_bytes});
-  uint64_t x = 11;
-  auto next = [&](uint64_t n) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    return (x >> 33) % n;
-  };
+  testing::TestLcg next(11);
   std::vector<uint64_t> seeds;
   for (uint64_t s = 0; s < 24; ++s) seeds.push_back(1000 + s);
   // Chains that share openings: 40 documents, each asked with one of 8 continuations.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/block_index.h"
+#include "core/holder_lists.h"
 #include "core/kv_index.h"
 #include "core/policy_internal.h"
 
@@ -42,9 +43,9 @@ class RecentChains {
     std::lock_guard lock(mu_);
     Ring& ring = rings_[seed];
     std::vector<uint64_t>& slot = ring.chains[ring.next];
-    if (!slot.empty()) DropFirstLocked(slot[0], seed);
+    if (!slot.empty()) first_.Drop(slot[0], seed);
     slot = std::move(chain);
-    if (!slot.empty()) first_[slot[0]].push_back(seed);
+    if (!slot.empty()) first_.Add(slot[0], seed);
     ring.next = (ring.next + 1) % kPerInstance;
   }
   // The longest common prefix, in blocks, of `chain` with a recent chain of `seed`.
@@ -66,15 +67,15 @@ class RecentChains {
   void Holders(std::span<const uint64_t> chain, std::vector<uint64_t>& out) const {
     if (chain.empty()) return;
     std::lock_guard lock(mu_);
-    auto it = first_.find(chain[0]);
-    if (it != first_.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+    const std::span<const uint64_t> holders = first_.Of(chain[0]);
+    out.insert(out.end(), holders.begin(), holders.end());
   }
   void Forget(uint64_t seed) {
     std::lock_guard lock(mu_);
     auto it = rings_.find(seed);
     if (it == rings_.end()) return;
     for (const std::vector<uint64_t>& c : it->second.chains) {
-      if (!c.empty()) DropFirstLocked(c[0], seed);
+      if (!c.empty()) first_.Drop(c[0], seed);
     }
     rings_.erase(it);
   }
@@ -84,22 +85,11 @@ class RecentChains {
     std::array<std::vector<uint64_t>, kPerInstance> chains;
     size_t next = 0;
   };
-  // Removes one of `seed`'s entries for first block `hash` (one per ring slot holding it).
-  void DropFirstLocked(uint64_t hash, uint64_t seed) {
-    auto it = first_.find(hash);
-    if (it == first_.end()) return;
-    std::vector<uint64_t>& seeds = it->second;
-    if (auto pos = std::find(seeds.begin(), seeds.end(), seed); pos != seeds.end()) {
-      *pos = seeds.back();
-      seeds.pop_back();
-    }
-    if (seeds.empty()) first_.erase(it);
-  }
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Ring> rings_;
   // A recent chain's first block -> the instances with a ring slot holding such a chain (once
   // per slot): at most kPerInstance entries per instance.
-  std::unordered_map<uint64_t, std::vector<uint64_t>> first_;
+  HolderLists first_;
 };
 
 // Records the prompt chain of a request dispatched to instance `seed` (once its block size is known).

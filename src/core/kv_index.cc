@@ -53,10 +53,7 @@ void KvIndex::Hold(Instance& in, uint64_t router, uint32_t n, bool first) {
   h.node = n;
   if (first && !h.first) {
     h.first = 1;
-    std::vector<uint64_t>& seeds = first_[router];
-    const size_t before = heap_bytes::VectorBytes(seeds);
-    seeds.push_back(in.seed);
-    first_list_bytes_ += heap_bytes::VectorBytes(seeds) - before;
+    first_.Add(router, in.seed);
   }
 }
 
@@ -64,20 +61,7 @@ void KvIndex::Release(Instance& in, uint64_t router, uint32_t n) {
   auto it = in.held.find(router);
   if (it == in.held.end()) return;
   if (--it->second.count == 0) {
-    if (it->second.first) {
-      auto f = first_.find(router);
-      if (f != first_.end()) {
-        std::vector<uint64_t>& seeds = f->second;
-        if (auto pos = std::find(seeds.begin(), seeds.end(), in.seed); pos != seeds.end()) {
-          *pos = seeds.back();
-          seeds.pop_back();
-        }
-        if (seeds.empty()) {
-          first_list_bytes_ -= heap_bytes::VectorBytes(seeds);
-          first_.erase(f);
-        }
-      }
-    }
+    if (it->second.first) first_.Drop(router, in.seed);
     in.held.erase(it);
   } else if (it->second.node == n) {
     it->second.node = kNone;  // another engine block holds these tokens; Touch skips it
@@ -211,15 +195,14 @@ size_t KvIndex::TotalBytesLocked() const {
                  ArrayBytes(adapters_.bucket_count() * sizeof(void*)) + VectorBytes(scratch_);
   for (const std::string& a : adapters_) total += AdapterBytes(a);
   for (const auto& [seed, in] : instances_) total += BytesLocked(in);
-  total += MapBytes(first_) + VectorBytes(block_sizes_);
-  for (const auto& [hash, seeds] : first_) total += VectorBytes(seeds);
+  total += first_.bytes() + VectorBytes(block_sizes_);
   return total;
 }
 
 size_t KvIndex::TrackedBytesLocked() const {
   return sizeof(KvIndex) + ArrayBytes(instances_.bucket_count() * sizeof(void*)) +
          ArrayBytes(adapters_.bucket_count() * sizeof(void*)) + VectorBytes(scratch_) + adapter_bytes_ +
-         instance_bytes_ + MapBytes(first_) + first_list_bytes_ + VectorBytes(block_sizes_);
+         instance_bytes_ + first_.bytes() + VectorBytes(block_sizes_);
 }
 
 void KvIndex::RecountLocked(Instance& in) {
@@ -536,9 +519,7 @@ void KvIndex::Holders(std::span<const uint32_t> tokens, std::string_view served_
   for (const auto& [bs, count] : block_sizes_) {
     if (tokens.size() < bs || max_tokens < bs) continue;
     const uint64_t first = XXH3_64bits_withSeed(tokens.data(), size_t{bs} * sizeof(uint32_t), seed);
-    auto it = first_.find(first);
-    if (it == first_.end()) continue;
-    for (uint64_t holder : it->second) {
+    for (uint64_t holder : first_.Of(first)) {
       auto in = instances_.find(holder);
       if (in != instances_.end() && in->second.block_size == bs) out.push_back(holder);
     }

@@ -103,6 +103,7 @@
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
+#include "core/holder_lists.h"
 #include "core/kv_events.h"
 
 namespace prefix_router {
@@ -293,9 +294,7 @@ class KvIndex {
   std::vector<uint64_t> scratch_;  // router hashes of the BlockStored being applied
   size_t instance_bytes_ = 0;      // the sum of every instance's `bytes`
   size_t adapter_bytes_ = 0;       // adapters_' entries
-  // A chain's first block (router hash) -> the instances holding it, unordered.
-  std::unordered_map<uint64_t, std::vector<uint64_t>> first_;
-  size_t first_list_bytes_ = 0;                  // the capacities of first_'s vectors (VectorBytes)
+  HolderLists first_;  // a chain's first block (router hash) -> the instances holding it
   std::vector<std::pair<uint32_t, uint32_t>> block_sizes_;  // block size -> instances using it, ascending
 };
 

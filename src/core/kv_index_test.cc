@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "testing/test_lcg.h"
+
 namespace prefix_router {
 namespace {
 
@@ -313,11 +315,7 @@ TEST(KvIndexTest, GlobalBoundHoldsMemoryUnderMaxBytes) {
 TEST(KvIndexTest, TrackedBytesFollowRandomStreams) {
   const uint64_t max_bytes = 256 << 10;
   KvIndex index(KvIndex::Options{4096, max_bytes});
-  uint64_t x = 99;
-  auto next = [&](uint64_t n) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    return (x >> 33) % n;
-  };
+  testing::TestLcg next(99);
   std::vector<uint64_t> seq(12, 0);
   for (int step = 0; step < 4000; ++step) {
     const uint64_t inst = next(12);
@@ -359,11 +357,7 @@ TEST(KvIndexTest, TrackedBytesFollowRandomStreams) {
 TEST(KvIndexTest, HoldersAreTheInstancesThatMatch) {
   const uint64_t max_bytes = 192 << 10;
   KvIndex index(KvIndex::Options{2048, max_bytes});
-  uint64_t x = 3;
-  auto next = [&](uint64_t n) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    return (x >> 33) % n;
-  };
+  testing::TestLcg next(3);
   constexpr uint64_t kInstances = 16;
   std::vector<uint64_t> seq(kInstances, 0);
   std::vector<uint32_t> bs(kInstances, kBs);
