@@ -11,6 +11,7 @@
 namespace prefix_router {
 namespace {
 
+using policy_internal::CachedTokens;
 using policy_internal::CandidatePosition;
 using policy_internal::Candidates;
 using policy_internal::CostShareBound;
@@ -34,14 +35,13 @@ class CacheAwarePolicy final : public Policy {
     if (c.empty()) return NoCandidate(r, f);
     // Only the instances holding the request's first block match anything (BlockIndex::
     // MatchHolders): found by seed, so a decision costs no index lookup per candidate.
-    thread_local std::vector<uint64_t> cached;
+    CachedTokens cached(c.size());
     thread_local std::vector<std::pair<uint64_t, uint32_t>> holders;
-    cached.assign(c.size(), 0);
     index_.MatchHolders(r.blocks, holders);
     for (const auto& [seed, blocks] : holders) {
       if (auto k = CandidatePosition(f, c, seed)) cached[*k] = uint64_t{blocks} * block_tokens_;
     }
-    return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c, totals),
+    return PickByCost(r, f, c, cached.view(), r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c, totals),
                       queue_.Read(f, c));
   }
   std::string_view name() const override { return StrategyName(Strategy::kCacheAware); }

@@ -184,7 +184,9 @@ TEST(FleetTest, NewStatesAreContiguousLinesAndSeedsAreFound) {
   for (uint32_t i = 0; i < 3; ++i) {
     const auto addr = reinterpret_cast<uintptr_t>(f1->shared_state(i).get());
     EXPECT_EQ(addr % 64, 0u);
-    if (i > 0) EXPECT_EQ(addr - reinterpret_cast<uintptr_t>(f1->shared_state(i - 1).get()), 64u);
+    if (i > 0) {
+      EXPECT_EQ(addr - reinterpret_cast<uintptr_t>(f1->shared_state(i - 1).get()), 64u);
+    }
     EXPECT_EQ(f1->FindSeed(f1->placement_seed(i)), i);
   }
   EXPECT_FALSE(f1->FindSeed(f1->placement_seed(0) + 1).has_value());

@@ -18,6 +18,7 @@
 namespace prefix_router {
 namespace {
 
+using policy_internal::CachedTokens;
 using policy_internal::CandidatePosition;
 using policy_internal::Candidates;
 using policy_internal::CostShareBound;
@@ -129,12 +130,12 @@ class KvAwarePolicy final : public Policy {
     policy_internal::CandidateTotals totals;
     auto c = Candidates(r, f, false, &totals);
     if (c.empty()) return NoCandidate(r, f);
-    thread_local std::vector<uint64_t> cached, holder_seeds, s_seeds;
+    CachedTokens cached(c.size());
+    thread_local std::vector<uint64_t> holder_seeds, s_seeds;
     thread_local std::vector<std::pair<uint64_t, uint32_t>> sent_holders;
     thread_local std::vector<std::pair<size_t, uint32_t>> sent_at;  // candidate position, sent blocks
     thread_local std::vector<size_t> s_at;                          // candidate positions
     thread_local std::vector<KvIndex::InstanceMatch> reported;
-    cached.assign(c.size(), 0);
     sent_holders.clear();
     sent_.MatchHolders(r.blocks, sent_holders);
     sent_at.clear();
@@ -148,14 +149,16 @@ class KvAwarePolicy final : public Policy {
             [&](uint64_t seed) { return CandidatePosition(f, c, seed).has_value(); });
     if (!any_fresh) {  // exactly cache-aware
       for (const auto& [k, blocks] : sent_at) cached[k] = uint64_t{blocks} * block_tokens_;
-      return PickByCost(r, f, c, cached, r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c, totals),
+      return PickByCost(r, f, c, cached.view(), r.work_tokens, threshold_, load_weight_, shares_.Mark(f, c, totals),
                         queue_.Read(f, c));
     }
     const uint64_t prompt = r.prompt_tokens.size();
     PromptChains chains(r, reported_.ChainSeedFor(r.served_name), max_tokens_);
     // The candidates that may have something cached: sent-view, reported and recent holders.
     reported_.Holders(r.prompt_tokens, r.served_name, max_tokens_, holder_seeds);
-    for (uint32_t bs : reported_.BlockSizes()) recent_.Holders(chains.At(bs), holder_seeds);
+    thread_local std::vector<uint32_t> block_sizes;
+    reported_.BlockSizes(block_sizes);
+    for (uint32_t bs : block_sizes) recent_.Holders(chains.At(bs), holder_seeds);
     s_at.clear();
     for (const auto& [k, blocks] : sent_at) s_at.push_back(k);
     for (uint64_t seed : holder_seeds) {
@@ -185,7 +188,7 @@ class KvAwarePolicy final : public Policy {
         cached[k] = std::max<uint64_t>(cached[k], uint64_t{pending} * bs);
       }
     }
-    return PickByCost(r, f, c, cached, prompt, threshold_, load_weight_, shares_.Mark(f, c, totals), queue_.Read(f, c));
+    return PickByCost(r, f, c, cached.view(), prompt, threshold_, load_weight_, shares_.Mark(f, c, totals), queue_.Read(f, c));
   }
   std::string_view name() const override { return StrategyName(Strategy::kKvAware); }
   void OnDispatched(const RouteRequest& r, const Decision& d, const FleetSnapshot& f) override {

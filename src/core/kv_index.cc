@@ -527,10 +527,15 @@ void KvIndex::Holders(std::span<const uint32_t> tokens, std::string_view served_
 }
 
 std::vector<uint32_t> KvIndex::BlockSizes() const {
-  std::lock_guard lock(mu_);
   std::vector<uint32_t> out;
-  for (const auto& [bs, count] : block_sizes_) out.push_back(bs);
+  BlockSizes(out);
   return out;
+}
+
+void KvIndex::BlockSizes(std::vector<uint32_t>& out) const {
+  out.clear();
+  std::lock_guard lock(mu_);
+  for (const auto& [bs, count] : block_sizes_) out.push_back(bs);
 }
 
 uint64_t KvIndex::ChainSeedFor(std::string_view served_name) const {

@@ -191,8 +191,10 @@ class KvIndex {
     }
     return false;
   }
-  // The block sizes the instances use (a fleet normally has one), ascending.
+  // The block sizes the instances use (a fleet normally has one), ascending. BlockSizes(out)
+  // fills `out` (a decision's reused buffer: no allocation once warm).
   std::vector<uint32_t> BlockSizes() const;
+  void BlockSizes(std::vector<uint32_t>& out) const;
 
   // The chain seed of a request for `served_name` (an adapter's when some engine reported
   // blocks under that name, else the base model's).

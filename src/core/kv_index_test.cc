@@ -422,11 +422,16 @@ TEST(KvIndexTest, HoldersAreTheInstancesThatMatch) {
   }
   EXPECT_GT(holders_seen, 100u);  // the comparison saw holders, not only empty answers
   EXPECT_EQ(index.BlockSizes().size(), 2u);
+  std::vector<uint32_t> sizes{7, 7, 7};  // a reused buffer: replaced, not appended to
+  index.BlockSizes(sizes);
+  EXPECT_EQ(sizes, index.BlockSizes());
   for (uint64_t i = 0; i < kInstances; ++i) index.ForgetInstance(i);
   std::vector<uint64_t> none{1};
   index.Holders(doc(0), "", 1 << 20, none);
   EXPECT_TRUE(none.empty());
   EXPECT_TRUE(index.BlockSizes().empty());
+  index.BlockSizes(sizes);
+  EXPECT_TRUE(sizes.empty());
   EXPECT_EQ(index.entries(), 0u);
 }
 

@@ -2,6 +2,7 @@
 // file per policy family.
 #include "core/policy_internal.h"
 
+#include <cassert>
 #include <cmath>
 #include <string>
 
@@ -10,24 +11,53 @@
 
 namespace prefix_router::policy_internal {
 
+namespace {
+
+// Candidates' pass over the eligible instances, specialised so that the common case (no
+// exclusions to skip) tests nothing else per instance: on 10,000 instances it is most of what a
+// prefix-aware decision costs.
+template <bool kSkipExcluded, bool kTotals>
+size_t FillCandidates(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> eligible, uint32_t* out,
+                      CandidateTotals& sums) {
+  size_t n = 0;
+  int64_t in_flight = 0, weight = 0;
+  const bool uniform = f.uniform_weights();
+  for (uint32_t i : eligible) {
+    const InstanceState& st = f.state(i);
+    if (!st.routable()) continue;
+    if constexpr (kSkipExcluded) {
+      if (IsExcluded(r, i)) continue;
+    }
+    out[n++] = i;
+    if constexpr (kTotals) {
+      in_flight += std::max<int32_t>(0, st.in_flight.load(std::memory_order_relaxed));
+      if (!uniform) weight += f.weight(i);
+    }
+  }
+  if constexpr (kTotals) {
+    sums.in_flight = in_flight;
+    // Equal weights: their sum without reading each.
+    sums.weight = uniform ? (n == 0 ? 0 : int64_t{f.weight(out[0])} * static_cast<int64_t>(n)) : weight;
+  }
+  return n;
+}
+
+}  // namespace
+
 std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded,
                                CandidateTotals* totals) {
   thread_local std::vector<uint32_t> buf;
   const std::span<const uint32_t> eligible = f.Eligible(r.served_name);
   if (buf.size() < eligible.size()) buf.resize(eligible.size());
   uint32_t* out = buf.data();
-  size_t n = 0;
   const bool skip_excluded = !keep_excluded && !r.exclude.empty();
   CandidateTotals sums;
-  for (uint32_t i : eligible) {
-    const InstanceState& st = f.state(i);
-    if (!st.routable()) continue;
-    if (skip_excluded && IsExcluded(r, i)) continue;
-    out[n++] = i;
-    if (totals) {
-      sums.in_flight += std::max<int32_t>(0, st.in_flight.load(std::memory_order_relaxed));
-      sums.weight += f.weight(i);
-    }
+  size_t n;
+  if (skip_excluded) {
+    n = totals ? FillCandidates<true, true>(r, f, eligible, out, sums) : FillCandidates<true, false>(r, f, eligible, out, sums);
+  } else {
+    n = totals ? FillCandidates<false, true>(r, f, eligible, out, sums)
+               : FillCandidates<false, false>(r, f, eligible, out, sums);
   }
   if (totals) *totals = sums;
   return {buf.data(), n};
@@ -113,71 +143,140 @@ std::vector<uint64_t> Departures::Left(const FleetSnapshot& f) {
   return left;
 }
 
-Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
-                    std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold, double load_weight,
-                    std::span<const uint8_t> over_share, std::span<const double> queued) {
-  // Two passes: the best (below the threshold first, then the lowest cost), then, only if several
-  // candidates share it, the key's rendezvous score among those (one hash each): a decision
-  // with one cheapest instance hashes nothing, where scoring ties as they are met would hash
-  // every candidate tied with the best seen so far (half an idle fleet before the holder).
-  thread_local std::vector<double> costs;
-  thread_local std::vector<uint8_t> belows;
-  costs.resize(c.size());
-  belows.resize(c.size());
-  // Plain pointers: the loop below would otherwise reload the thread-local vectors' addresses
-  // for every candidate.
-  double* const cost_of = costs.data();
-  uint8_t* const below_of = belows.data();
+namespace {
+
+// One candidate's rank in PickByCost: below the threshold (and not over its share) first, then
+// the lowest cost. Inline and specialised (PickByCostLoop) so that the pass over 10,000
+// candidates reads what it needs and branches on nothing else.
+struct CostRank {
+  bool below;
+  double cost;
+};
+// kUniform: every weight is 1.
+template <bool kOverShare, bool kQueued, bool kUniform>
+inline CostRank RankCandidate(const FleetSnapshot& f, uint32_t i, size_t k, uint64_t cached, uint64_t prompt_tokens,
+                              int32_t threshold, double load_weight, std::span<const uint8_t> over_share,
+                              std::span<const double> queued) {
+  const InstanceState& st = f.state(i);
+  const int32_t in_flight = st.in_flight.load(std::memory_order_relaxed);
+  bool below = in_flight < threshold;
+  if constexpr (kOverShare) below = below && over_share[k] == 0;
+  const double uncached = prompt_tokens > cached ? static_cast<double>(prompt_tokens - cached) : 0;
+  // Load(f, i, LoadMeasure::kPromptTokens), from the in-flight count read above.
+  const double load =
+      static_cast<double>(int64_t{std::max<int32_t>(0, in_flight)} +
+                          std::max<int64_t>(0, st.outstanding_tokens.load(std::memory_order_relaxed)));
+  const double q = kQueued ? queued[k] : 0;
+  if constexpr (kUniform) return {below, uncached + q + load_weight * load};
+  // x / 1 == x exactly: the divisions are skipped for the default weight, not approximated.
+  const uint32_t weight = f.weight(i);
+  return {below, weight == 1 ? uncached + q + load_weight * load : uncached + q / weight + load_weight * load / weight};
+}
+
+// PickByCost's passes for one combination of inputs (share flags present, queued tokens present,
+// uniform weights). Two passes: the best (below the threshold first, then the lowest cost), then,
+// only if several candidates share it, the key's rendezvous score among those (one hash each):
+// a decision with one cheapest instance hashes nothing. The first pass keeps the positions tied
+// with the best so far (the list restarts at each new best), so the second visits only those.
+struct CostPick {
+  size_t best;      // position in c
+  bool below;       // its rank
+  uint64_t longest; // the most cached tokens of any candidate
+};
+template <bool kOverShare, bool kQueued, bool kUniform>
+CostPick PickByCostLoop(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
+                      std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold, double load_weight,
+                      std::span<const uint8_t> over_share, std::span<const double> queued) {
+  const auto rank = [&](size_t k) {
+    return RankCandidate<kOverShare, kQueued, kUniform>(f, c[k], k, cached[k], prompt_tokens, threshold, load_weight,
+                                                        over_share, queued);
+  };
+  // The positions sharing the best (below, cost) so far, in order: the tie pass hashes only them.
+  thread_local std::vector<uint32_t> tied_buf;
+  if (tied_buf.size() < c.size()) tied_buf.resize(c.size());
+  uint32_t* const tied = tied_buf.data();
+  size_t ties = 1;
   size_t best = 0;
-  size_t tied = 0;  // candidates sharing the best (below, cost) so far
-  uint64_t longest = 0;
-  for (size_t k = 0; k < c.size(); ++k) {
-    const uint32_t i = c[k];
+  tied[0] = 0;
+  CostRank best_rank = rank(0);
+  uint64_t longest = cached[0];
+  for (size_t k = 1; k < c.size(); ++k) {
     longest = std::max(longest, cached[k]);
-    const InstanceState& st = f.state(i);
-    const int32_t in_flight = st.in_flight.load(std::memory_order_relaxed);
-    const bool below = in_flight < threshold && (over_share.empty() || over_share[k] == 0);
-    const double uncached = prompt_tokens > cached[k] ? static_cast<double>(prompt_tokens - cached[k]) : 0;
-    // Load(f, i, LoadMeasure::kPromptTokens), from the in-flight count read above.
-    const double load = static_cast<double>(
-        int64_t{std::max<int32_t>(0, in_flight)} +
-        std::max<int64_t>(0, st.outstanding_tokens.load(std::memory_order_relaxed)));
-    const double q = queued.empty() ? 0 : queued[k];
-    const uint32_t weight = f.weight(i);
-    // x / 1 == x exactly: the divisions are skipped for the default weight, not approximated.
-    const double cost = weight == 1 ? uncached + q + load_weight * load
-                                    : uncached + q / weight + load_weight * load / weight;
-    cost_of[k] = cost;
-    below_of[k] = below;
-    if (k == 0 || (below && !below_of[best]) || (below == static_cast<bool>(below_of[best]) && cost < cost_of[best])) {
+    const CostRank x = rank(k);
+    if ((x.below && !best_rank.below) || (x.below == best_rank.below && x.cost < best_rank.cost)) {
       best = k;
-      tied = 1;
-    } else if (below == static_cast<bool>(below_of[best]) && cost == cost_of[best]) {
-      ++tied;
+      best_rank = x;
+      ties = 0;
+      tied[ties++] = static_cast<uint32_t>(k);
+    } else if (x.below == best_rank.below && x.cost == best_rank.cost) {
+      tied[ties++] = static_cast<uint32_t>(k);
     }
   }
-  if (tied > 1) {  // ties go to the key's rendezvous preference; equal scores to the first
+  if (ties > 1) {  // ties go to the key's rendezvous preference; equal scores to the first
     const uint64_t key = r.key.placement_hash();
-    const bool best_below = belows[best];
-    const double best_cost = costs[best];
     uint64_t best_score = PreferenceScore(key, f, c[best]);
-    for (size_t k = best + 1; k < c.size(); ++k) {
-      if (static_cast<bool>(belows[k]) != best_below || costs[k] != best_cost) continue;
-      const uint64_t score = PreferenceScore(key, f, c[k]);
+    for (size_t j = 1; j < ties; ++j) {
+      const uint64_t score = PreferenceScore(key, f, c[tied[j]]);
       if (score > best_score) {
-        best = k;
+        best = tied[j];
         best_score = score;
       }
     }
   }
-  const bool best_below = below_of[best];
-  DecisionKind kind = !best_below               ? DecisionKind::kSaturated
-                      : longest == 0            ? DecisionKind::kLeastOutstanding
-                      : cached[best] == longest ? DecisionKind::kAffinity
-                                                : DecisionKind::kOverflow;
-  Decision d{c[best], kind, 0};
-  d.uncached_tokens = prompt_tokens > cached[best] ? prompt_tokens - cached[best] : 0;
+  return {best, best_rank.below, longest};
+}
+
+}  // namespace
+
+Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
+                    std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold, double load_weight,
+                    std::span<const uint8_t> over_share, std::span<const double> queued) {
+  // `uniform`: every weight is 1 (equal weights of another value still divide the load terms).
+  const bool share = !over_share.empty(), q = !queued.empty(), uniform = f.uniform_weights() && f.weight(c[0]) == 1;
+  const auto loop = [&]<bool S, bool Q, bool U>() {
+    return PickByCostLoop<S, Q, U>(r, f, c, cached, prompt_tokens, threshold, load_weight, over_share, queued);
+  };
+  CostPick p;
+  if (share) {
+    if (q) p = uniform ? loop.template operator()<true, true, true>() : loop.template operator()<true, true, false>();
+    else p = uniform ? loop.template operator()<true, false, true>() : loop.template operator()<true, false, false>();
+  } else {
+    if (q) p = uniform ? loop.template operator()<false, true, true>() : loop.template operator()<false, true, false>();
+    else p = uniform ? loop.template operator()<false, false, true>() : loop.template operator()<false, false, false>();
+  }
+  DecisionKind kind = !p.below                     ? DecisionKind::kSaturated
+                      : p.longest == 0              ? DecisionKind::kLeastOutstanding
+                      : cached[p.best] == p.longest ? DecisionKind::kAffinity
+                                                    : DecisionKind::kOverflow;
+  Decision d{c[p.best], kind, 0};
+  d.uncached_tokens = prompt_tokens > cached[p.best] ? prompt_tokens - cached[p.best] : 0;
   return d;
+}
+
+namespace {
+std::vector<uint64_t>& CachedTokensBuffer() {
+  thread_local std::vector<uint64_t> tokens;
+  return tokens;
+}
+std::vector<size_t>& CachedTokensTouched() {
+  thread_local std::vector<size_t> touched;
+  return touched;
+}
+thread_local bool cached_tokens_in_use = false;
+}  // namespace
+
+CachedTokens::CachedTokens(size_t candidates)
+    : tokens_(CachedTokensBuffer()), touched_(CachedTokensTouched()), size_(candidates) {
+  assert(!cached_tokens_in_use && "one CachedTokens per thread at a time");
+  cached_tokens_in_use = true;
+  if (tokens_.size() < candidates) tokens_.resize(candidates, 0);  // new positions are zeros
+  touched_.clear();
+}
+
+CachedTokens::~CachedTokens() {
+  for (size_t k : touched_) tokens_[k] = 0;
+  touched_.clear();
+  cached_tokens_in_use = false;
 }
 
 void PrefillQueue::Add(uint64_t request_id, uint64_t seed, double tokens) {

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "core/fleet.h"
+#include "core/placement.h"
 #include "core/rng.h"
+#include "testing/test_lcg.h"
 
 namespace prefix_router::policy_internal {
 namespace {
@@ -159,6 +161,116 @@ TEST(PrefillQueueTest, ReadAgreesWhicheverSideIsLookedUp) {
   queue.Release(1);
   expected[2] -= 100;
   EXPECT_EQ(read(), expected);
+}
+
+// PickByCost as documented, written plainly (one pass keeping every candidate's rank, then the
+// rendezvous tie-break): the specialised passes must pick the same instance with the same kind.
+Decision ReferencePickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
+                             std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold,
+                             double load_weight, std::span<const uint8_t> over_share, std::span<const double> queued) {
+  std::vector<bool> below(c.size());
+  std::vector<double> cost(c.size());
+  uint64_t longest = 0;
+  for (size_t k = 0; k < c.size(); ++k) {
+    const InstanceState& st = f.state(c[k]);
+    const int32_t in_flight = st.in_flight.load();
+    below[k] = in_flight < threshold && (over_share.empty() || over_share[k] == 0);
+    const double uncached = prompt_tokens > cached[k] ? static_cast<double>(prompt_tokens - cached[k]) : 0;
+    const double load = static_cast<double>(std::max(0, in_flight) + std::max<int64_t>(0, st.outstanding_tokens.load()));
+    const double q = queued.empty() ? 0 : queued[k];
+    const double w = f.weight(c[k]);
+    cost[k] = uncached + q / w + load_weight * load / w;
+    longest = std::max(longest, cached[k]);
+  }
+  size_t best = 0;
+  for (size_t k = 1; k < c.size(); ++k) {
+    if (below[k] != below[best]) {
+      if (below[k]) best = k;
+      continue;
+    }
+    if (cost[k] < cost[best]) {
+      best = k;
+    } else if (cost[k] == cost[best] &&
+               PreferenceScore(r.key.placement_hash(), f, c[k]) > PreferenceScore(r.key.placement_hash(), f, c[best])) {
+      best = k;
+    }
+  }
+  const DecisionKind kind = !below[best]              ? DecisionKind::kSaturated
+                            : longest == 0            ? DecisionKind::kLeastOutstanding
+                            : cached[best] == longest ? DecisionKind::kAffinity
+                                                      : DecisionKind::kOverflow;
+  Decision d{c[best], kind, 0};
+  d.uncached_tokens = prompt_tokens > cached[best] ? prompt_tokens - cached[best] : 0;
+  return d;
+}
+
+// Random fleets (uniform and mixed weights), loads with many ties, holders, share flags and
+// queued tokens present or not: every specialisation of PickByCost's passes agrees with the
+// plain reference, and CachedTokens hands each decision zeros wherever it set nothing.
+TEST(PickByCostTest, AgreesWithThePlainReferenceInEveryCase) {
+  testing::TestLcg rng(20261204);
+  size_t ties = 0, saturated = 0;
+  for (int step = 0; step < 400; ++step) {
+    const uint32_t n = 1 + static_cast<uint32_t>(rng(step % 10 == 0 ? 300 : 12));
+    const bool uniform = rng(2) == 0;
+    std::vector<InstanceSpec> specs;
+    for (uint32_t i = 0; i < n; ++i) {
+      specs.push_back(InstanceSpec{"i" + std::to_string(i), "", uniform ? (step % 3 == 0 ? 2u : 1u) : 1 + static_cast<uint32_t>(rng(3))});
+    }
+    auto fleet = FleetSnapshot::Create(std::move(specs)).value();
+    std::vector<uint32_t> c;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (n == 1 || rng(5) != 0) c.push_back(i);
+    }
+    if (c.empty()) c.push_back(0);
+    for (uint32_t i = 0; i < n; ++i) {
+      fleet->state(i).in_flight.store(static_cast<int32_t>(rng(4)));
+      fleet->state(i).outstanding_tokens.store(rng(3) == 0 ? static_cast<int64_t>(rng(3)) * 100 : 0);
+    }
+    const uint64_t prompt = 1000;
+    CachedTokens cached(c.size());
+    for (size_t k = 0; k < c.size(); ++k) {
+      ASSERT_EQ(cached.view()[k], 0u) << "step " << step << ": a previous decision's tokens were left";
+      if (rng(4) == 0) cached[k] = 100 * rng(12);  // some above the prompt
+    }
+    std::vector<uint8_t> over;
+    if (rng(2) == 0) {
+      for (size_t k = 0; k < c.size(); ++k) over.push_back(rng(4) == 0);
+    }
+    std::vector<double> queued;
+    if (rng(2) == 0) {
+      for (size_t k = 0; k < c.size(); ++k) queued.push_back(rng(3) == 0 ? 50.0 * static_cast<double>(rng(3)) : 0);
+    }
+    RouteRequest r;
+    r.key.low = rng(1u << 30) * 7919;
+    const int32_t threshold = 1 + static_cast<int32_t>(rng(4));
+    const Decision want = ReferencePickByCost(r, *fleet, c, cached.view(), prompt, threshold, 1.0, over, queued);
+    const Decision got = PickByCost(r, *fleet, c, cached.view(), prompt, threshold, 1.0, over, queued);
+    ASSERT_EQ(got.instance, want.instance) << "step " << step;
+    ASSERT_EQ(got.kind, want.kind) << "step " << step;
+    ASSERT_EQ(got.uncached_tokens, want.uncached_tokens) << "step " << step;
+    ties += want.kind == DecisionKind::kLeastOutstanding;
+    saturated += want.kind == DecisionKind::kSaturated;
+  }
+  EXPECT_GT(ties, 10u);  // the cases reached the tie-break and the saturated rank
+  EXPECT_GT(saturated, 10u);
+}
+
+TEST(CachedTokensTest, PositionsSetAreZeroAgainForTheNextDecision) {
+  {
+    CachedTokens cached(5);
+    cached[1] = 7;
+    cached[3] = std::max<uint64_t>(cached[3], 9);
+    EXPECT_EQ(std::vector<uint64_t>(cached.view().begin(), cached.view().end()), (std::vector<uint64_t>{0, 7, 0, 9, 0}));
+  }
+  {
+    CachedTokens cached(8);  // larger: the new positions are zeros too
+    EXPECT_EQ(std::vector<uint64_t>(cached.view().begin(), cached.view().end()), std::vector<uint64_t>(8, 0));
+    cached[7] = 1;
+  }
+  CachedTokens cached(2);
+  EXPECT_EQ(cached.view().size(), 2u);
+  EXPECT_EQ(cached.view()[0] + cached.view()[1], 0u);
 }
 
 }  // namespace
