@@ -147,6 +147,18 @@ Status RoutingOptions::Validate() const {
     return Status::InvalidArgument("max_in_flight: " + std::to_string(max_in_flight) +
                                    " is outside the allowed range " + Range(0, kMaxPoolInFlight) + " (0 = no ceiling)");
   }
+  const FlowQueueOptions& fc = flow_control;
+  if (fc.max_queue > kMaxFlowQueue) {
+    return Status::InvalidArgument("flow_control.max_queue: " + std::to_string(fc.max_queue) +
+                                   " is outside the allowed range 0..1000000 (0 = no queue)");
+  }
+  if (fc.max_queue_bytes > kMaxFlowQueueBytes) {
+    return Status::InvalidArgument("flow_control.max_queue_bytes: " + std::to_string(fc.max_queue_bytes) +
+                                   " is outside the allowed range 0..68719476736 (0 = no byte bound)");
+  }
+  if (!(fc.max_queue_wait > 0 && fc.max_queue_wait <= kMaxFlowQueueWait)) {
+    return Status::InvalidArgument("flow_control.max_queue_wait: must be more than 0 and at most 3600 seconds");
+  }
   const CacheAwareOptions& ca = cache_aware;
   if (ca.block_bytes < 16 || ca.block_bytes > 65536) {
     return Status::InvalidArgument("cache_aware.block_bytes: " + std::to_string(ca.block_bytes) +

@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "core/fleet.h"
+#include "core/flow_queue.h"
 #include "core/kv_events.h"
 #include "core/prefix_key.h"
 #include "core/rng.h"
@@ -140,6 +141,9 @@ struct RoutingOptions {
   // Admission, not placement: the gateway answers 429 to a request of this pool while the pool
   // has this many requests in flight (0 = no ceiling). Policies ignore it.
   uint32_t max_in_flight = 0;
+  // Flow control (core/flow_queue.h): with max_queue > 0, a request that finds the pool at
+  // max_in_flight waits in the pool's queue instead of getting 429 at once. Policies ignore it.
+  FlowQueueOptions flow_control;
   // What "least loaded" compares (docs/policies.md, "Load measure").
   LoadMeasure load_measure = LoadMeasure::kRequests;
   CacheAwareOptions cache_aware;

@@ -325,7 +325,9 @@ Status ReadRoutingLevel(const YAML::Node& n, const std::string& path, const std:
         if (rel == "key_normalisation" && !v.IsMap()) {
           return TypeError(p, "a map with canonical_json, exclude_fields and/or exclude_patterns", v);
         }
-        if (rel == "cache_aware" || rel == "key_normalisation") return ReadRoutingLevel(v, p, rel + ".", out);
+        if (rel == "cache_aware" || rel == "key_normalisation" || rel == "flow_control") {
+          return ReadRoutingLevel(v, p, rel + ".", out);
+        }
         if (rel == "key_normalisation.exclude_fields" || rel == "key_normalisation.exclude_patterns") {
           std::vector<std::string> list;
           if (Status s = ReadStrings(v, p, list); !s.ok()) return s;

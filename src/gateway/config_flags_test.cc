@@ -439,6 +439,8 @@ TEST(AddConfigFlags, HelpTextStatesFieldDefaultAndRange) {
       {"--healthy-threshold", {"health.healthy_threshold", "2"}},
       {"--passive-failures", {"health.passive_failures", "1"}},
       {"--max-in-flight", {"routing.max_in_flight", "0"}},
+      {"--max-queue", {"routing.flow_control.max_queue", "0"}},
+      {"--max-queue-wait", {"routing.flow_control.max_queue_wait", "10"}},
       {"--max-connections", {"limits.max_connections", "auto"}},
       {"--max-connections-per-client", {"limits.max_connections_per_client", "0"}},
       {"--log-format", {"log.format", "text"}},

@@ -281,6 +281,32 @@ std::vector<ConfigField> BuildSchema() {
       "max_in_flight", K::kInteger, [](auto& o) -> auto& { return o.max_in_flight; },
       {"0..1000000, 0 = no ceiling", "--max-in-flight",
        "requests in flight in the pool beyond which new ones get 429 with Retry-After", "500", "1000001"}));
+  s.push_back(Routing<uint32_t>(
+      "flow_control.max_queue", K::kInteger, [](auto& o) -> auto& { return o.flow_control.max_queue; },
+      {"0..1000000, 0 = no queue", "--max-queue",
+       "flow control: requests that find the pool at max_in_flight wait in the pool's queue, up to this many, "
+       "instead of getting 429 at once; they leave it as requests end, higher priority first (header "
+       "x-prefix-router-priority, -10..10; negative = sheddable: never queued), fairly between tenants within a "
+       "priority; no effect without max_in_flight",
+       "100", "1000001"}));
+  s.push_back(Routing<uint64_t>(
+      "flow_control.max_queue_bytes", K::kInteger,
+      [](auto& o) -> auto& { return o.flow_control.max_queue_bytes; },
+      {"0..68719476736, 0 = no byte bound", "",
+       "flow control: bytes of the queued requests' bodies; a request that does not fit displaces the newest of "
+       "lower priorities, else gets 429",
+       "67108864", "68719476737"}));
+  s.push_back(Routing<double>(
+      "flow_control.max_queue_wait", K::kSeconds, [](auto& o) -> auto& { return o.flow_control.max_queue_wait; },
+      {"(0, 3600]", "--max-queue-wait", "flow control: seconds a request may wait in the queue before 429", "2",
+       "0"}));
+  s.push_back(Routing<bool>(
+      "flow_control.fairness", K::kBoolean, [](auto& o) -> auto& { return o.flow_control.fairness; },
+      {"true | false", "",
+       "flow control: within a priority, requests leave by virtual token counters per tenant (the client key's "
+       "tenant, else the routing group, else header x-gateway-inference-fairness-id), so that a tenant "
+       "sending more waits behind its own requests; false = arrival order",
+       "false", ""}));
   {
     ConfigField f = Routing<Compatibility>(
         "compatibility", K::kName, [](auto& o) -> auto& { return o.compatibility; },

@@ -182,6 +182,12 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
       self->metrics_->in_flight.WithLabels({name}).Set(0);
       self->metrics_->instance_up.WithLabels({name}).Set(0);
     }
+    if (state->default_pool.flow) {
+      self->metrics_->queue_length.WithLabels({"default"}).Set(static_cast<double>(state->default_pool.flow->queued()));
+    }
+    for (const auto& [name, pool] : state->pools) {
+      if (pool.flow) self->metrics_->queue_length.WithLabels({name}).Set(static_cast<double>(pool.flow->queued()));
+    }
     // The server keeps its own counts (the HTTP layer knows no metrics); the counter catches
     // up with them here, and only here, so the difference is never negative.
     if (self->server_) {

@@ -80,6 +80,7 @@
 #include "gateway/config.h"
 #include "gateway/discovery.h"
 #include "gateway/ejection_signal.h"
+#include "gateway/flow_control.h"
 #include "gateway/kv_events.h"
 #include "gateway/kubernetes_discovery.h"
 #include "gateway/operations.h"
@@ -115,6 +116,10 @@ struct Pool {
   // options.max_in_flight. Counted by an RAII guard in the request's coroutine; shared with
   // the next RoutingState along with the policy.
   std::shared_ptr<std::atomic<int64_t>> in_flight = std::make_shared<std::atomic<int64_t>>(0);
+  // options.flow_control's queue over that count; null without flow control (max_queue 0 or no
+  // max_in_flight). Kept by the next RoutingState while the pool's count, ceiling and flow
+  // options are the same, so requests waiting in it are let out as before.
+  std::shared_ptr<PoolFlow> flow;
   // options.key_normalisation compiled (patterns, paths); null when it is off.
   std::shared_ptr<const api::KeyNormaliser> normaliser;
 };
@@ -150,11 +155,20 @@ class PoolSlot {
   PoolSlot() = default;
   explicit PoolSlot(std::shared_ptr<std::atomic<int64_t>> count)
       : count_(std::move(count)), before_(count_->fetch_add(1, std::memory_order_relaxed)) {}
-  PoolSlot(PoolSlot&& other) noexcept : count_(std::move(other.count_)), before_(other.before_) {}
+  // A slot a flow-controlled pool gave (PoolFlow::Enter admitted it, or its queue let it out):
+  // already counted; its end goes through the flow, which hands it to the next waiting request.
+  static PoolSlot FromFlow(std::shared_ptr<PoolFlow> flow) {
+    PoolSlot s;
+    s.flow_ = std::move(flow);
+    return s;
+  }
+  PoolSlot(PoolSlot&& other) noexcept
+      : count_(std::move(other.count_)), flow_(std::move(other.flow_)), before_(other.before_) {}
   PoolSlot& operator=(PoolSlot&& other) noexcept {
     if (this != &other) {
       Release();
       count_ = std::move(other.count_);
+      flow_ = std::move(other.flow_);
       before_ = other.before_;
     }
     return *this;
@@ -165,12 +179,15 @@ class PoolSlot {
   void Release() {
     if (count_) count_->fetch_sub(1, std::memory_order_relaxed);
     count_.reset();
+    if (flow_) flow_->Release();
+    flow_.reset();
   }
   // Requests of the pool admitted before this one and not yet ended.
   int64_t admitted_before() const { return before_; }
 
  private:
   std::shared_ptr<std::atomic<int64_t>> count_;
+  std::shared_ptr<PoolFlow> flow_;
   int64_t before_ = 0;
 };
 
@@ -242,6 +259,11 @@ class Gateway final : public http::Handler {
     bool count_usage = false;    // a generation route: its responses' usage is counted
     bool engine_tokens = false;  // tokenizer: engine: d.prompt_tokens still to ask (/tokenize)
     Headers headers;             // for the answer (a limited tenant's x-ratelimit-*)
+    // Queued by the pool's flow control: wait (WaitInQueue) for `slot` before routing.
+    std::shared_ptr<PoolFlow> flow;
+    std::shared_ptr<PoolFlow::Waiter> waiter;
+    uint64_t ticket = 0;
+    int32_t priority = 0;
   };
   // The OpenAI-style error to answer instead (already counted in prefix_router_responses_total
   // and, for 429/413, prefix_router_rejected_requests_total).
@@ -255,8 +277,14 @@ class Gateway final : public http::Handler {
   // header), the pool by served name (404 when no instance serves it), tenant rate limits
   // (`tenant`: the client key's, empty when keys are off) and the pool's max_in_flight (429).
   // Does not suspend; `model` (when not null) receives the served name once parsed.
+  // `wait_on`: the request's thread, where it may wait in a flow-controlled pool's queue; null
+  // (the picker) = no waiting: a full pool refuses at once.
   std::variant<Admission, Refusal> Admit(api::ApiKind api_kind, const http::Request& req, std::string_view tenant,
-                                         std::string* model);
+                                         std::string* model, const boost::asio::any_io_executor* wait_on = nullptr);
+  // Waits in the pool's queue for `a`'s slot (Admission::waiter). Nullopt: it has its slot;
+  // else the refusal to answer (its wait ran out, or a higher priority took its place); a client
+  // that went away meanwhile gets nothing (`gone` is set).
+  net::awaitable<std::optional<Refusal>> WaitInQueue(http::Exchange& ex, Admission& a, bool& gone);
   // The routing request of `a`'s next pick, excluding `tried`; named with a fresh request id.
   RouteRequest RouteRequestFor(const Dispatch& d, std::span<const uint32_t> tried);
   // The generator picks use: this thread's, or the seeded one of SeedPicksForTest.

@@ -79,7 +79,10 @@ struct Gateway::Metrics {
                                        "Requests refused before routing, by model and reason "
                                        "(429 pool_in_flight: the pool's max_in_flight; 429 "
                                        "tenant_requests, tenant_tokens: the tenant's rate limits; "
-                                       "413 tenant_request_too_large: over its token burst)",
+                                       "413 tenant_request_too_large: over its token burst; 429 with "
+                                       "flow_control: queue_full, queue_bytes, queue_shed (a "
+                                       "sheddable priority), queue_timeout (max_queue_wait), "
+                                       "queue_displaced (a higher priority took its place))",
                                        {"model", "reason"})),
         unauthorized(r.AddCounter("prefix_router_unauthorized_requests_total",
                                   "Requests refused with 401 for want of a valid client key, by "
@@ -167,6 +170,14 @@ struct Gateway::Metrics {
                                      "or a stream without stream_options.include_usage; their "
                                      "tokens are not counted)",
                                      {"instance", "model", "client", "with_usage"})),
+        queue_length(r.AddGauge("prefix_router_queue_length",
+                                "Requests waiting in a pool's flow-control queue, by pool (its served "
+                                "name, or default)",
+                                {"pool"})),
+        queue_wait_seconds(r.AddHistogram("prefix_router_queue_wait_seconds",
+                                          "Time requests let out of a flow-control queue waited in it, "
+                                          "by model and priority",
+                                          {"model", "priority"}, metrics::Histogram::LatencyBuckets())),
         background_failures(BackgroundFailuresFamily(r)) {}
 
   metrics::Family<metrics::Counter>& requests;
@@ -195,6 +206,8 @@ struct Gateway::Metrics {
   metrics::Family<metrics::Counter>& prompt_tokens;
   metrics::Family<metrics::Counter>& completion_tokens;
   metrics::Family<metrics::Counter>& usage_responses;
+  metrics::Family<metrics::Gauge>& queue_length;
+  metrics::Family<metrics::Histogram>& queue_wait_seconds;
   metrics::Family<metrics::Counter>& background_failures;
 };
 

@@ -36,9 +36,14 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
 
 std::string DescribeOptions(const RoutingOptions& o) {
   return fmt::format(
-      "{}, prefix_length {}, concurrency_threshold {}, spill_mode {}, balance_factor {}, max_in_flight {}{}",
+      "{}, prefix_length {}, concurrency_threshold {}, spill_mode {}, balance_factor {}, max_in_flight {}{}{}",
       StrategyName(o.strategy), o.prefix_length, o.concurrency_threshold, SpillModeName(o.spill), o.balance_factor,
-      o.max_in_flight, o.key_normalisation.enabled() ? ", key normalisation on" : "");
+      o.max_in_flight,
+      o.flow_control.max_queue == 0 ? std::string()
+      : o.max_in_flight == 0
+          ? std::string(", flow_control.max_queue ignored (no max_in_flight)")
+          : fmt::format(", queue of {} for {:g} s", o.flow_control.max_queue, o.flow_control.max_queue_wait),
+      o.key_normalisation.enabled() ? ", key normalisation on" : "");
 }
 
 // A pool's Policy: the previous one while the options are unchanged (it keeps what it learned:
@@ -58,10 +63,19 @@ Pool KeepOrMakePoolPolicy(const RoutingOptions& options, const Pool* previous, c
   return pool;
 }
 
-// ... with its key normaliser (ValidateConfig compiled it once already, so it cannot fail here).
+// ... with its key normaliser (ValidateConfig compiled it once already, so it cannot fail here)
+// and its flow control (the previous queue while the count, ceiling and flow options are the same).
 Pool KeepOrMakePool(const RoutingOptions& options, const Pool* previous, const std::string& what,
                     std::vector<std::string>* changes) {
   Pool pool = KeepOrMakePoolPolicy(options, previous, what, changes);
+  if (options.flow_control.max_queue > 0 && options.max_in_flight > 0) {
+    if (previous && previous->flow && previous->in_flight == pool.in_flight &&
+        previous->flow->options() == options.flow_control && previous->flow->max_in_flight() == options.max_in_flight) {
+      pool.flow = previous->flow;
+    } else {
+      pool.flow = std::make_shared<PoolFlow>(options.flow_control, options.max_in_flight, pool.in_flight);
+    }
+  }
   if (options.key_normalisation.enabled()) {
     if (previous && previous->normaliser && previous->options.key_normalisation == options.key_normalisation) {
       pool.normaliser = previous->normaliser;

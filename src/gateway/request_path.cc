@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <random>
 #include <span>
 #include <variant>
@@ -30,6 +31,9 @@ using namespace gateway_internal;
 constexpr std::string_view kInstanceHeader = "x-prefix-router-instance";
 constexpr std::string_view kDecisionHeader = "x-prefix-router-decision";
 constexpr std::string_view kRankHeader = "x-prefix-router-rank";
+// Flow control: the request's priority band, and its fairness key without client keys.
+constexpr std::string_view kPriorityHeader = "x-prefix-router-priority";
+constexpr std::string_view kFairnessHeader = "x-gateway-inference-fairness-id";
 
 // A per-thread generator for the random strategies, seeded once per thread.
 Rng& ThreadRng() {
@@ -231,7 +235,8 @@ class AttemptDeadlines {
 // ------------------------------------------------------------------------------ HandleRouted
 
 std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind api_kind, const http::Request& req,
-                                                                  std::string_view tenant_key, std::string* model) {
+                                                                  std::string_view tenant_key, std::string* model,
+                                                                  const net::any_io_executor* wait_on) {
   auto rs = routing_.load();
   const std::string& body = req.body();
   auto refuse = [&](int status, std::string message, std::string code) {
@@ -285,6 +290,68 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
                                                                : kAnonymousTenant;
     if (auto refusal = AdmitTenant(body.size(), tenant, a.model_label, a.headers)) return std::move(*refusal);
   }
+  if (pool.flow) {  // flow control: a slot now, a place in the queue, or 429
+    FlowItem item;
+    if (auto header = req.find(kPriorityHeader); header != req.end()) {
+      const std::string_view text = header->value();
+      int32_t band = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), band);
+      if (ec != std::errc() || end != text.data() + text.size() || band < kMinFlowBand || band > kMaxFlowBand) {
+        return refuse(400, std::string(kPriorityHeader) + ": must be an integer from -10 to 10", "invalid_priority");
+      }
+      item.band = band;
+    }
+    // The fairness key: the client key's tenant (a header cannot claim another's), else the
+    // routing group, else the fairness-id header.
+    if (!tenant_key.empty()) {
+      item.tenant = std::string(tenant_key);
+    } else if (!p.routing_group.empty()) {
+      item.tenant = std::string(p.routing_group);
+    } else if (auto header = req.find(kFairnessHeader); header != req.end()) {
+      item.tenant = std::string(header->value().substr(0, 256));
+    }
+    item.tokens = d.work_tokens;
+    item.bytes = body.size();
+    item.arrival = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+    a.priority = item.band;
+    PoolFlow::Entry e = pool.flow->Enter(std::move(item), wait_on);
+    const char* reason = nullptr;
+    std::string why;
+    switch (e.outcome) {
+      case PoolFlow::Outcome::kAdmitted:
+        a.slot = PoolSlot::FromFlow(pool.flow);
+        break;
+      case PoolFlow::Outcome::kQueued:
+        a.flow = pool.flow;
+        a.waiter = std::move(e.waiter);
+        a.ticket = e.id;
+        break;
+      case PoolFlow::Outcome::kShed:
+        reason = "queue_shed";
+        why = "a sheddable request (priority " + std::to_string(a.priority) + ") while the pool is at its limit";
+        break;
+      case PoolFlow::Outcome::kFull:
+        reason = "queue_full";
+        why = wait_on ? "the queue is full" : "no queue in this mode";
+        break;
+      case PoolFlow::Outcome::kTooLarge:
+        reason = "queue_bytes";
+        why = "the body is larger than the queue's byte bound";
+        break;
+    }
+    if (reason) {
+      metrics_->rejected_requests.WithLabels({a.model_label, reason}).Inc();
+      Refusal r = refuse(429,
+                         "too many requests in flight for '" + d.served_name + "' (limit " +
+                             std::to_string(pool.options.max_in_flight) + ") and " + why + "; retry later",
+                         "pool_overloaded");
+      r.headers = std::move(a.headers);
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    a.rs = std::move(rs);
+    return a;
+  }
   // The slot is taken first and given back on refusal, so concurrent requests cannot overshoot.
   a.slot = PoolSlot(pool.in_flight);
   if (pool.options.max_in_flight > 0 && a.slot.admitted_before() >= pool.options.max_in_flight) {
@@ -303,12 +370,22 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
 
 net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, api::ApiKind api_kind, RequestRecord& record) {
   co_await AwaitFirstDiscovery();
-  auto admitted = Admit(api_kind, ex.request(), record.tenant, &record.model);
+  const net::any_io_executor executor = co_await net::this_coro::executor;
+  auto admitted = Admit(api_kind, ex.request(), record.tenant, &record.model, &executor);
   if (auto* refusal = std::get_if<Refusal>(&admitted)) {
     co_await SendRefusal(ex, std::move(*refusal));
     co_return;
   }
   Admission& a = std::get<Admission>(admitted);
+  if (a.waiter) {  // the pool is at its ceiling: wait in its queue
+    bool gone = false;
+    std::optional<Refusal> refusal = co_await WaitInQueue(ex, a, gone);
+    if (gone) co_return;
+    if (refusal) {
+      co_await SendRefusal(ex, std::move(*refusal));
+      co_return;
+    }
+  }
   for (auto& [name, value] : a.headers) ex.SetResponseHeader(name, value);
   Attempt attempt;
   attempt.model = a.d.served_name;
@@ -323,6 +400,68 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, api::ApiKind api_
 
   // 4. Pick, forward, and on a retryable failure move down the preference order.
   co_await DispatchWithRetries(ex, *a.rs, a.d, attempt, record);
+}
+
+net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Exchange& ex, Admission& a, bool& gone) {
+  PoolFlow& flow = *a.flow;
+  PoolFlow::Waiter& waiter = *a.waiter;
+  // Whatever ends the wait (its timer, a grant or displacement posted to this thread, the
+  // client leaving), the ticket is settled: taken out of the queue, or its slot held.
+  bool client_gone = false;
+  ex.WatchClient([&client_gone, &waiter] {
+    client_gone = true;
+    waiter.timer.cancel();
+  });
+  struct StopWatching {
+    http::Exchange& ex;
+    ~StopWatching() { ex.StopWatchingClient(); }
+  } stop_watching{ex};
+  struct Settle {  // if the coroutine is destroyed mid-wait (shutdown), the ticket still is
+    PoolFlow& flow;
+    uint64_t ticket;
+    bool done = false;
+    ~Settle() {
+      if (!done && flow.Leave(ticket) == PoolFlow::Waiter::State::kGranted) flow.Release();
+    }
+  } settle{flow, a.ticket};
+  const auto started = Clock::now();
+  // A grant that came before this wait begins is seen here; one that comes after posts the
+  // timer's cancellation to this thread, which runs once this coroutine is suspended.
+  if (flow.Pending(a.ticket) && !client_gone) {
+    waiter.timer.expires_after(std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(flow.options().max_queue_wait)));
+    (void)co_await waiter.timer.async_wait(http::kTuple);
+  }
+  settle.done = true;
+  const PoolFlow::Waiter::State state = flow.Leave(a.ticket);
+  if (state == PoolFlow::Waiter::State::kGranted) {
+    a.slot = PoolSlot::FromFlow(a.flow);
+    metrics_->queue_wait_seconds.WithLabels({a.model_label, std::to_string(a.priority)})
+        .Observe(std::chrono::duration<double>(Clock::now() - started).count());
+    if (client_gone) {  // let out as its client left: the slot goes to the next at once
+      metrics_->client_disconnects.WithLabels({"queued"}).Inc();
+      gone = true;
+    }
+    co_return std::nullopt;
+  }
+  if (client_gone) {
+    metrics_->client_disconnects.WithLabels({"queued"}).Inc();
+    gone = true;
+    co_return std::nullopt;
+  }
+  const bool displaced = state == PoolFlow::Waiter::State::kDisplaced;
+  metrics_->rejected_requests.WithLabels({a.model_label, displaced ? "queue_displaced" : "queue_timeout"}).Inc();
+  metrics_->responses.WithLabels({"429", "gateway"}).Inc();
+  Refusal r{429,
+            displaced ? "too many requests in flight for '" + a.d.served_name +
+                            "': a request of higher priority took this one's place in the queue; retry later"
+                      : "too many requests in flight for '" + a.d.served_name + "': waited " +
+                            fmt::format("{:g}", flow.options().max_queue_wait) +
+                            " s (flow_control.max_queue_wait) in the queue; retry later",
+            "pool_overloaded",
+            std::move(a.headers)};
+  r.headers.emplace_back("Retry-After", "1");
+  co_return r;
 }
 
 net::awaitable<void> Gateway::SendRefusal(http::Exchange& ex, Refusal r) {

@@ -1,0 +1,151 @@
+#include "core/flow_queue.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace prefix_router {
+
+size_t FlowQueue::size(int32_t band) const {
+  auto it = bands_.find(band);
+  return it == bands_.end() ? 0 : it->second.arrivals.size();
+}
+
+size_t FlowQueue::tenants_tracked() const {
+  size_t n = 0;
+  for (const auto& [band, b] : bands_) n += b.tenants.size();
+  return n;
+}
+
+double FlowQueue::LowestBacklogged(const Band& b) const {
+  return b.backlogged.empty() ? 0 : std::get<0>(*b.backlogged.begin());
+}
+
+FlowQueue::PushResult FlowQueue::Push(FlowItem item) {
+  assert(!items_.contains(item.id));
+  PushResult result;
+  if (item.band < 0) {
+    result.verdict = FlowVerdict::kShed;
+    return result;
+  }
+  const uint64_t max_bytes = options_.max_queue_bytes;
+  if (max_bytes != 0 && item.bytes > max_bytes) {
+    result.verdict = FlowVerdict::kTooLarge;
+    return result;
+  }
+  // Room: what the bands below this one hold can be displaced; what the others hold cannot.
+  size_t kept = 0;
+  uint64_t kept_bytes = 0;
+  for (const auto& [band, b] : bands_) {
+    if (band < item.band) break;  // highest first: the rest are lower
+    kept += b.arrivals.size();
+    kept_bytes += b.bytes;
+  }
+  if (kept >= options_.max_queue || (max_bytes != 0 && kept_bytes + item.bytes > max_bytes)) {
+    result.verdict = FlowVerdict::kFull;
+    return result;
+  }
+  // Displace the most recent requests of the lowest band until it fits.
+  while (items_.size() >= options_.max_queue || (max_bytes != 0 && bytes_ + item.bytes > max_bytes)) {
+    const Band& lowest = bands_.rbegin()->second;  // not empty: `kept` says a lower band holds something
+    const uint64_t id = lowest.arrivals.back();
+    Take(id, /*charge=*/false);
+    result.displaced.push_back(id);
+  }
+
+  Band& band = bands_[item.band];
+  auto [at, inserted] = band.tenants.try_emplace(item.tenant);
+  Tenant& tenant = at->second;
+  const bool joins = tenant.queue.empty();
+  if (joins && !inserted) band.idle.erase({tenant.counter, item.tenant});
+  // Joining: at least the lowest counter of those already waiting (no credit saved up while idle).
+  if (joins && options_.fairness) tenant.counter = std::max(tenant.counter, LowestBacklogged(band));
+  const uint64_t id = item.id;
+  const uint64_t seq = next_seq_++;
+  if (joins) band.backlogged.emplace(tenant.counter, seq, item.tenant);
+  tenant.queue.push_back(id);
+  band.arrivals.push_back(id);
+  all_.push_back(id);
+  band.bytes += item.bytes;
+  bytes_ += item.bytes;
+  Node node{std::move(item), seq, std::prev(tenant.queue.end()), std::prev(band.arrivals.end()), std::prev(all_.end())};
+  items_.emplace(id, std::move(node));
+  return result;
+}
+
+std::optional<FlowItem> FlowQueue::Pop() {
+  if (bands_.empty()) return std::nullopt;
+  const Band& band = bands_.begin()->second;
+  const std::string& name = std::get<2>(*band.backlogged.begin());
+  return Take(band.tenants.at(name).queue.front(), /*charge=*/true);
+}
+
+bool FlowQueue::Remove(uint64_t id) {
+  if (!items_.contains(id)) return false;
+  Take(id, /*charge=*/false);
+  return true;
+}
+
+std::vector<uint64_t> FlowQueue::Expire(double now) {
+  std::vector<uint64_t> out;
+  while (!all_.empty()) {
+    const uint64_t id = all_.front();
+    if (items_.at(id).item.arrival + options_.max_queue_wait > now) break;
+    Take(id, /*charge=*/false);
+    out.push_back(id);
+  }
+  return out;
+}
+
+std::optional<double> FlowQueue::NextExpiry() const {
+  if (all_.empty()) return std::nullopt;
+  return items_.at(all_.front()).item.arrival + options_.max_queue_wait;
+}
+
+std::optional<double> FlowQueue::Waited(uint64_t id, double now) const {
+  auto it = items_.find(id);
+  if (it == items_.end()) return std::nullopt;
+  return now - it->second.item.arrival;
+}
+
+FlowItem FlowQueue::Take(uint64_t id, bool charge) {
+  auto node_at = items_.find(id);
+  Node& node = node_at->second;
+  auto band_at = bands_.find(node.item.band);
+  Band& band = band_at->second;
+  const std::string name = node.item.tenant;
+  Tenant& tenant = band.tenants.at(name);
+  const bool head = tenant.queue.begin() == node.in_tenant;
+  if (head) band.backlogged.erase({tenant.counter, node.seq, name});
+  tenant.queue.erase(node.in_tenant);
+  band.arrivals.erase(node.in_band);
+  all_.erase(node.in_all);
+  band.bytes -= node.item.bytes;
+  bytes_ -= node.item.bytes;
+  if (charge && options_.fairness) tenant.counter += static_cast<double>(std::max<uint64_t>(1, node.item.tokens));
+  FlowItem out = std::move(node.item);
+  items_.erase(node_at);
+  if (band.arrivals.empty()) {  // the band is empty: its counters are forgotten
+    bands_.erase(band_at);
+    return out;
+  }
+  if (!tenant.queue.empty()) {
+    if (head) band.backlogged.emplace(tenant.counter, items_.at(tenant.queue.front()).seq, name);
+  } else if (tenant.counter > LowestBacklogged(band)) {
+    band.idle.emplace(tenant.counter, name);
+  } else {
+    band.tenants.erase(name);
+  }
+  Prune(band);
+  return out;
+}
+
+void FlowQueue::Prune(Band& b) {
+  // Idle tenants at or below the lowest backlogged counter would rejoin at that counter anyway.
+  const double lowest = LowestBacklogged(b);
+  while (!b.idle.empty() && (b.idle.begin()->first <= lowest || b.idle.size() > kMaxIdleTenants)) {
+    b.tenants.erase(b.idle.begin()->second);
+    b.idle.erase(b.idle.begin());
+  }
+}
+
+}  // namespace prefix_router

@@ -1,0 +1,138 @@
+// Flow control's queue (issue #16): the requests of one pool that wait, while the pool is
+// saturated, for capacity to free, and the order in which they leave.
+//
+// Order: priority band first (higher first); within a band, fairness between tenants by virtual
+// token counters (VTC: Sheng et al., "Fairness in Serving Large Language Models", OSDI 2024):
+// each tenant of the band has a counter charged with the prompt tokens of each of its requests
+// that leaves the queue, and the next request is the oldest of the backlogged tenant with the
+// lowest counter, ties to the tenant whose oldest request arrived first. A tenant that becomes
+// backlogged starts at least at the lowest counter among those already backlogged, so time spent
+// idle is not saved up as credit to flood with later. Without fairness, arrival order within the
+// band. A tenant that floods therefore waits behind its own requests while another tenant's
+// requests leave at the same rate in tokens, whatever the two send.
+//
+// Bounds: at most max_queue requests and max_queue_bytes of their bodies. A request that does not
+// fit displaces the most recent requests of lower bands (each leaves with a refusal, returned to
+// the caller) or, when only its own band and higher ones are queued, is refused itself. Requests
+// of a sheddable band (negative) are never queued: a saturated pool refuses them first. A request
+// that waits longer than max_queue_wait leaves through Expire (the caller answers 429); one whose
+// client went away leaves through Remove, with no charge to its tenant.
+//
+// Memory: the queued requests, plus one counter for each tenant that is not backlogged but has
+// been charged more than the lowest backlogged counter (the others are forgotten: joining again
+// lifts them to that counter anyway); at most kMaxIdleTenants of those per band (beyond it the
+// lowest are forgotten, which only lets them rejoin at the lowest counter). A band that empties
+// forgets its counters: fairness is between tenants that wait at the same time.
+//
+// The queue decides when, not where: the caller routes a request that leaves with the load it
+// sees then. Time is the caller's clock in seconds (steady time in the gateway, model time in the
+// simulator). Not thread-safe: one owner (the pool) calls it under its own lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace prefix_router {
+
+inline constexpr uint32_t kMaxFlowQueue = 1000000;
+inline constexpr uint64_t kMaxFlowQueueBytes = 64ull << 30;
+inline constexpr double kMaxFlowQueueWait = 3600;
+inline constexpr int32_t kMinFlowBand = -10, kMaxFlowBand = 10;
+
+struct FlowQueueOptions {
+  uint32_t max_queue = 0;         // requests waiting; 0 = no queue (refuse at once)
+  uint64_t max_queue_bytes = 0;   // bytes of the bodies waiting; 0 = bounded by max_queue only
+  double max_queue_wait = 10;     // seconds a request may wait; > 0
+  bool fairness = true;           // VTC between tenants within a band; false = arrival order
+  bool operator==(const FlowQueueOptions&) const = default;
+};
+
+struct FlowItem {
+  uint64_t id = 0;      // the caller's, unique among the queued
+  int32_t band = 0;     // higher leaves first; negative = sheddable (never queued)
+  std::string tenant;   // the fairness key ("" is a tenant like any other)
+  uint64_t tokens = 0;  // charged to the tenant when it leaves (prompt tokens; at least 1 is charged)
+  uint64_t bytes = 0;   // counted against max_queue_bytes
+  double arrival = 0;   // caller's clock, seconds
+};
+
+enum class FlowVerdict {
+  kQueued,
+  kShed,      // a sheddable band while saturated
+  kFull,      // no room, and nothing of a lower band to displace
+  kTooLarge,  // its body alone is over max_queue_bytes
+};
+
+class FlowQueue {
+ public:
+  static constexpr size_t kMaxIdleTenants = 4096;
+
+  explicit FlowQueue(FlowQueueOptions options) : options_(options) {}
+
+  struct PushResult {
+    FlowVerdict verdict = FlowVerdict::kQueued;
+    std::vector<uint64_t> displaced;  // ids of lower-band requests that left to make room
+  };
+  // REQUIRES: item.id is not queued
+  PushResult Push(FlowItem item);
+  // The next request to leave, charged to its tenant; nullopt when the queue is empty.
+  std::optional<FlowItem> Pop();
+  // Takes `id` out without charging its tenant (its client went away); false when not queued.
+  bool Remove(uint64_t id);
+  // Takes out, oldest first, the requests that have waited max_queue_wait or longer at `now`.
+  std::vector<uint64_t> Expire(double now);
+  // When the oldest request's wait runs out; nullopt when the queue is empty.
+  std::optional<double> NextExpiry() const;
+  // How long `id` has waited at `now`; nullopt when it is not queued.
+  std::optional<double> Waited(uint64_t id, double now) const;
+
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  uint64_t bytes() const { return bytes_; }
+  size_t size(int32_t band) const;
+  // Tenants with a counter kept, backlogged or not (for tests of the memory bound).
+  size_t tenants_tracked() const;
+  const FlowQueueOptions& options() const { return options_; }
+
+ private:
+  struct Tenant {
+    std::list<uint64_t> queue;  // ids, oldest first
+    double counter = 0;
+  };
+  struct Band {
+    std::unordered_map<std::string, Tenant> tenants;
+    std::set<std::tuple<double, uint64_t, std::string>> backlogged;  // (counter, head's seq, tenant)
+    std::set<std::pair<double, std::string>> idle;  // (counter, tenant): charged above the lowest
+    std::list<uint64_t> arrivals;                  // ids, oldest first (displacement takes the newest)
+    uint64_t bytes = 0;                            // of its queued bodies
+  };
+  struct Node {
+    FlowItem item;
+    uint64_t seq;  // arrival order
+    std::list<uint64_t>::iterator in_tenant, in_band, in_all;
+  };
+
+  // Takes `id` out of every structure; `charge`: add its tokens to its tenant's counter.
+  FlowItem Take(uint64_t id, bool charge);
+  double LowestBacklogged(const Band& b) const;
+  void Prune(Band& b);
+
+  FlowQueueOptions options_;
+  std::map<int32_t, Band, std::greater<>> bands_;  // highest first
+  std::unordered_map<uint64_t, Node> items_;
+  std::list<uint64_t> all_;  // ids in arrival order (expiry)
+  uint64_t bytes_ = 0;
+  uint64_t next_seq_ = 0;
+};
+
+}  // namespace prefix_router

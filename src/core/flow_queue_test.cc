@@ -1,0 +1,224 @@
+#include "core/flow_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "testing/test_lcg.h"
+
+namespace prefix_router {
+namespace {
+
+FlowItem Item(uint64_t id, int32_t band, std::string tenant, uint64_t tokens = 100, uint64_t bytes = 10,
+              double arrival = 0) {
+  return FlowItem{id, band, std::move(tenant), tokens, bytes, arrival};
+}
+
+FlowQueueOptions Options(size_t max_queue, uint64_t max_bytes = 0, double max_wait = 10, bool fairness = true) {
+  return FlowQueueOptions{max_queue, max_bytes, max_wait, fairness};
+}
+
+std::vector<uint64_t> Drain(FlowQueue& q) {
+  std::vector<uint64_t> out;
+  while (auto item = q.Pop()) out.push_back(item->id);
+  return out;
+}
+
+TEST(FlowQueueTest, HigherBandsLeaveFirstThenArrivalOrder) {
+  FlowQueue q(Options(10));
+  ASSERT_EQ(q.Push(Item(1, 0, "a")).verdict, FlowVerdict::kQueued);
+  ASSERT_EQ(q.Push(Item(2, 1, "a")).verdict, FlowVerdict::kQueued);
+  ASSERT_EQ(q.Push(Item(3, 0, "a")).verdict, FlowVerdict::kQueued);
+  ASSERT_EQ(q.Push(Item(4, 2, "b")).verdict, FlowVerdict::kQueued);
+  ASSERT_EQ(q.Push(Item(5, 1, "b")).verdict, FlowVerdict::kQueued);
+  EXPECT_EQ(q.size(), 5u);
+  EXPECT_EQ(q.size(1), 2u);
+  EXPECT_EQ(Drain(q), (std::vector<uint64_t>{4, 2, 5, 1, 3}));
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.bytes(), 0u);
+  EXPECT_EQ(q.tenants_tracked(), 0u);
+}
+
+TEST(FlowQueueTest, SheddableBandsAreNeverQueued) {
+  FlowQueue q(Options(10));
+  EXPECT_EQ(q.Push(Item(1, -1, "a")).verdict, FlowVerdict::kShed);
+  EXPECT_TRUE(q.empty());
+  FlowQueue none(Options(0));  // no queue: refused at once
+  EXPECT_EQ(none.Push(Item(1, 0, "a")).verdict, FlowVerdict::kFull);
+}
+
+TEST(FlowQueueTest, FullQueueDisplacesTheNewestOfLowerBandsOnly) {
+  FlowQueue q(Options(3));
+  ASSERT_EQ(q.Push(Item(1, 0, "a")).verdict, FlowVerdict::kQueued);
+  ASSERT_EQ(q.Push(Item(2, 0, "b")).verdict, FlowVerdict::kQueued);
+  ASSERT_EQ(q.Push(Item(3, 1, "a")).verdict, FlowVerdict::kQueued);
+  // Same band as the lowest queued: nothing to displace.
+  EXPECT_EQ(q.Push(Item(4, 0, "c")).verdict, FlowVerdict::kFull);
+  // A higher band displaces band 0's newest (2), not its oldest.
+  auto r = q.Push(Item(5, 2, "c"));
+  EXPECT_EQ(r.verdict, FlowVerdict::kQueued);
+  EXPECT_EQ(r.displaced, (std::vector<uint64_t>{2}));
+  EXPECT_EQ(q.Push(Item(6, 1, "c")).displaced, (std::vector<uint64_t>{1}));
+  // Now bands 2, 1, 1: band 1 cannot displace its own band.
+  EXPECT_EQ(q.Push(Item(7, 1, "d")).verdict, FlowVerdict::kFull);
+  EXPECT_EQ(Drain(q), (std::vector<uint64_t>{5, 3, 6}));
+}
+
+TEST(FlowQueueTest, ByteLimitCountsQueuedBodies) {
+  FlowQueue q(Options(100, /*max_bytes=*/1000));
+  EXPECT_EQ(q.Push(Item(1, 0, "a", 1, 1001)).verdict, FlowVerdict::kTooLarge);
+  ASSERT_EQ(q.Push(Item(2, 0, "a", 1, 600)).verdict, FlowVerdict::kQueued);
+  ASSERT_EQ(q.Push(Item(3, 0, "a", 1, 300)).verdict, FlowVerdict::kQueued);
+  EXPECT_EQ(q.bytes(), 900u);
+  EXPECT_EQ(q.Push(Item(4, 0, "b", 1, 200)).verdict, FlowVerdict::kFull);
+  // A higher band displaces as many lower-band bodies as it needs, newest first.
+  auto r = q.Push(Item(5, 1, "b", 1, 500));
+  EXPECT_EQ(r.verdict, FlowVerdict::kQueued);
+  EXPECT_EQ(r.displaced, (std::vector<uint64_t>{3, 2}));
+  EXPECT_EQ(q.bytes(), 500u);
+  // Nothing is displaced when even all the lower bands would not make room.
+  ASSERT_EQ(q.Push(Item(6, 0, "a", 1, 100)).verdict, FlowVerdict::kQueued);
+  EXPECT_EQ(q.Push(Item(7, 1, "a", 1, 600)).verdict, FlowVerdict::kFull);
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(q.bytes(), 600u);
+}
+
+TEST(FlowQueueTest, WaitDeadlineExpiresOldestFirst) {
+  FlowQueue q(Options(10, 0, /*max_wait=*/5));
+  q.Push(Item(1, 0, "a", 1, 1, 0.0));
+  q.Push(Item(2, 1, "b", 1, 1, 1.0));
+  q.Push(Item(3, 0, "a", 1, 1, 2.0));
+  EXPECT_EQ(q.NextExpiry(), 5.0);
+  EXPECT_EQ(q.Waited(2, 3.5), 2.5);
+  EXPECT_TRUE(q.Expire(4.99).empty());
+  EXPECT_EQ(q.Expire(6.0), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(q.NextExpiry(), 7.0);
+  EXPECT_FALSE(q.Waited(1, 6.0).has_value());
+  EXPECT_EQ(Drain(q), (std::vector<uint64_t>{3}));
+  EXPECT_FALSE(q.NextExpiry().has_value());
+}
+
+TEST(FlowQueueTest, RemoveTakesAClientGoneOutWithoutCharge) {
+  FlowQueue q(Options(10));
+  q.Push(Item(1, 0, "a", 1000));
+  q.Push(Item(2, 0, "a", 1000));
+  q.Push(Item(3, 0, "b", 10));
+  EXPECT_TRUE(q.Remove(2));   // not the tenant's head
+  EXPECT_FALSE(q.Remove(2));  // once
+  EXPECT_TRUE(q.Remove(1));   // its head: a's next would lead, but a has nothing left
+  EXPECT_FALSE(q.Remove(99));
+  EXPECT_EQ(Drain(q), (std::vector<uint64_t>{3}));
+  // Removed requests charged nothing: a and b start level again.
+  q.Push(Item(4, 0, "b", 10));
+  q.Push(Item(5, 0, "a", 10));
+  q.Push(Item(6, 0, "b", 10));
+  EXPECT_EQ(Drain(q), (std::vector<uint64_t>{4, 5, 6}));
+}
+
+// Two tenants backlogged in one band, one sending 10 times as many requests (and the other's
+// prompts twice as long): each gets about half of the prompt tokens dispatched while both wait.
+TEST(FlowQueueTest, BackloggedTenantsShareDispatchedTokensEvenly) {
+  FlowQueue q(Options(100000));
+  uint64_t id = 0;
+  for (int i = 0; i < 2000; ++i) q.Push(Item(++id, 0, "heavy", 500));
+  for (int i = 0; i < 200; ++i) q.Push(Item(++id, 0, "light", 1000));
+  std::map<std::string, uint64_t> tokens;
+  for (int i = 0; i < 300; ++i) {  // both still backlogged throughout
+    auto item = q.Pop();
+    ASSERT_TRUE(item);
+    tokens[item->tenant] += item->tokens;
+  }
+  const double total = static_cast<double>(tokens["heavy"] + tokens["light"]);
+  EXPECT_GE(tokens["heavy"] / total, 0.45);
+  EXPECT_GE(tokens["light"] / total, 0.45);
+  // Without fairness: arrival order, the heavy tenant's backlog first.
+  FlowQueue fifo(Options(100000, 0, 10, /*fairness=*/false));
+  for (uint64_t i = 1; i <= 20; ++i) fifo.Push(Item(i, 0, "heavy", 500));
+  fifo.Push(Item(21, 0, "light", 1000));
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(fifo.Pop()->tenant, "heavy");
+}
+
+// A tenant that was idle while another was served rejoins at the lowest waiting counter: it
+// cannot spend the time it sat out to take the queue over.
+TEST(FlowQueueTest, IdleTimeIsNotSavedAsCredit) {
+  FlowQueue q(Options(100000));
+  uint64_t id = 0;
+  for (int i = 0; i < 100; ++i) q.Push(Item(++id, 0, "busy", 100));
+  for (int i = 0; i < 50; ++i) q.Pop();  // busy's counter is at 5,000
+  for (int i = 0; i < 20; ++i) q.Push(Item(++id, 0, "late", 100));
+  int late_first = 0;
+  for (int i = 0; i < 20; ++i) late_first += q.Pop()->tenant == "late";
+  EXPECT_LE(late_first, 11);  // alternates from the join, not 20 in a row
+  EXPECT_GE(late_first, 9);
+}
+
+// Many tenants passing through while one stays backlogged: the counters kept stay bounded.
+TEST(FlowQueueTest, TenantCountersStayBounded) {
+  FlowQueue q(Options(100000));
+  uint64_t id = 0;
+  for (int i = 0; i < 10; ++i) q.Push(Item(++id, 0, "resident", 50));
+  for (int i = 0; i < 20000; ++i) {
+    q.Push(Item(++id, 0, "t" + std::to_string(i), 100));
+    q.Push(Item(++id, 0, "resident", 50));
+    q.Pop();
+    q.Pop();
+  }
+  EXPECT_LE(q.tenants_tracked(), FlowQueue::kMaxIdleTenants + 16);
+  Drain(q);
+  EXPECT_EQ(q.tenants_tracked(), 0u);
+}
+
+// Randomised: whatever the sequence of pushes, pops, removals and expiries, every request leaves
+// exactly once, sizes and bytes match what is queued, and each pop is the highest band present.
+TEST(FlowQueueTest, RandomOperationsKeepTheAccounts) {
+  testing::TestLcg rng(16);
+  FlowQueue q(Options(40, 5000, 3.0));
+  std::map<uint64_t, FlowItem> queued;
+  uint64_t next = 1;
+  double now = 0;
+  for (int step = 0; step < 20000; ++step) {
+    now += 0.01 * static_cast<double>(rng(10));
+    const uint64_t op = rng(10);
+    if (op < 5) {
+      FlowItem item = Item(next++, static_cast<int32_t>(rng(4)) - 1, "t" + std::to_string(rng(5)), rng(2000),
+                           rng(400), now);
+      auto r = q.Push(item);
+      for (uint64_t gone : r.displaced) {
+        ASSERT_TRUE(queued.contains(gone)) << "step " << step;
+        ASSERT_LT(queued.at(gone).band, item.band) << "step " << step;
+        queued.erase(gone);
+      }
+      if (r.verdict == FlowVerdict::kQueued) queued.emplace(item.id, item);
+    } else if (op < 8) {
+      auto item = q.Pop();
+      ASSERT_EQ(item.has_value(), !queued.empty()) << "step " << step;
+      if (!item) continue;
+      int32_t top = -1;
+      for (const auto& [i, it] : queued) top = std::max(top, it.band);
+      ASSERT_EQ(item->band, top) << "step " << step;
+      ASSERT_EQ(queued.erase(item->id), 1u) << "step " << step;
+    } else if (op < 9) {
+      const uint64_t id = 1 + rng(next);
+      ASSERT_EQ(q.Remove(id), queued.erase(id) == 1) << "step " << step;
+    } else {
+      for (uint64_t gone : q.Expire(now)) {
+        ASSERT_TRUE(queued.contains(gone)) << "step " << step;
+        ASSERT_LE(queued.at(gone).arrival + 3.0, now) << "step " << step;
+        queued.erase(gone);
+      }
+      for (const auto& [i, it] : queued) ASSERT_GT(it.arrival + 3.0, now) << "step " << step;
+    }
+    uint64_t bytes = 0;
+    for (const auto& [i, it] : queued) bytes += it.bytes;
+    ASSERT_EQ(q.size(), queued.size()) << "step " << step;
+    ASSERT_EQ(q.bytes(), bytes) << "step " << step;
+    ASSERT_LE(q.size(), 40u);
+    ASSERT_LE(q.bytes(), 5000u);
+  }
+}
+
+}  // namespace
+}  // namespace prefix_router

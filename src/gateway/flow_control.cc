@@ -1,0 +1,94 @@
+#include "gateway/flow_control.h"
+
+#include <utility>
+
+#include <boost/asio/post.hpp>
+
+namespace prefix_router {
+
+PoolFlow::PoolFlow(FlowQueueOptions options, uint32_t max_in_flight, std::shared_ptr<std::atomic<int64_t>> in_flight)
+    : options_(options), max_in_flight_(max_in_flight), in_flight_(std::move(in_flight)), queue_(options) {}
+
+PoolFlow::Entry PoolFlow::Enter(FlowItem item, const boost::asio::any_io_executor* ex) {
+  std::lock_guard lock(mu_);
+  Entry e;
+  // Below the ceiling and nobody waiting: a slot now (a newcomer never overtakes the queue).
+  if (in_flight_->load(std::memory_order_relaxed) < max_in_flight_ && queue_.empty()) {
+    in_flight_->fetch_add(1, std::memory_order_relaxed);
+    e.outcome = Outcome::kAdmitted;
+    return e;
+  }
+  if (!ex) {
+    e.outcome = item.band < 0 ? Outcome::kShed : Outcome::kFull;
+    return e;
+  }
+  item.id = ++next_id_;
+  const uint64_t id = item.id;
+  FlowQueue::PushResult r = queue_.Push(std::move(item));
+  for (uint64_t gone : r.displaced) Wake(gone, Waiter::State::kDisplaced);
+  switch (r.verdict) {
+    case FlowVerdict::kQueued:
+      break;
+    case FlowVerdict::kShed:
+      e.outcome = Outcome::kShed;
+      return e;
+    case FlowVerdict::kFull:
+      e.outcome = Outcome::kFull;
+      return e;
+    case FlowVerdict::kTooLarge:
+      e.outcome = Outcome::kTooLarge;
+      return e;
+  }
+  e.outcome = Outcome::kQueued;
+  e.id = id;
+  e.waiter = std::make_shared<Waiter>(*ex);
+  waiters_.emplace(id, e.waiter);
+  return e;
+}
+
+PoolFlow::Waiter::State PoolFlow::Leave(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = waiters_.find(id);
+  if (it == waiters_.end()) return Waiter::State::kLeft;  // left already
+  const Waiter::State state = it->second->state;
+  if (state == Waiter::State::kQueued) {
+    queue_.Remove(id);
+    it->second->state = Waiter::State::kLeft;
+  }
+  waiters_.erase(it);
+  return state == Waiter::State::kQueued ? Waiter::State::kLeft : state;
+}
+
+void PoolFlow::Release() {
+  std::lock_guard lock(mu_);
+  // The slot goes to the next request let out, if any: the count stays as it is.
+  while (auto next = queue_.Pop()) {
+    if (waiters_.contains(next->id)) {
+      Wake(next->id, Waiter::State::kGranted);
+      return;
+    }
+  }
+  in_flight_->fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool PoolFlow::Pending(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = waiters_.find(id);
+  return it != waiters_.end() && it->second->state == Waiter::State::kQueued;
+}
+
+size_t PoolFlow::queued() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+void PoolFlow::Wake(uint64_t id, Waiter::State state) {
+  auto it = waiters_.find(id);
+  if (it == waiters_.end()) return;
+  it->second->state = state;
+  // The timer belongs to the waiter's thread: cancel it there. The waiter object lives on in the
+  // posted handler if the request has gone meanwhile.
+  boost::asio::post(it->second->timer.get_executor(), [w = it->second] { w->timer.cancel(); });
+}
+
+}  // namespace prefix_router

@@ -1,0 +1,85 @@
+// Flow control at a pool's ceiling (routing.flow_control, issue #16): the pool's in-flight count
+// for max_in_flight and, in front of it, the pool's FlowQueue (core/flow_queue.h).
+//
+// A request of the pool enters: while the pool is below max_in_flight and nobody waits, it takes a
+// slot at once; else it waits in the queue (or is refused: sheddable, queue full, body too large).
+// A slot that ends hands itself to the next request the queue lets out (the count does not move),
+// or gives the count back when nobody waits. A waiting request sleeps on a timer on its own
+// connection's thread until its wait runs out; the thread that lets it out marks it and posts the
+// timer's cancellation to that thread, so the request never touches another thread's objects.
+// The queue decides when; the request is routed after it leaves, on the load of that moment.
+//
+// Thread-safety: every method may be called from any thread (one mutex). A Waiter's timer is
+// touched only on its executor's thread (connections stay on one I/O thread for life).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "core/flow_queue.h"
+
+namespace prefix_router {
+
+class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
+ public:
+  // `in_flight`: the pool's count (Pool::in_flight), shared with slots taken without the queue.
+  PoolFlow(FlowQueueOptions options, uint32_t max_in_flight, std::shared_ptr<std::atomic<int64_t>> in_flight);
+
+  // One waiting request. `state` is written under the flow's mutex; the timer only on its thread.
+  struct Waiter {
+    explicit Waiter(const boost::asio::any_io_executor& ex) : timer(ex) {}
+    boost::asio::steady_timer timer;
+    enum class State { kQueued, kGranted, kDisplaced, kLeft };
+    State state = State::kQueued;
+  };
+
+  enum class Outcome {
+    kAdmitted,  // a slot now
+    kQueued,    // wait on `waiter` (Await's caller)
+    kShed,      // sheddable priority while the pool is full
+    kFull,      // the queue has no room
+    kTooLarge,  // the body alone is over max_queue_bytes
+  };
+  struct Entry {
+    Outcome outcome = Outcome::kAdmitted;
+    uint64_t id = 0;                  // kQueued: the ticket's id
+    std::shared_ptr<Waiter> waiter;  // kQueued
+  };
+  // `item.id` is assigned here. kAdmitted and a later kGranted each hold one slot of the count,
+  // given back (or handed on) by Release. `ex`: the thread the request would wait on; null = it
+  // cannot wait (a full pool answers kFull).
+  Entry Enter(FlowItem item, const boost::asio::any_io_executor* ex);
+  // Whether `id` still waits (nothing let it out or displaced it yet).
+  bool Pending(uint64_t id) const;
+  // The end of a wait (its timer fired or was cancelled): the waiter's final state. kGranted: the
+  // caller holds a slot. kQueued (its wait ran out, or its client went): it is taken out of the
+  // queue here and becomes kLeft. kDisplaced: a higher priority took its place.
+  Waiter::State Leave(uint64_t id);
+  // A slot's end: handed to the next request the queue lets out, or given back.
+  void Release();
+
+  size_t queued() const;
+  const FlowQueueOptions& options() const { return options_; }
+  uint32_t max_in_flight() const { return max_in_flight_; }
+
+ private:
+  // Marks `id` and posts its timer's cancellation. REQUIRES: mu_ held
+  void Wake(uint64_t id, Waiter::State state);
+
+  const FlowQueueOptions options_;
+  const uint32_t max_in_flight_;
+  const std::shared_ptr<std::atomic<int64_t>> in_flight_;
+  mutable std::mutex mu_;
+  FlowQueue queue_;
+  std::unordered_map<uint64_t, std::shared_ptr<Waiter>> waiters_;  // the queued
+  uint64_t next_id_ = 0;
+};
+
+}  // namespace prefix_router

@@ -1,0 +1,252 @@
+// Flow control at a pool's ceiling (routing.flow_control): requests wait in the pool's queue
+// instead of getting 429 at once, leave it by priority as slots free, and are refused when the
+// queue is full, their priority is sheddable, their wait runs out or a higher priority takes their
+// place; a client that leaves while queued leaves the queue. Every count returns to 0.
+//
+// The fake instance holds its responses until the test lets them go (HoldResponses), so the
+// pool's one slot stays taken for as long as a test needs; every wait is an Eventually.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gateway/gateway_test_util.h"
+#include "testing/wait.h"
+
+namespace prefix_router::gateway {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace prefix_router::gateway::testing;
+using pt::ClientResponse;
+using pt::Eventually;
+using pt::HttpClient;
+
+const bool kQuiet = [] {
+  QuietLogs();
+  return true;
+}();
+
+constexpr auto kClientDeadline = 8000ms;
+constexpr std::string_view kPriority = "x-prefix-router-priority";
+
+std::string ErrorCode(const std::string& body) {
+  auto v = boost::json::parse(body);
+  const auto& code = v.at("error").at("code");
+  return code.is_string() ? std::string(code.as_string()) : "";
+}
+
+void ExpectNothingInFlight(const Gateway& gw, const Fakes& fakes) {
+  EXPECT_TRUE(Eventually(
+      [&] { return TotalInFlight(gw) == 0 && DefaultPoolInFlight(gw) == 0 && TotalInProgress(fakes) == 0; }, 10'000ms))
+      << "instances " << TotalInFlight(gw) << ", pool " << DefaultPoolInFlight(gw) << ", at the fakes "
+      << TotalInProgress(fakes);
+}
+
+double QueueLength(uint16_t port) { return pt::Metric(port, R"(prefix_router_queue_length{pool="default"})"); }
+
+double Rejected(uint16_t port, std::string_view reason) {
+  return pt::Metric(port, R"(prefix_router_rejected_requests_total{model="other",reason=")" + std::string(reason) +
+                              "\"}");
+}
+
+// One slot, a queue of `max_queue`; the fake holds its answers.
+struct Queueing {
+  explicit Queueing(uint32_t max_queue, double max_wait = 10) {
+    fakes = StartFakes({"a"});
+    fakes[0]->HoldResponses(true);
+    GatewayConfig config = ConfigFor(fakes);
+    config.routing.max_in_flight = 1;
+    config.routing.flow_control.max_queue = max_queue;
+    config.routing.flow_control.max_queue_wait = max_wait;
+    gw = StartGateway(config);
+  }
+  uint16_t port() const { return gw->port(); }
+  // Sends in the background; the response lands in `out`.
+  void Send(std::string name, int priority, ClientResponse* out) {
+    pt::Headers headers;
+    if (priority != 0) headers.emplace_back(std::string(kPriority), std::to_string(priority));
+    threads.emplace_back([this, name, headers, out] {
+      *out = pt::Fetch(port(), JsonRequest(kChat, ChatBody("m1", name), headers));
+    });
+  }
+  void Join() {
+    for (auto& t : threads) t.join();
+    threads.clear();
+  }
+  // The users' messages in the order they reached the instance.
+  std::vector<std::string> Order() const {
+    std::vector<std::string> out;
+    for (const auto& r : fakes[0]->received()) {
+      auto v = boost::json::parse(r.body);
+      const auto& messages = v.at("messages").as_array();
+      out.emplace_back(messages.back().at("content").as_string());
+    }
+    return out;
+  }
+  Fakes fakes;
+  std::unique_ptr<Gateway> gw;
+  std::vector<std::thread> threads;
+};
+
+// The slot's holder ends; the queued requests follow one at a time, the higher priority first,
+// each let out by the end of the one before; the waits are in the histogram, counts back to 0.
+TEST(FlowControlTest, QueuedRequestsLeaveByPriorityAsSlotsFree) {
+  Queueing s(10);
+  ASSERT_NE(s.gw, nullptr);
+  ClientResponse first, low, high, mid;
+  s.Send("first", 0, &first);
+  ASSERT_TRUE(Eventually([&] { return s.fakes[0]->in_progress() == 1; }, 10'000ms));
+  s.Send("low", 0, &low);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 1; }, 10'000ms));
+  s.Send("high", 5, &high);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 2; }, 10'000ms));
+  s.Send("mid", 2, &mid);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 3; }, 10'000ms));
+  EXPECT_EQ(s.fakes[0]->requests(), 1);  // nothing queued reached the instance
+  s.fakes[0]->HoldResponses(false);
+  s.Join();
+  for (const ClientResponse* r : {&first, &low, &high, &mid}) EXPECT_EQ(r->status(), 200) << r->body();
+  EXPECT_EQ(s.Order(), (std::vector<std::string>{"first", "high", "mid", "low"}));
+  EXPECT_EQ(QueueLength(s.port()), 0);
+  EXPECT_EQ(pt::Metric(s.port(), R"(prefix_router_queue_wait_seconds_count{model="other",priority="0"})"), 1);
+  EXPECT_EQ(pt::Metric(s.port(), R"(prefix_router_queue_wait_seconds_count{model="other",priority="5"})"), 1);
+  ExpectNothingInFlight(*s.gw, s.fakes);
+}
+
+// A full queue refuses a request of the lowest queued priority at once, a sheddable one is never
+// queued, and a higher priority displaces the newest of the lowest; each answer is 429 with
+// Retry-After and an OpenAI-style body, counted by reason.
+TEST(FlowControlTest, FullQueueShedAndDisplaced) {
+  Queueing s(1);
+  ASSERT_NE(s.gw, nullptr);
+  ClientResponse first, queued, displacer;
+  s.Send("first", 0, &first);
+  ASSERT_TRUE(Eventually([&] { return s.fakes[0]->in_progress() == 1; }, 10'000ms));
+  s.Send("queued", 0, &queued);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 1; }, 10'000ms));
+
+  const ClientResponse full = pt::Fetch(s.port(), JsonRequest(kChat, ChatBody("m1", "full")));
+  EXPECT_EQ(full.status(), 429);
+  EXPECT_EQ(full.Header("retry-after"), "1");
+  EXPECT_EQ(ErrorCode(full.body()), "pool_overloaded");
+  const ClientResponse shed =
+      pt::Fetch(s.port(), JsonRequest(kChat, ChatBody("m1", "shed"), {{std::string(kPriority), "-1"}}));
+  EXPECT_EQ(shed.status(), 429);
+  const ClientResponse bad =
+      pt::Fetch(s.port(), JsonRequest(kChat, ChatBody("m1", "bad"), {{std::string(kPriority), "11"}}));
+  EXPECT_EQ(bad.status(), 400);
+  EXPECT_EQ(ErrorCode(bad.body()), "invalid_priority");
+
+  s.Send("displacer", 1, &displacer);
+  ASSERT_TRUE(Eventually([&] { return Rejected(s.port(), "queue_displaced") == 1; }, 10'000ms));
+  EXPECT_EQ(QueueLength(s.port()), 1);
+  s.fakes[0]->HoldResponses(false);
+  s.Join();
+  EXPECT_EQ(first.status(), 200);
+  EXPECT_EQ(displacer.status(), 200);
+  EXPECT_EQ(queued.status(), 429);
+  EXPECT_EQ(queued.Header("retry-after"), "1");
+  EXPECT_EQ(ErrorCode(queued.body()), "pool_overloaded");
+  EXPECT_EQ(s.Order(), (std::vector<std::string>{"first", "displacer"}));
+  EXPECT_EQ(Rejected(s.port(), "queue_full"), 1);
+  EXPECT_EQ(Rejected(s.port(), "queue_shed"), 1);
+  EXPECT_EQ(pt::Metric(s.port(), R"(prefix_router_responses_total{code="429",origin="gateway"})"), 3);
+  ExpectNothingInFlight(*s.gw, s.fakes);
+}
+
+// A request that waits max_queue_wait gets 429; the slot's holder is not disturbed, and the next
+// request after it finds the pool free.
+TEST(FlowControlTest, WaitDeadlineAnswers429) {
+  Queueing s(10, /*max_wait=*/0.3);
+  ASSERT_NE(s.gw, nullptr);
+  ClientResponse first;
+  s.Send("first", 0, &first);
+  ASSERT_TRUE(Eventually([&] { return s.fakes[0]->in_progress() == 1; }, 10'000ms));
+  const ClientResponse waited = pt::Fetch(s.port(), JsonRequest(kChat, ChatBody("m1", "waits")));
+  EXPECT_EQ(waited.status(), 429);
+  EXPECT_EQ(waited.Header("retry-after"), "1");
+  EXPECT_NE(waited.body().find("max_queue_wait"), std::string::npos) << waited.body();
+  EXPECT_EQ(Rejected(s.port(), "queue_timeout"), 1);
+  EXPECT_EQ(QueueLength(s.port()), 0);
+  s.fakes[0]->HoldResponses(false);
+  s.Join();
+  EXPECT_EQ(first.status(), 200);
+  EXPECT_EQ(pt::Fetch(s.port(), JsonRequest(kChat, ChatBody("m1", "after"))).status(), 200);
+  EXPECT_EQ(s.Order(), (std::vector<std::string>{"first", "after"}));
+  ExpectNothingInFlight(*s.gw, s.fakes);
+}
+
+// A client that leaves while queued leaves the queue at once, never reaches an instance, and is
+// counted; the slot then goes to the next one waiting.
+TEST(FlowControlTest, ClientLeavingWhileQueuedLeavesTheQueue) {
+  Queueing s(10);
+  ASSERT_NE(s.gw, nullptr);
+  ClientResponse first, next;
+  s.Send("first", 0, &first);
+  ASSERT_TRUE(Eventually([&] { return s.fakes[0]->in_progress() == 1; }, 10'000ms));
+  {
+    HttpClient leaving(s.port(), kClientDeadline);
+    EXPECT_FALSE(leaving.Send(JsonRequest(kChat, ChatBody("m1", "leaves"))));
+    ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 1; }, 10'000ms));
+    leaving.Close();
+  }
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 0; }, 10'000ms));
+  EXPECT_EQ(pt::Metric(s.port(), R"(prefix_router_client_disconnects_total{stage="queued"})"), 1);
+  s.Send("next", 0, &next);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 1; }, 10'000ms));
+  s.fakes[0]->HoldResponses(false);
+  s.Join();
+  EXPECT_EQ(first.status(), 200);
+  EXPECT_EQ(next.status(), 200);
+  EXPECT_EQ(s.Order(), (std::vector<std::string>{"first", "next"}));
+  ExpectNothingInFlight(*s.gw, s.fakes);
+}
+
+// Many clients at once against one slot and a short queue: every request gets exactly one answer
+// (200 or 429), the instance never has more than one in flight, and every count returns to 0.
+TEST(FlowControlTest, ConcurrentLoadKeepsTheCeilingAndLosesNothing) {
+  auto fakes = StartFakes({"a"});
+  pt::Behavior slow;
+  slow.head_delay = 20ms;
+  fakes[0]->SetBehavior(slow);
+  GatewayConfig config = ConfigFor(fakes);
+  config.routing.max_in_flight = 1;
+  config.routing.flow_control.max_queue = 4;
+  auto gw = StartGateway(config);
+  ASSERT_NE(gw, nullptr);
+  std::atomic<int> ok{0}, refused{0}, other{0}, peak{0};
+  std::atomic<bool> done{false};
+  std::thread watch([&] {
+    while (!done) {
+      peak = std::max(peak.load(), fakes[0]->in_progress());
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < 6; ++i) {
+        pt::Headers h{{std::string(kPriority), std::to_string((t + i) % 3)}};
+        const ClientResponse r = pt::Fetch(gw->port(), JsonRequest(kChat, ChatBody("m1", "c"), h));
+        (r.status() == 200 ? ok : r.status() == 429 ? refused : other)++;
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  done = true;
+  watch.join();
+  EXPECT_EQ(ok + refused, 48);
+  EXPECT_EQ(other, 0);
+  EXPECT_GT(ok, 0);
+  EXPECT_LE(peak, 1);
+  EXPECT_EQ(fakes[0]->requests(), ok.load());
+  EXPECT_EQ(QueueLength(gw->port()), 0);
+  ExpectNothingInFlight(*gw, fakes);
+}
+
+}  // namespace
+}  // namespace prefix_router::gateway
