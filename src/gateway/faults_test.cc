@@ -158,14 +158,6 @@ std::vector<std::string> Homes(uint16_t port) {
   return homes;
 }
 
-// Every in-flight count, per instance and per pool, and every fake's work, back to exactly 0.
-void ExpectNothingInFlight(const Gateway& gw, const Fakes& fakes) {
-  EXPECT_TRUE(Eventually(
-      [&] { return TotalInFlight(gw) == 0 && DefaultPoolInFlight(gw) == 0 && TotalInProgress(fakes) == 0; }, 10'000ms))
-      << "instances " << TotalInFlight(gw) << ", pool " << DefaultPoolInFlight(gw) << ", at the fakes "
-      << TotalInProgress(fakes);
-}
-
 // ----------------------------------------------------------------------------- instance faults
 
 // An instance stopped while requests flow: requests it had not answered are retried elsewhere,

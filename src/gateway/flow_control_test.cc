@@ -39,13 +39,6 @@ std::string ErrorCode(const std::string& body) {
   return code.is_string() ? std::string(code.as_string()) : "";
 }
 
-void ExpectNothingInFlight(const Gateway& gw, const Fakes& fakes) {
-  EXPECT_TRUE(Eventually(
-      [&] { return TotalInFlight(gw) == 0 && DefaultPoolInFlight(gw) == 0 && TotalInProgress(fakes) == 0; }, 10'000ms))
-      << "instances " << TotalInFlight(gw) << ", pool " << DefaultPoolInFlight(gw) << ", at the fakes "
-      << TotalInProgress(fakes);
-}
-
 double QueueLength(uint16_t port) { return pt::Metric(port, R"(prefix_router_queue_length{pool="default"})"); }
 
 double Rejected(uint16_t port, std::string_view reason) {

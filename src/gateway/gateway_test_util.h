@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "gateway/gateway.h"
 #include "testing/fake_upstream.h"
 #include "testing/http_client.h"
+#include "testing/wait.h"
 
 namespace prefix_router::gateway::testing {
 
@@ -118,6 +120,15 @@ inline int32_t TotalInFlight(const Gateway& g) {
 
 // Requests admitted to the default pool and not yet ended.
 inline int64_t DefaultPoolInFlight(const Gateway& g) { return g.routing()->default_pool.in_flight->load(); }
+
+// Every in-flight count, per instance and per pool, and every fake's work, back to exactly 0.
+inline void ExpectNothingInFlight(const Gateway& gw, const Fakes& fakes) {
+  EXPECT_TRUE(pt::Eventually(
+      [&] { return TotalInFlight(gw) == 0 && DefaultPoolInFlight(gw) == 0 && TotalInProgress(fakes) == 0; },
+      std::chrono::milliseconds(10'000)))
+      << "instances " << TotalInFlight(gw) << ", pool " << DefaultPoolInFlight(gw) << ", at the fakes "
+      << TotalInProgress(fakes);
+}
 
 // A chat body whose system prompt is longer than the minimum prefix length, so that requests
 // with the same cache key share a routing key.
