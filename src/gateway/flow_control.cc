@@ -88,7 +88,7 @@ void PoolFlow::Wake(uint64_t id, Waiter::State state) {
   it->second->state = state;
   // The timer belongs to the waiter's thread: cancel it there. The waiter object lives on in the
   // posted handler if the request has gone meanwhile.
-  boost::asio::post(it->second->timer.get_executor(), [w = it->second] { w->timer.cancel(); });
+  boost::asio::post(it->second->executor, [w = it->second] { w->timer.cancel(); });
 }
 
 }  // namespace prefix_router

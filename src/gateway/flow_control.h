@@ -34,7 +34,8 @@ class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
 
   // One waiting request. `state` is written under the flow's mutex; the timer only on its thread.
   struct Waiter {
-    explicit Waiter(const boost::asio::any_io_executor& ex) : timer(ex) {}
+    explicit Waiter(const boost::asio::any_io_executor& ex) : executor(ex), timer(ex) {}
+    const boost::asio::any_io_executor executor;  // the request's thread (read from any thread)
     boost::asio::steady_timer timer;
     enum class State { kQueued, kGranted, kDisplaced, kLeft };
     State state = State::kQueued;
