@@ -46,6 +46,10 @@ struct SimulateArgs {
   unsigned jobs = 0;
   double saturation_duration_s = 900;
   sim::KvEventFeed kv_events;
+  std::string tenants;
+  uint32_t max_in_flight = 0;
+  FlowQueueOptions flow;  // max_queue 0 = refuse at the ceiling
+  bool no_fairness = false;
   std::string json, csv, report;
   std::string label_suffix;
   bool quiet = false;
@@ -54,6 +58,32 @@ struct SimulateArgs {
 int Fail(const std::string& message, int code = 2) {
   std::cerr << "prefix-router simulate: " << message << "\n";
   return code;
+}
+
+double Extra(const report::RunResult& r, const std::string& key) {
+  auto it = r.extra.find(key);
+  return it == r.extra.end() ? 0 : it->second;
+}
+
+// Flow control's figures (sim/simulator.h, AddFlowFigures), one line per run and tenant class:
+// the table's columns are over every request.
+void PrintFlowLines(const std::vector<report::RunResult>& results, const std::vector<sim::TenantClass>& tenants) {
+  for (const report::RunResult& r : results) {
+    const std::string run = fmt::format("{} {} seed {}", r.workload, r.strategy, r.seed);
+    if (r.settings.contains("max_in_flight")) {
+      std::cout << fmt::format("{}: max_in_flight {}, {} refused (429), {} queued, queue wait P90 {:.3f} s\n", run,
+                               r.settings.at("max_in_flight"), Extra(r, "refused"), Extra(r, "queued"),
+                               Extra(r, "queue_wait_p90_s"));
+    }
+    for (const sim::TenantClass& c : tenants) {
+      const std::string k = "tenant." + c.name + ".";
+      std::cout << fmt::format(
+          "{}: tenant {} (priority {}): {} requests, {} refused, TTFT P50 {:.3f} s P90 {:.3f} s P99 {:.3f} s, "
+          "{:.2f} completed/s\n",
+          run, c.name, c.priority, Extra(r, k + "requests"), Extra(r, k + "refused"), Extra(r, k + "ttft_p50_s"),
+          Extra(r, k + "ttft_p90_s"), Extra(r, k + "ttft_p99_s"), Extra(r, k + "throughput_rps"));
+    }
+  }
 }
 
 int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
@@ -97,6 +127,16 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   spec.base.trace_speed = a.trace_speed;
   spec.base.bounds = !a.no_bounds;
   spec.base.kv_events = a.kv_events;
+  spec.base.routing.max_in_flight = a.max_in_flight;
+  spec.base.routing.flow_control = a.flow;
+  spec.base.routing.flow_control.fairness = !a.no_fairness;
+  if (a.flow.max_queue > 0 && a.max_in_flight == 0) return Fail("--max-queue needs --max-in-flight");
+  if (Status s = spec.base.routing.Validate(); !s.ok()) return Fail(s.message());
+  if (!a.tenants.empty()) {
+    auto t = sim::ParseTenantClasses(a.tenants);
+    if (!t.ok()) return Fail("--tenants: " + t.status().message());
+    spec.base.tenants = std::move(*t);
+  }
   spec.workloads = a.workloads;
   spec.strategies = a.strategies;
   spec.prefix_lengths = a.prefix_lengths;
@@ -136,6 +176,7 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   std::cout << report::ComparisonTable(*results);
+  PrintFlowLines(*results, spec.base.tenants);
   std::cout << fmt::format("{} run(s) simulated in {:.1f} s of wall time (TTFTs are the engine model's).\n",
                            results->size(), wall);
   if (!a.json.empty()) {
@@ -279,6 +320,29 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--saturation-duration", a->saturation_duration_s,
                   "Model seconds of the closed-loop run that measures random's saturation throughput")
       ->capture_default_str();
+  cmd->add_option("--max-in-flight", a->max_in_flight,
+                  "Flow control (docs/flow-control.md): each gateway admits at most this many requests in "
+                  "flight (routing.max_in_flight); one more is refused (429) or, with --max-queue, waits "
+                  "(0 = no ceiling)")
+      ->capture_default_str();
+  cmd->add_option("--max-queue", a->flow.max_queue,
+                  "Flow control: requests that may wait at each gateway's ceiling "
+                  "(routing.flow_control.max_queue; 0 = refuse at once)")
+      ->capture_default_str();
+  cmd->add_option("--max-queue-bytes", a->flow.max_queue_bytes,
+                  "Flow control: bytes of queued bodies per gateway (0 = bounded by --max-queue only)")
+      ->capture_default_str();
+  cmd->add_option("--max-queue-wait", a->flow.max_queue_wait,
+                  "Flow control: seconds a request may wait before it is refused")
+      ->capture_default_str();
+  cmd->add_flag("--no-fairness", a->no_fairness,
+                "Flow control: arrival order within a priority band instead of fairness between tenants");
+  cmd->add_option("--tenants", a->tenants,
+                  "Tenant classes NAME:PRIORITY:SHARE,... e.g. interactive:1:0.2,batch:0:0.8: each session "
+                  "belongs to one class, its requests carry the class's priority band (-10..10; negative = "
+                  "sheddable) and tenant name. Open loop: a class sends SHARE x the offered rate (shares need "
+                  "not add up to 1: a:0:0.5,b:0:5 is b at 10x its half); closed loop and timed traces: "
+                  "shares are weights. Per-class lines follow the table");
   cmd->add_option("--jobs", a->jobs, "Runs simulated in parallel (default: one per core)");
   cmd->add_option("--label-suffix", a->label_suffix,
                   "Appended to every run's strategy name in the results (e.g. +canonical), so that "

@@ -37,6 +37,13 @@ struct RequestRecord {
   bool error = false;     // no complete, successful response
   bool overflow = false;  // routed away from its preferred instance (spill)
   bool counted = true;    // false during warm-up: excluded from every summary figure
+  // Flow control (simulate): refused at admission (429: the pool's ceiling, its queue full, the
+  // wait run out; `error` is set too), the seconds spent in the gateway's queue (<0: not queued;
+  // ttft_s and e2e_s count it), and the client's tenant class (index into the run's classes;
+  // -1 = none).
+  bool refused = false;
+  double queue_s = -1;
+  int32_t tenant = -1;
 };
 
 // One point of a run's time series: requests that started in [t_s, t_s + window).

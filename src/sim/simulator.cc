@@ -21,6 +21,7 @@
 #include "api/openai_request.h"
 #include "core/block_chain.h"
 #include "core/fleet.h"
+#include "core/flow_queue.h"
 #include "core/kv_events.h"
 #include "core/kv_index.h"
 #include "core/peer_policies.h"
@@ -45,8 +46,11 @@ Result<double> ParseSeconds(std::string_view text) {
   return v;
 }
 
-// A client whose request failed before reaching an engine waits this long before its next.
+// A client whose request failed before reaching an engine, or was refused (429 with
+// Retry-After: 1), waits this long before its next.
 constexpr double kErrorPause = 1.0;
+
+constexpr size_t kMaxTenantClasses = 64;
 
 std::string InstanceName(uint32_t i) { return "instance-" + std::to_string(i + 1); }
 
@@ -240,15 +244,67 @@ class KvPublisher final : public engine_model::KvEventListener {
   uint64_t next_seq_ = 0;
 };
 
+// Flow control's figures, over counted requests: refusals and queue waits (with a ceiling), and
+// per tenant class its requests, refusals, TTFT percentiles (successful requests, queue wait
+// included) and completed throughput over the run's span (the classes' add up to the run's).
+void AddFlowFigures(const std::vector<report::RequestRecord>& records, const std::vector<TenantClass>& tenants,
+                    bool ceiling, report::RunResult& r) {
+  if (!ceiling && tenants.empty()) return;  // runs without either keep their figures as they were
+  struct Figures {
+    uint64_t requests = 0, refused = 0, succeeded = 0;
+    std::vector<double> ttft;
+  };
+  std::vector<Figures> per(tenants.size());
+  uint64_t refused = 0, queued = 0;
+  std::vector<double> waits;
+  double first = std::numeric_limits<double>::infinity(), last = -first;
+  for (const report::RequestRecord& rec : records) {
+    if (!rec.counted) continue;
+    first = std::min(first, rec.start_s);
+    last = std::max(last, rec.start_s + std::max(rec.e2e_s, 0.0));
+    if (rec.refused) ++refused;
+    if (rec.queue_s >= 0) {
+      ++queued;
+      waits.push_back(rec.queue_s);
+    }
+    if (rec.tenant < 0 || static_cast<size_t>(rec.tenant) >= per.size()) continue;
+    Figures& f = per[static_cast<size_t>(rec.tenant)];
+    ++f.requests;
+    if (rec.refused) ++f.refused;
+    if (!rec.error) {
+      ++f.succeeded;
+      if (rec.ttft_s >= 0) f.ttft.push_back(rec.ttft_s);
+    }
+  }
+  const double span = last > first ? last - first : 0;
+  if (ceiling) {
+    r.extra["refused"] = static_cast<double>(refused);
+    r.extra["queued"] = static_cast<double>(queued);
+    r.extra["queue_wait_p90_s"] = report::Percentile(waits, 0.9);
+  }
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    Figures& f = per[i];
+    const std::string k = "tenant." + tenants[i].name + ".";
+    r.extra[k + "priority"] = tenants[i].priority;
+    r.extra[k + "requests"] = static_cast<double>(f.requests);
+    r.extra[k + "refused"] = static_cast<double>(f.refused);
+    std::sort(f.ttft.begin(), f.ttft.end());
+    r.extra[k + "ttft_p50_s"] = report::Percentile(f.ttft, 0.5);
+    r.extra[k + "ttft_p90_s"] = report::Percentile(f.ttft, 0.9);
+    r.extra[k + "ttft_p99_s"] = report::Percentile(f.ttft, 0.99);
+    r.extra[k + "throughput_rps"] = span > 0 ? static_cast<double>(f.succeeded) / span : 0;
+  }
+}
+
 class Simulation {
  public:
   explicit Simulation(const SimOptions& options)
-      : o_(options), rng_(options.seed ^ 0x51A1), kv_rng_(options.seed ^ 0x6B76) {}
+      : o_(options), rng_(options.seed ^ 0x51A1), kv_rng_(options.seed ^ 0x6B76), tenant_rng_(options.seed ^ 0x7E4A) {}
 
   Result<SimRun> Run();
 
  private:
-  enum class EvType : uint8_t { kSessionStart, kSend, kSubmit, kStepEnd, kScale, kKvDeliver };
+  enum class EvType : uint8_t { kSessionStart, kSend, kSubmit, kStepEnd, kScale, kKvDeliver, kQueueExpire };
   struct Ev {
     double t;
     uint64_t seq;
@@ -274,6 +330,20 @@ class Simulation {
   struct SimSession {
     std::unique_ptr<workload::Session> session;
     bool closed_user = false;  // a closed-loop user starts another session when this one ends
+    int32_t tenant = -1;       // index into o_.tenants; -1 = none
+  };
+
+  // A request parsed and keyed, not yet routed: what routing it needs, owned (it may wait in a
+  // gateway's queue while other requests reuse the scratch buffers).
+  struct Prepared {
+    uint64_t session = 0;
+    uint64_t request_id = 0;
+    PrefixKey key;
+    uint32_t work_tokens = 0;
+    std::vector<uint64_t> blocks;
+    std::string text;
+    std::vector<uint32_t> prompt;
+    uint32_t max_tokens = 1;
   };
 
   struct Live {
@@ -300,6 +370,14 @@ class Simulation {
   Status RebuildFleet();
   void StartSession(double t, bool closed_user);
   void SendTurn(double t, uint64_t session_id, std::string_view previous_reply);
+  // Routes `p` on gateway `gateway_id` and starts it (the gateway's slot, when it has a ceiling,
+  // is taken here).
+  void Dispatch(double t, uint32_t gateway_id, Prepared p);
+  // A 429 at admission: the request is recorded refused and its session goes on after a pause.
+  void Refuse(double t, uint64_t request_id, uint64_t session_id);
+  // While gateway `gateway_id` is below its ceiling, the next queued request leaves and is routed.
+  void LetOut(double t, uint32_t gateway_id);
+  void QueueExpire(double t, uint64_t request_id);
   void Submit(double t, uint64_t request_id);
   void StartStep(double t, uint32_t engine);
   void ReportEngineLoad(Engine& engine);
@@ -312,7 +390,9 @@ class Simulation {
 
   const SimOptions& o_;
   Rng rng_;
-  Rng kv_rng_;                       // KV batch losses, apart from the routing's randomness
+  Rng kv_rng_;      // KV batch losses, apart from the routing's randomness
+  Rng tenant_rng_;  // sessions' tenant classes, apart from arrivals and routing
+  double tenant_share_sum_ = 0;
   bool kv_feed_ = false;             // the strategy reads KV events
   uint64_t policy_index_bytes_ = 0;  // the index bound the policy was built with
   struct KvDelivery {
@@ -328,6 +408,9 @@ class Simulation {
   struct Gateway {
     std::unique_ptr<Policy> policy;
     std::shared_ptr<const FleetSnapshot> fleet;
+    uint32_t in_flight = 0;                          // its requests dispatched and not finished (its pool's count)
+    std::optional<FlowQueue> queue;                  // with a ceiling and max_queue > 0
+    std::unordered_map<uint64_t, Prepared> waiting;  // queued requests by id
   };
   std::vector<Gateway> gateways_;
   std::unique_ptr<workload::Workload> workload_;
@@ -419,7 +502,20 @@ void Simulation::StartSession(double t, bool closed_user) {
   }
   if (!start.session) return;  // a finite trace ran out
   const uint64_t id = next_session_++;
-  sessions_.emplace(id, SimSession{std::move(start.session), closed_user});
+  int32_t tenant = -1;
+  if (!o_.tenants.empty()) {
+    // A class by share (shares are weights here; they scale the rate in Run).
+    double x = tenant_rng_.NextDouble() * tenant_share_sum_;
+    tenant = static_cast<int32_t>(o_.tenants.size() - 1);
+    for (size_t i = 0; i < o_.tenants.size(); ++i) {
+      if (x < o_.tenants[i].share) {
+        tenant = static_cast<int32_t>(i);
+        break;
+      }
+      x -= o_.tenants[i].share;
+    }
+  }
+  sessions_.emplace(id, SimSession{std::move(start.session), closed_user, tenant});
   SendTurn(t, id, "");
   if (closed_user) return;
   // Open loop: schedule the next session's start.
@@ -451,6 +547,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   report::RequestRecord rec;
   rec.start_s = t;
   rec.counted = t >= o_.warmup_s;
+  rec.tenant = sit->second.tenant;
 
   // The routing decision, from the body the gateway would receive.
   const std::string body = workload::RenderBody(*r, /*stream=*/false, o_.default_model);
@@ -488,22 +585,73 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
     Push(t + kErrorPause, EvType::kSend, session_id);  // the session goes on, as a client's would
     return;
   }
-  RouteRequest route = api::RouteRequestFor(*parsed);
-  route.served_name = "";                                      // every simulated instance serves every model
-  route.work_tokens = api::EstimatePromptTokens(body.size());  // as the gateway estimates it
-  if (chained) route.blocks = chain_;
-  route.text = keyed_text_;
-  route.prompt_tokens = prompt;       // the engine's tokens, as the emulator's /tokenize gives them
-  route.request_id = request_id + 1;  // 0 is "not named"
+  records_.push_back(rec);
+  Prepared p;
+  p.session = session_id;
+  p.request_id = request_id;
+  p.key = parsed->key;
+  p.work_tokens = api::EstimatePromptTokens(body.size());  // as the gateway estimates it
+  if (chained) p.blocks = chain_;
+  p.text = keyed_text_;
+  p.prompt = std::move(prompt);
+  p.max_tokens = std::max<uint32_t>(1, r->max_tokens);
   // Dealt round-robin over the gateways by send order (request_id counts every send).
   const uint32_t gateway_id = static_cast<uint32_t>(request_id % gateways_.size());
   Gateway& gateway = gateways_[gateway_id];
+  const uint32_t ceiling = o_.routing.max_in_flight;
+  // Admission as the gateway's PoolFlow: a slot now while the pool is below its ceiling and
+  // nobody waits; else a place in the queue, or 429.
+  if (ceiling == 0 || (gateway.in_flight < ceiling && gateway.waiting.empty())) {
+    Dispatch(t, gateway_id, std::move(p));
+    return;
+  }
+  if (!gateway.queue) {
+    Refuse(t, request_id, session_id);
+    return;
+  }
+  FlowItem item;
+  item.id = request_id;
+  if (rec.tenant >= 0) {
+    const TenantClass& c = o_.tenants[static_cast<size_t>(rec.tenant)];
+    item.band = c.priority;
+    item.tenant = c.name;
+  } else {
+    item.tenant = r->routing_group;
+  }
+  item.tokens = p.work_tokens;
+  item.bytes = body.size();
+  item.arrival = t;
+  FlowQueue::PushResult pushed = gateway.queue->Push(std::move(item));
+  for (uint64_t displaced : pushed.displaced) {
+    auto node = gateway.waiting.extract(displaced);
+    records_[displaced].queue_s = t - records_[displaced].start_s;
+    Refuse(t, displaced, node.mapped().session);
+  }
+  if (pushed.verdict != FlowVerdict::kQueued) {
+    Refuse(t, request_id, session_id);
+    return;
+  }
+  gateway.waiting.emplace(request_id, std::move(p));
+  Push(t + o_.routing.flow_control.max_queue_wait, EvType::kQueueExpire, request_id);
+}
+
+void Simulation::Dispatch(double t, uint32_t gateway_id, Prepared p) {
+  const uint64_t request_id = p.request_id;
+  RouteRequest route;
+  route.key = p.key;
+  route.served_name = "";  // every simulated instance serves every model
+  route.work_tokens = p.work_tokens;
+  route.blocks = p.blocks;
+  route.text = p.text;
+  route.prompt_tokens = p.prompt;     // the engine's tokens, as the emulator's /tokenize gives them
+  route.request_id = request_id + 1;  // 0 is "not named"
+  Gateway& gateway = gateways_[gateway_id];
+  report::RequestRecord& rec = records_[request_id];
   Result<Decision> d = gateway.policy->Pick(route, *gateway.fleet, rng_);
   if (!d.ok()) {
     rec.error = true;
-    records_.push_back(rec);
-    replies_[session_id] = "";
-    Push(t + kErrorPause, EvType::kSend, session_id);
+    replies_[p.session] = "";
+    Push(t + kErrorPause, EvType::kSend, p.session);
     return;
   }
   const uint32_t engine_id = fleet_engine_[d->instance];
@@ -512,24 +660,25 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   state.in_flight.fetch_add(1, std::memory_order_relaxed);
   state.outstanding_tokens.fetch_add(route.work_tokens, std::memory_order_relaxed);
   state.dispatched.fetch_add(1, std::memory_order_relaxed);
+  ++gateway.in_flight;
   d->request_id = route.request_id;
   gateway.policy->OnDispatched(route, *d, *gateway.fleet);
   rec.instance = static_cast<int32_t>(engine.share_index);
   rec.overflow = d->kind == DecisionKind::kOverflow || d->kind == DecisionKind::kSaturated;
-  rec.prompt_tokens = static_cast<uint32_t>(prompt.size());
+  rec.prompt_tokens = static_cast<uint32_t>(p.prompt.size());
 
   size_t waiting = 0;
   for (uint32_t id : fleet_engine_) waiting += engines_[id].scheduler->num_waiting();
   queue_depths_.push_back(static_cast<double>(waiting));
 
   Live live;
-  live.session = session_id;
+  live.session = p.session;
   live.engine = engine_id;
   live.gateway = gateway_id;
   live.sent = t;
-  live.max_tokens = std::max<uint32_t>(1, r->max_tokens);
+  live.max_tokens = p.max_tokens;
   live.work_tokens = route.work_tokens;
-  live.output_seed = engine_model::OutputSeed(prompt);
+  live.output_seed = engine_model::OutputSeed(p.prompt);
   live.decision = *d;
   live.fleet = gateway.fleet;
   if (bounds_) {
@@ -537,20 +686,19 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
     for (uint32_t i = 0; i < live.max_tokens; ++i) {
       output[i] = engine_model::GeneratedTokenId(live.output_seed, i);
     }
-    auto [lru, infinite] = bounds_->Observe(prompt, output);
+    auto [lru, infinite] = bounds_->Observe(p.prompt, output);
     if (rec.counted) {
-      bound_prompt_ += prompt.size();
+      bound_prompt_ += p.prompt.size();
       bound_lru_ += lru;
       bound_infinite_ += infinite;
     }
   }
   engine_model::EngineRequest er;
   er.id = request_id;
-  er.prompt = std::move(prompt);
+  er.prompt = std::move(p.prompt);
   er.max_tokens = live.max_tokens;
   er.output_seed = live.output_seed;
   live.submit = std::move(er);
-  records_.push_back(rec);
   live_.emplace(request_id, std::move(live));
   const double overhead = o_.profile.config.cost.request_overhead;
   if (overhead > 0) {
@@ -558,6 +706,37 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   } else {
     Submit(t, request_id);
   }
+}
+
+void Simulation::Refuse(double t, uint64_t request_id, uint64_t session_id) {
+  report::RequestRecord& rec = records_[request_id];
+  rec.error = true;
+  rec.refused = true;
+  replies_[session_id] = "";
+  Push(t + kErrorPause, EvType::kSend, session_id);
+}
+
+void Simulation::LetOut(double t, uint32_t gateway_id) {
+  Gateway& gateway = gateways_[gateway_id];
+  if (!gateway.queue) return;
+  while (gateway.in_flight < o_.routing.max_in_flight) {
+    std::optional<FlowItem> next = gateway.queue->Pop();
+    if (!next) return;
+    auto node = gateway.waiting.extract(next->id);
+    records_[next->id].queue_s = t - records_[next->id].start_s;
+    Dispatch(t, gateway_id, std::move(node.mapped()));
+  }
+}
+
+void Simulation::QueueExpire(double t, uint64_t request_id) {
+  Gateway& gateway = gateways_[request_id % gateways_.size()];
+  auto it = gateway.waiting.find(request_id);
+  if (it == gateway.waiting.end()) return;  // it left the queue (routed or displaced) before
+  gateway.queue->Remove(request_id);
+  const uint64_t session = it->second.session;
+  gateway.waiting.erase(it);
+  records_[request_id].queue_s = t - records_[request_id].start_s;
+  Refuse(t, request_id, session);
 }
 
 void Simulation::Submit(double t, uint64_t request_id) {
@@ -671,6 +850,7 @@ void Simulation::Finish(double t, uint64_t request_id, bool error) {
   state.in_flight.fetch_sub(1, std::memory_order_relaxed);
   state.outstanding_tokens.fetch_sub(live.work_tokens, std::memory_order_relaxed);
   gateways_[live.gateway].policy->OnCompleted(live.decision, *live.fleet);
+  --gateways_[live.gateway].in_flight;
   report::RequestRecord& rec = records_[request_id];
   std::string reply;
   if (error) {
@@ -683,10 +863,13 @@ void Simulation::Finish(double t, uint64_t request_id, bool error) {
     }
     reply = engine_model::GeneratedText(live.output_seed, live.max_tokens);
   }
-  auto sit = sessions_.find(live.session);
-  if (sit == sessions_.end()) return;
-  replies_[live.session] = std::move(reply);
-  Push(t + (o_.ignore_think_time ? 0.0 : sit->second.session->think_s()), EvType::kSend, live.session);
+  if (auto sit = sessions_.find(live.session); sit != sessions_.end()) {
+    replies_[live.session] = std::move(reply);
+    Push(t + (o_.ignore_think_time ? 0.0 : sit->second.session->think_s()), EvType::kSend, live.session);
+  }
+  // The freed slot goes to the next request waiting at this gateway (last: it may route and
+  // start requests, and so finish others).
+  LetOut(t, live.gateway);
 }
 
 Status Simulation::Scale(double t, const ScaleEvent& e) {
@@ -749,7 +932,21 @@ Result<SimRun> Simulation::Run() {
   auto w = o_.make_workload ? o_.make_workload(o_.seed) : workload::MakeWorkload(o_.workload, o_.params, o_.seed);
   if (!w.ok()) return w.status();
   workload_ = std::move(*w);
-  session_rate_ = o_.rate_rps / std::max(1.0, workload_->mean_turns());
+  if (o_.tenants.size() > kMaxTenantClasses) {
+    return Status::InvalidArgument("at most " + std::to_string(kMaxTenantClasses) + " tenant classes");
+  }
+  for (const TenantClass& c : o_.tenants) {
+    if (!(c.share > 0 && std::isfinite(c.share))) {
+      return Status::InvalidArgument("tenant class '" + c.name + "': share must be > 0");
+    }
+    if (c.priority < kMinFlowBand || c.priority > kMaxFlowBand) {
+      return Status::InvalidArgument("tenant class '" + c.name + "': priority outside " + std::to_string(kMinFlowBand) +
+                                     ".." + std::to_string(kMaxFlowBand));
+    }
+    tenant_share_sum_ += c.share;
+  }
+  // The classes together send rate x the sum of their shares (see TenantClass).
+  session_rate_ = o_.rate_rps * (o_.tenants.empty() ? 1.0 : tenant_share_sum_) / std::max(1.0, workload_->mean_turns());
   RoutingOptions routing = o_.routing;
   if (UsesBlockChain(routing.strategy) || UsesKvEvents(routing.strategy)) {
     // The index's capacity per instance from the engine's own (as a gateway reads it from an
@@ -777,6 +974,10 @@ Result<SimRun> Simulation::Run() {
     }
   }
   policy_index_bytes_ = routing.cache_aware.max_index_bytes;
+  // Each replica's pool has its own count and its own queue, as a gateway process does.
+  if (o_.routing.max_in_flight > 0 && o_.routing.flow_control.max_queue > 0) {
+    for (Gateway& g : gateways_) g.queue.emplace(o_.routing.flow_control);
+  }
   kv_feed_ = o_.peer.empty() && UsesKvEvents(routing.strategy);
   const KvEventFeed& feed = o_.kv_events;
   if (!(feed.delay_s >= 0 && std::isfinite(feed.delay_s))) {
@@ -833,6 +1034,7 @@ Result<SimRun> Simulation::Run() {
       case EvType::kSubmit: Submit(now, ev.a); break;
       case EvType::kStepEnd: StepEnd(now, static_cast<uint32_t>(ev.a)); break;
       case EvType::kKvDeliver: DeliverKv(); break;
+      case EvType::kQueueExpire: QueueExpire(now, ev.a); break;
       case EvType::kScale:
         if (now < o_.duration_s) {
           if (Status s = Scale(now, events[ev.a]); !s.ok()) return s;
@@ -900,10 +1102,65 @@ Result<SimRun> Simulation::Run() {
   uint64_t preemptions = 0;
   for (const Engine& e : engines_) preemptions += e.scheduler->num_preemptions();
   r.extra["preemptions"] = static_cast<double>(preemptions);
+  if (o_.routing.max_in_flight > 0) {
+    r.settings["max_in_flight"] = o_.routing.max_in_flight;
+    if (o_.routing.flow_control.max_queue > 0) {
+      r.settings["max_queue"] = o_.routing.flow_control.max_queue;
+      r.settings["max_queue_wait_s"] = o_.routing.flow_control.max_queue_wait;
+      if (o_.routing.flow_control.max_queue_bytes > 0) {
+        r.settings["max_queue_bytes"] = static_cast<double>(o_.routing.flow_control.max_queue_bytes);
+      }
+      r.settings["fairness"] = o_.routing.flow_control.fairness ? 1 : 0;
+    }
+  }
+  AddFlowFigures(run.records, o_.tenants, o_.routing.max_in_flight > 0, r);
   return run;
 }
 
 }  // namespace
+
+Result<std::vector<TenantClass>> ParseTenantClasses(std::string_view text) {
+  std::vector<TenantClass> out;
+  auto bad = [&](std::string_view part, const std::string& why) {
+    return Status::InvalidArgument("tenant class '" + std::string(part) + "': " + why +
+                                   " (expected NAME:PRIORITY:SHARE, e.g. interactive:1:0.2)");
+  };
+  if (text.empty()) return Status::InvalidArgument("no tenant class given (expected NAME:PRIORITY:SHARE,...)");
+  for (bool more = true; more;) {
+    const size_t comma = text.find(',');
+    const std::string_view part = text.substr(0, comma);
+    more = comma != std::string_view::npos;
+    text = more ? text.substr(comma + 1) : std::string_view{};
+    const size_t c1 = part.find(':');
+    const size_t c2 = c1 == std::string_view::npos ? c1 : part.find(':', c1 + 1);
+    if (c2 == std::string_view::npos || part.find(':', c2 + 1) != std::string_view::npos) {
+      return bad(part, "three fields");
+    }
+    TenantClass c;
+    c.name = std::string(part.substr(0, c1));
+    if (c.name.empty()) return bad(part, "empty name");
+    const std::string_view prio = part.substr(c1 + 1, c2 - c1 - 1);
+    auto [pp, pe] = std::from_chars(prio.data(), prio.data() + prio.size(), c.priority);
+    if (pe != std::errc() || pp != prio.data() + prio.size() || c.priority < kMinFlowBand ||
+        c.priority > kMaxFlowBand) {
+      return bad(part,
+                 "priority must be an integer " + std::to_string(kMinFlowBand) + ".." + std::to_string(kMaxFlowBand));
+    }
+    const std::string_view share = part.substr(c2 + 1);
+    auto [sp, se] = std::from_chars(share.data(), share.data() + share.size(), c.share);
+    if (se != std::errc() || sp != share.data() + share.size() || !(c.share > 0) || !std::isfinite(c.share)) {
+      return bad(part, "share must be a number > 0");
+    }
+    for (const TenantClass& o : out) {
+      if (o.name == c.name) return bad(part, "name given twice");
+    }
+    out.push_back(std::move(c));
+    if (out.size() > kMaxTenantClasses) {
+      return Status::InvalidArgument("at most " + std::to_string(kMaxTenantClasses) + " tenant classes");
+    }
+  }
+  return out;
+}
 
 Result<ScaleEvent> ParseScaleEvent(std::string_view text) {
   const size_t at = text.rfind('@');
@@ -1048,6 +1305,10 @@ Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_insta
   options.series_window_s = 0;
   options.events.clear();
   options.bounds = false;
+  // Capacity without admission: no ceiling, no queue, one class of clients.
+  options.routing.max_in_flight = 0;
+  options.routing.flow_control = FlowQueueOptions{};
+  options.tenants.clear();
   // Random routing does not depend on how many gateways pick (they share one random stream):
   // one capacity for every gateway count, so that loads in percent compare equal rates.
   options.gateways = 1;

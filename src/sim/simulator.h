@@ -47,6 +47,18 @@
 // every gateway's fleet at once. The gateways share one seeded random stream, drawn in the order
 // the picks happen: random routing picks alike for any K, and K = 1 is the single gateway.
 //
+// Flow control (docs/flow-control.md): with routing.max_in_flight, each gateway admits at most
+// that many requests in flight (dispatched, not yet finished), counted per gateway as a
+// replica's pool counts its own. A request that finds its gateway at the ceiling is refused (429)
+// or, with routing.flow_control.max_queue > 0, waits in that gateway's FlowQueue (core/
+// flow_queue.h, the gateway's own queue: bands, fairness between tenants, bounds, displacement),
+// and is routed when a request of that gateway finishes and frees its slot, with the load seen
+// then. Its TTFT counts the wait. A queued request whose wait reaches max_queue_wait is refused.
+// A refused request is not retried: its session goes on after a pause, as after an error.
+// Tenants: with `tenants`, each session belongs to one class, drawn by share from its own seeded
+// stream; its requests carry the class's priority band and name (the fairness key). Without
+// classes, the fairness key is the request's routing group, as in the gateway.
+//
 // Bounds: the hit rate of one LRU cache with the fleet's total KV capacity, and of an infinite
 // cache, seeing every request in dispatch order (prompt, then its output, as the engines cache
 // them): what no router could beat with this fleet's memory, and with unbounded memory.
@@ -96,6 +108,20 @@ std::vector<std::string> DefaultComparison();
 
 enum class Arrivals { kClosed, kOpen };
 
+// A class of clients for flow control (see the file comment): its sessions' priority band and
+// tenant name, and the part of the offered load it sends.
+struct TenantClass {
+  std::string name;
+  int32_t priority = 0;  // kMinFlowBand..kMaxFlowBand; negative = sheddable
+  // Open loop without arrival times: the fraction of the offered rate this class sends (the
+  // classes together send rate x the sum of their shares, so "a:0:0.5,b:0:5" is b at 10x its
+  // half). Closed loop and timed traces: a weight, the chance that a session is this class's.
+  double share = 1;
+};
+// "NAME:PRIORITY:SHARE,..." e.g. "interactive:1:0.2,batch:0:0.8"; names unique, at most 64
+// classes, priorities kMinFlowBand..kMaxFlowBand, shares > 0.
+Result<std::vector<TenantClass>> ParseTenantClasses(std::string_view text);
+
 // How KV events reach the router (see the file comment); used by strategies that read them.
 struct KvEventFeed {
   double delay_s = 0.05;        // model seconds from the end of the step to the router
@@ -133,6 +159,7 @@ struct SimOptions {
   bool bounds = false;  // compute the LRU and infinite-cache bounds
   std::string default_model = "default";
   KvEventFeed kv_events;
+  std::vector<TenantClass> tenants;  // empty = one class of clients (see the file comment)
 };
 
 struct SimRun {
