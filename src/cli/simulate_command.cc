@@ -60,32 +60,6 @@ int Fail(const std::string& message, int code = 2) {
   return code;
 }
 
-double Extra(const report::RunResult& r, const std::string& key) {
-  auto it = r.extra.find(key);
-  return it == r.extra.end() ? 0 : it->second;
-}
-
-// Flow control's figures (sim/simulator.h, AddFlowFigures), one line per run and tenant class:
-// the table's columns are over every request.
-void PrintFlowLines(const std::vector<report::RunResult>& results, const std::vector<sim::TenantClass>& tenants) {
-  for (const report::RunResult& r : results) {
-    const std::string run = fmt::format("{} {} seed {}", r.workload, r.strategy, r.seed);
-    if (r.settings.contains("max_in_flight")) {
-      std::cout << fmt::format("{}: max_in_flight {}, {} refused (429), {} queued, queue wait P90 {:.3f} s\n", run,
-                               r.settings.at("max_in_flight"), Extra(r, "refused"), Extra(r, "queued"),
-                               Extra(r, "queue_wait_p90_s"));
-    }
-    for (const sim::TenantClass& c : tenants) {
-      const std::string k = "tenant." + c.name + ".";
-      std::cout << fmt::format(
-          "{}: tenant {} (priority {}): {} requests, {} refused, TTFT P50 {:.3f} s P90 {:.3f} s P99 {:.3f} s, "
-          "{:.2f} completed/s\n",
-          run, c.name, c.priority, Extra(r, k + "requests"), Extra(r, k + "refused"), Extra(r, k + "ttft_p50_s"),
-          Extra(r, k + "ttft_p90_s"), Extra(r, k + "ttft_p99_s"), Extra(r, k + "throughput_rps"));
-    }
-  }
-}
-
 int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   sim::SweepSpec spec;
   auto profile = engine_model::FindProfile(a.profile);
@@ -133,7 +107,7 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   if (a.flow.max_queue > 0 && a.max_in_flight == 0) return Fail("--max-queue needs --max-in-flight");
   if (Status s = spec.base.routing.Validate(); !s.ok()) return Fail(s.message());
   if (!a.tenants.empty()) {
-    auto t = sim::ParseTenantClasses(a.tenants);
+    auto t = workload::ParseTenantClasses(a.tenants);
     if (!t.ok()) return Fail("--tenants: " + t.status().message());
     spec.base.tenants = std::move(*t);
   }
@@ -176,7 +150,11 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   std::cout << report::ComparisonTable(*results);
-  PrintFlowLines(*results, spec.base.tenants);
+  {
+    std::vector<report::TenantLabel> labels;
+    for (const workload::TenantClass& c : spec.base.tenants) labels.push_back({c.name, c.priority});
+    std::cout << report::FlowLines(*results, labels);
+  }
   std::cout << fmt::format("{} run(s) simulated in {:.1f} s of wall time (TTFTs are the engine model's).\n",
                            results->size(), wall);
   if (!a.json.empty()) {

@@ -479,6 +479,80 @@ double Percentile(std::vector<double>& v, double p) {
   return SortedPercentile(v, p);
 }
 
+void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector<TenantLabel>& tenants, bool ceiling,
+                    RunResult& into) {
+  if (!ceiling && tenants.empty()) return;
+  struct Figures {
+    uint64_t requests = 0, refused = 0, succeeded = 0;
+    std::vector<double> ttft;
+  };
+  std::vector<Figures> per(tenants.size());
+  uint64_t refused = 0, queued = 0;
+  std::vector<double> waits;
+  double first = std::numeric_limits<double>::infinity(), last = -first;
+  for (const RequestRecord& rec : records) {
+    if (!rec.counted) continue;
+    first = std::min(first, rec.start_s);
+    last = std::max(last, rec.start_s + std::max(rec.e2e_s, 0.0));
+    if (rec.refused) ++refused;
+    if (rec.queue_s >= 0) {
+      ++queued;
+      waits.push_back(rec.queue_s);
+    }
+    if (rec.tenant < 0 || static_cast<size_t>(rec.tenant) >= per.size()) continue;
+    Figures& f = per[static_cast<size_t>(rec.tenant)];
+    ++f.requests;
+    if (rec.refused) ++f.refused;
+    if (!rec.error) {
+      ++f.succeeded;
+      if (rec.ttft_s >= 0) f.ttft.push_back(rec.ttft_s);
+    }
+  }
+  const double span = last > first ? last - first : 0;
+  if (ceiling) {
+    into.extra["refused"] = static_cast<double>(refused);
+    into.extra["queued"] = static_cast<double>(queued);
+    into.extra["queue_wait_p90_s"] = Percentile(waits, 0.9);
+  }
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    Figures& f = per[i];
+    const std::string k = "tenant." + tenants[i].name + ".";
+    into.extra[k + "priority"] = tenants[i].priority;
+    into.extra[k + "requests"] = static_cast<double>(f.requests);
+    into.extra[k + "refused"] = static_cast<double>(f.refused);
+    std::sort(f.ttft.begin(), f.ttft.end());
+    into.extra[k + "ttft_p50_s"] = SortedPercentile(f.ttft, 0.5);
+    into.extra[k + "ttft_p90_s"] = SortedPercentile(f.ttft, 0.9);
+    into.extra[k + "ttft_p99_s"] = SortedPercentile(f.ttft, 0.99);
+    into.extra[k + "throughput_rps"] = span > 0 ? static_cast<double>(f.succeeded) / span : 0;
+  }
+}
+
+std::string FlowLines(const std::vector<RunResult>& runs, const std::vector<TenantLabel>& tenants) {
+  auto extra = [](const RunResult& r, const std::string& key) {
+    auto it = r.extra.find(key);
+    return it == r.extra.end() ? 0.0 : it->second;
+  };
+  std::string out;
+  for (const RunResult& r : runs) {
+    const std::string run = fmt::format("{} {} seed {}", r.workload, r.strategy, r.seed);
+    if (auto m = r.settings.find("max_in_flight"); m != r.settings.end()) {
+      out += fmt::format("{}: max_in_flight {}, {} refused (429), {} queued, queue wait P90 {:.3f} s\n", run, m->second,
+                         extra(r, "refused"), extra(r, "queued"), extra(r, "queue_wait_p90_s"));
+    }
+    for (const TenantLabel& c : tenants) {
+      const std::string k = "tenant." + c.name + ".";
+      if (!r.extra.contains(k + "requests")) continue;
+      out += fmt::format(
+          "{}: tenant {} (priority {}): {} requests, {} refused, TTFT P50 {:.3f} s P90 {:.3f} s P99 {:.3f} s, "
+          "{:.2f} completed/s\n",
+          run, c.name, c.priority, extra(r, k + "requests"), extra(r, k + "refused"), extra(r, k + "ttft_p50_s"),
+          extra(r, k + "ttft_p90_s"), extra(r, k + "ttft_p99_s"), extra(r, k + "throughput_rps"));
+    }
+  }
+  return out;
+}
+
 void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& options, RunResult& into) {
   std::vector<const RequestRecord*> counted;
   size_t instances = options.instances;

@@ -122,6 +122,23 @@ void Summarize(const std::vector<RequestRecord>& records, const SummaryOptions& 
 // Percentile by linear interpolation between closest ranks; 0 for an empty input. Sorts `v`.
 double Percentile(std::vector<double>& v, double p);
 
+// A tenant class as the figures name it (RequestRecord::tenant indexes a list of these).
+struct TenantLabel {
+  std::string name;
+  int32_t priority = 0;
+};
+// Flow control's figures in `into.extra`, over counted requests. With `ceiling` (the run had a
+// max_in_flight): "refused" (429s at admission), "queued" (requests that waited in the gateway's
+// queue, refused ones included) and "queue_wait_p90_s". Per class: "tenant.NAME.priority",
+// ".requests", ".refused", ".ttft_p50_s" / "_p90_s" / "_p99_s" (successful requests; TTFT counts
+// the queue wait) and ".throughput_rps" (completed over the run's span, so the classes' add up to
+// the run's). Nothing without a ceiling and classes: such runs keep their figures as they were.
+void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector<TenantLabel>& tenants, bool ceiling,
+                    RunResult& into);
+// One line per run with flow figures (see AddFlowFigures) and per class: what `simulate` and
+// `bench` print after their table. "" when no run has any.
+std::string FlowLines(const std::vector<RunResult>& runs, const std::vector<TenantLabel>& tenants);
+
 // JSON: an array of run objects with every field above (series and quantiles included).
 // Numbers are written in their shortest exact form and read back exactly; a NaN or infinite
 // value is written as null and read back as NaN.

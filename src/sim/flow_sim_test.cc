@@ -205,20 +205,5 @@ TEST(FlowSimTest, SharesScaleTheRate) {
   EXPECT_NEAR((a + b) / 30, 55, 8);  // 10 x (0.5 + 5) requests/s for 30 s
 }
 
-TEST(FlowSimTest, ParsesTenantClasses) {
-  auto ok = ParseTenantClasses("interactive:1:0.2,batch:0:0.8,bulk:-2:3");
-  ASSERT_TRUE(ok.ok()) << ok.status().message();
-  ASSERT_EQ(ok->size(), 3u);
-  EXPECT_EQ((*ok)[0].name, "interactive");
-  EXPECT_EQ((*ok)[0].priority, 1);
-  EXPECT_DOUBLE_EQ((*ok)[0].share, 0.2);
-  EXPECT_EQ((*ok)[2].priority, -2);
-  EXPECT_DOUBLE_EQ((*ok)[2].share, 3);
-  for (const char* bad : {"", "a", "a:1", "a:1:0.5:x", ":1:0.5", "a:x:0.5", "a:11:0.5", "a:1:0", "a:1:-1", "a:1:nan",
-                          "a:1:0.5,a:0:0.5", "a:1:0.5,"}) {
-    EXPECT_FALSE(ParseTenantClasses(bad).ok()) << bad;
-  }
-}
-
 }  // namespace
 }  // namespace prefix_router::sim

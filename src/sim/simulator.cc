@@ -50,8 +50,6 @@ Result<double> ParseSeconds(std::string_view text) {
 // Retry-After: 1), waits this long before its next.
 constexpr double kErrorPause = 1.0;
 
-constexpr size_t kMaxTenantClasses = 64;
-
 std::string InstanceName(uint32_t i) { return "instance-" + std::to_string(i + 1); }
 
 // Prompt tokens as the engine emulator computes them, memoising each message's tokens: the
@@ -244,56 +242,10 @@ class KvPublisher final : public engine_model::KvEventListener {
   uint64_t next_seq_ = 0;
 };
 
-// Flow control's figures, over counted requests: refusals and queue waits (with a ceiling), and
-// per tenant class its requests, refusals, TTFT percentiles (successful requests, queue wait
-// included) and completed throughput over the run's span (the classes' add up to the run's).
-void AddFlowFigures(const std::vector<report::RequestRecord>& records, const std::vector<TenantClass>& tenants,
-                    bool ceiling, report::RunResult& r) {
-  if (!ceiling && tenants.empty()) return;  // runs without either keep their figures as they were
-  struct Figures {
-    uint64_t requests = 0, refused = 0, succeeded = 0;
-    std::vector<double> ttft;
-  };
-  std::vector<Figures> per(tenants.size());
-  uint64_t refused = 0, queued = 0;
-  std::vector<double> waits;
-  double first = std::numeric_limits<double>::infinity(), last = -first;
-  for (const report::RequestRecord& rec : records) {
-    if (!rec.counted) continue;
-    first = std::min(first, rec.start_s);
-    last = std::max(last, rec.start_s + std::max(rec.e2e_s, 0.0));
-    if (rec.refused) ++refused;
-    if (rec.queue_s >= 0) {
-      ++queued;
-      waits.push_back(rec.queue_s);
-    }
-    if (rec.tenant < 0 || static_cast<size_t>(rec.tenant) >= per.size()) continue;
-    Figures& f = per[static_cast<size_t>(rec.tenant)];
-    ++f.requests;
-    if (rec.refused) ++f.refused;
-    if (!rec.error) {
-      ++f.succeeded;
-      if (rec.ttft_s >= 0) f.ttft.push_back(rec.ttft_s);
-    }
-  }
-  const double span = last > first ? last - first : 0;
-  if (ceiling) {
-    r.extra["refused"] = static_cast<double>(refused);
-    r.extra["queued"] = static_cast<double>(queued);
-    r.extra["queue_wait_p90_s"] = report::Percentile(waits, 0.9);
-  }
-  for (size_t i = 0; i < tenants.size(); ++i) {
-    Figures& f = per[i];
-    const std::string k = "tenant." + tenants[i].name + ".";
-    r.extra[k + "priority"] = tenants[i].priority;
-    r.extra[k + "requests"] = static_cast<double>(f.requests);
-    r.extra[k + "refused"] = static_cast<double>(f.refused);
-    std::sort(f.ttft.begin(), f.ttft.end());
-    r.extra[k + "ttft_p50_s"] = report::Percentile(f.ttft, 0.5);
-    r.extra[k + "ttft_p90_s"] = report::Percentile(f.ttft, 0.9);
-    r.extra[k + "ttft_p99_s"] = report::Percentile(f.ttft, 0.99);
-    r.extra[k + "throughput_rps"] = span > 0 ? static_cast<double>(f.succeeded) / span : 0;
-  }
+std::vector<report::TenantLabel> TenantLabels(const std::vector<workload::TenantClass>& classes) {
+  std::vector<report::TenantLabel> out;
+  for (const workload::TenantClass& c : classes) out.push_back({c.name, c.priority});
+  return out;
 }
 
 class Simulation {
@@ -502,19 +454,8 @@ void Simulation::StartSession(double t, bool closed_user) {
   }
   if (!start.session) return;  // a finite trace ran out
   const uint64_t id = next_session_++;
-  int32_t tenant = -1;
-  if (!o_.tenants.empty()) {
-    // A class by share (shares are weights here; they scale the rate in Run).
-    double x = tenant_rng_.NextDouble() * tenant_share_sum_;
-    tenant = static_cast<int32_t>(o_.tenants.size() - 1);
-    for (size_t i = 0; i < o_.tenants.size(); ++i) {
-      if (x < o_.tenants[i].share) {
-        tenant = static_cast<int32_t>(i);
-        break;
-      }
-      x -= o_.tenants[i].share;
-    }
-  }
+  // A class by share, from its own stream (an empty list draws nothing).
+  const int32_t tenant = o_.tenants.empty() ? -1 : workload::PickTenantClass(o_.tenants, tenant_rng_.NextDouble());
   sessions_.emplace(id, SimSession{std::move(start.session), closed_user, tenant});
   SendTurn(t, id, "");
   if (closed_user) return;
@@ -612,7 +553,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   FlowItem item;
   item.id = request_id;
   if (rec.tenant >= 0) {
-    const TenantClass& c = o_.tenants[static_cast<size_t>(rec.tenant)];
+    const workload::TenantClass& c = o_.tenants[static_cast<size_t>(rec.tenant)];
     item.band = c.priority;
     item.tenant = c.name;
   } else {
@@ -932,19 +873,8 @@ Result<SimRun> Simulation::Run() {
   auto w = o_.make_workload ? o_.make_workload(o_.seed) : workload::MakeWorkload(o_.workload, o_.params, o_.seed);
   if (!w.ok()) return w.status();
   workload_ = std::move(*w);
-  if (o_.tenants.size() > kMaxTenantClasses) {
-    return Status::InvalidArgument("at most " + std::to_string(kMaxTenantClasses) + " tenant classes");
-  }
-  for (const TenantClass& c : o_.tenants) {
-    if (!(c.share > 0 && std::isfinite(c.share))) {
-      return Status::InvalidArgument("tenant class '" + c.name + "': share must be > 0");
-    }
-    if (c.priority < kMinFlowBand || c.priority > kMaxFlowBand) {
-      return Status::InvalidArgument("tenant class '" + c.name + "': priority outside " + std::to_string(kMinFlowBand) +
-                                     ".." + std::to_string(kMaxFlowBand));
-    }
-    tenant_share_sum_ += c.share;
-  }
+  if (Status st = workload::ValidateTenantClasses(o_.tenants); !st.ok()) return st;
+  tenant_share_sum_ = workload::ShareSum(o_.tenants);
   // The classes together send rate x the sum of their shares (see TenantClass).
   session_rate_ = o_.rate_rps * (o_.tenants.empty() ? 1.0 : tenant_share_sum_) / std::max(1.0, workload_->mean_turns());
   RoutingOptions routing = o_.routing;
@@ -1113,54 +1043,11 @@ Result<SimRun> Simulation::Run() {
       r.settings["fairness"] = o_.routing.flow_control.fairness ? 1 : 0;
     }
   }
-  AddFlowFigures(run.records, o_.tenants, o_.routing.max_in_flight > 0, r);
+  report::AddFlowFigures(run.records, TenantLabels(o_.tenants), o_.routing.max_in_flight > 0, r);
   return run;
 }
 
 }  // namespace
-
-Result<std::vector<TenantClass>> ParseTenantClasses(std::string_view text) {
-  std::vector<TenantClass> out;
-  auto bad = [&](std::string_view part, const std::string& why) {
-    return Status::InvalidArgument("tenant class '" + std::string(part) + "': " + why +
-                                   " (expected NAME:PRIORITY:SHARE, e.g. interactive:1:0.2)");
-  };
-  if (text.empty()) return Status::InvalidArgument("no tenant class given (expected NAME:PRIORITY:SHARE,...)");
-  for (bool more = true; more;) {
-    const size_t comma = text.find(',');
-    const std::string_view part = text.substr(0, comma);
-    more = comma != std::string_view::npos;
-    text = more ? text.substr(comma + 1) : std::string_view{};
-    const size_t c1 = part.find(':');
-    const size_t c2 = c1 == std::string_view::npos ? c1 : part.find(':', c1 + 1);
-    if (c2 == std::string_view::npos || part.find(':', c2 + 1) != std::string_view::npos) {
-      return bad(part, "three fields");
-    }
-    TenantClass c;
-    c.name = std::string(part.substr(0, c1));
-    if (c.name.empty()) return bad(part, "empty name");
-    const std::string_view prio = part.substr(c1 + 1, c2 - c1 - 1);
-    auto [pp, pe] = std::from_chars(prio.data(), prio.data() + prio.size(), c.priority);
-    if (pe != std::errc() || pp != prio.data() + prio.size() || c.priority < kMinFlowBand ||
-        c.priority > kMaxFlowBand) {
-      return bad(part,
-                 "priority must be an integer " + std::to_string(kMinFlowBand) + ".." + std::to_string(kMaxFlowBand));
-    }
-    const std::string_view share = part.substr(c2 + 1);
-    auto [sp, se] = std::from_chars(share.data(), share.data() + share.size(), c.share);
-    if (se != std::errc() || sp != share.data() + share.size() || !(c.share > 0) || !std::isfinite(c.share)) {
-      return bad(part, "share must be a number > 0");
-    }
-    for (const TenantClass& o : out) {
-      if (o.name == c.name) return bad(part, "name given twice");
-    }
-    out.push_back(std::move(c));
-    if (out.size() > kMaxTenantClasses) {
-      return Status::InvalidArgument("at most " + std::to_string(kMaxTenantClasses) + " tenant classes");
-    }
-  }
-  return out;
-}
 
 Result<ScaleEvent> ParseScaleEvent(std::string_view text) {
   const size_t at = text.rfind('@');

@@ -78,6 +78,7 @@
 #include "core/status.h"
 #include "engine_model/profiles.h"
 #include "report/results.h"
+#include "workload/tenants.h"
 #include "workload/workload.h"
 
 namespace prefix_router::sim {
@@ -107,20 +108,6 @@ std::vector<std::string_view> StrategyNames();
 std::vector<std::string> DefaultComparison();
 
 enum class Arrivals { kClosed, kOpen };
-
-// A class of clients for flow control (see the file comment): its sessions' priority band and
-// tenant name, and the part of the offered load it sends.
-struct TenantClass {
-  std::string name;
-  int32_t priority = 0;  // kMinFlowBand..kMaxFlowBand; negative = sheddable
-  // Open loop without arrival times: the fraction of the offered rate this class sends (the
-  // classes together send rate x the sum of their shares, so "a:0:0.5,b:0:5" is b at 10x its
-  // half). Closed loop and timed traces: a weight, the chance that a session is this class's.
-  double share = 1;
-};
-// "NAME:PRIORITY:SHARE,..." e.g. "interactive:1:0.2,batch:0:0.8"; names unique, at most 64
-// classes, priorities kMinFlowBand..kMaxFlowBand, shares > 0.
-Result<std::vector<TenantClass>> ParseTenantClasses(std::string_view text);
 
 // How KV events reach the router (see the file comment); used by strategies that read them.
 struct KvEventFeed {
@@ -159,7 +146,7 @@ struct SimOptions {
   bool bounds = false;  // compute the LRU and infinite-cache bounds
   std::string default_model = "default";
   KvEventFeed kv_events;
-  std::vector<TenantClass> tenants;  // empty = one class of clients (see the file comment)
+  std::vector<workload::TenantClass> tenants;  // empty = one class of clients (see the file comment)
 };
 
 struct SimRun {
