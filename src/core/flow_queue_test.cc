@@ -183,8 +183,8 @@ TEST(FlowQueueTest, RandomOperationsKeepTheAccounts) {
     now += 0.01 * static_cast<double>(rng(10));
     const uint64_t op = rng(10);
     if (op < 5) {
-      FlowItem item = Item(next++, static_cast<int32_t>(rng(4)) - 1, "t" + std::to_string(rng(5)), rng(2000),
-                           rng(400), now);
+      FlowItem item =
+          Item(next++, static_cast<int32_t>(rng(4)) - 1, "t" + std::to_string(rng(5)), rng(2000), rng(400), now);
       auto r = q.Push(item);
       for (uint64_t gone : r.displaced) {
         ASSERT_TRUE(queued.contains(gone)) << "step " << step;

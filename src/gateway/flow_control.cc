@@ -27,17 +27,10 @@ PoolFlow::Entry PoolFlow::Enter(FlowItem item, const boost::asio::any_io_executo
   FlowQueue::PushResult r = queue_.Push(std::move(item));
   for (uint64_t gone : r.displaced) Wake(gone, Waiter::State::kDisplaced);
   switch (r.verdict) {
-    case FlowVerdict::kQueued:
-      break;
-    case FlowVerdict::kShed:
-      e.outcome = Outcome::kShed;
-      return e;
-    case FlowVerdict::kFull:
-      e.outcome = Outcome::kFull;
-      return e;
-    case FlowVerdict::kTooLarge:
-      e.outcome = Outcome::kTooLarge;
-      return e;
+    case FlowVerdict::kQueued: break;
+    case FlowVerdict::kShed: e.outcome = Outcome::kShed; return e;
+    case FlowVerdict::kFull: e.outcome = Outcome::kFull; return e;
+    case FlowVerdict::kTooLarge: e.outcome = Outcome::kTooLarge; return e;
   }
   e.outcome = Outcome::kQueued;
   e.id = id;

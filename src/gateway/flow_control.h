@@ -50,7 +50,7 @@ class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
   };
   struct Entry {
     Outcome outcome = Outcome::kAdmitted;
-    uint64_t id = 0;                  // kQueued: the ticket's id
+    uint64_t id = 0;                 // kQueued: the ticket's id
     std::shared_ptr<Waiter> waiter;  // kQueued
   };
   // `item.id` is assigned here. kAdmitted and a later kGranted each hold one slot of the count,

@@ -12,8 +12,8 @@
 #include <charconv>
 #include <random>
 #include <span>
-#include <variant>
 #include <thread>
+#include <variant>
 
 #include "api/native_request.h"
 #include "api/openai_request.h"
@@ -318,9 +318,7 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
     const char* reason = nullptr;
     std::string why;
     switch (e.outcome) {
-      case PoolFlow::Outcome::kAdmitted:
-        a.slot = PoolSlot::FromFlow(pool.flow);
-        break;
+      case PoolFlow::Outcome::kAdmitted: a.slot = PoolSlot::FromFlow(pool.flow); break;
       case PoolFlow::Outcome::kQueued:
         a.flow = pool.flow;
         a.waiter = std::move(e.waiter);
@@ -428,8 +426,8 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Excha
   // A grant that came before this wait begins is seen here; one that comes after posts the
   // timer's cancellation to this thread, which runs once this coroutine is suspended.
   if (flow.Pending(a.ticket) && !client_gone) {
-    waiter.timer.expires_after(std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(flow.options().max_queue_wait)));
+    waiter.timer.expires_after(
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(flow.options().max_queue_wait)));
     (void)co_await waiter.timer.async_wait(http::kTuple);
   }
   settle.done = true;
@@ -458,8 +456,7 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Excha
                       : "too many requests in flight for '" + a.d.served_name + "': waited " +
                             fmt::format("{:g}", flow.options().max_queue_wait) +
                             " s (flow_control.max_queue_wait) in the queue; retry later",
-            "pool_overloaded",
-            std::move(a.headers)};
+            "pool_overloaded", std::move(a.headers)};
   r.headers.emplace_back("Retry-After", "1");
   co_return r;
 }
