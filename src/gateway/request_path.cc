@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <functional>
 #include <random>
 #include <span>
 #include <thread>
@@ -81,6 +82,20 @@ Policy& UnkeyedPolicy(LoadMeasure measure) {
   static const std::unique_ptr<Policy> by_tokens = make(LoadMeasure::kPromptTokens);
   return measure == LoadMeasure::kRequests ? *by_requests : *by_tokens;
 }
+
+// Exchange::WatchClient for as long as this lives. The callback captures locals of the scope
+// that watches, so the watch ends with that scope however it ends: a co_return, or the coroutine
+// destroyed mid-wait at shutdown.
+class ClientWatch {
+ public:
+  ClientWatch(http::Exchange& ex, std::function<void()> on_gone) : ex_(ex) { ex_.WatchClient(std::move(on_gone)); }
+  ~ClientWatch() { ex_.StopWatchingClient(); }
+  ClientWatch(const ClientWatch&) = delete;
+  ClientWatch& operator=(const ClientWatch&) = delete;
+
+ private:
+  http::Exchange& ex_;
+};
 
 bool IsSse(const bhttp::response_header<>& head) {
   auto it = head.find(bhttp::field::content_type);
@@ -406,14 +421,10 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Excha
   // Whatever ends the wait (its timer, a grant or displacement posted to this thread, the
   // client leaving), the ticket is settled: taken out of the queue, or its slot held.
   bool client_gone = false;
-  ex.WatchClient([&client_gone, &waiter] {
+  const ClientWatch watch(ex, [&client_gone, &waiter] {
     client_gone = true;
     waiter.timer.cancel();
   });
-  struct StopWatching {
-    http::Exchange& ex;
-    ~StopWatching() { ex.StopWatchingClient(); }
-  } stop_watching{ex};
   struct Settle {  // if the coroutine is destroyed mid-wait (shutdown), the ticket still is
     PoolFlow& flow;
     uint64_t ticket;
@@ -677,14 +688,10 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
     // or allocated per read.)
     bool client_gone = false;
     bool instance_ejected = false;
-    ex.WatchClient([&client_gone, &stream] {
+    const ClientWatch watch(ex, [&client_gone, &stream] {
       client_gone = true;
       stream.tcp().cancel();
     });
-    struct StopWatching {
-      http::Exchange& ex;
-      ~StopWatching() { ex.StopWatchingClient(); }
-    } stop_watching{ex};
     EjectionSignal::Subscription ejection;
     if (watch_ejection) {
       ejection = rt.ejection.Subscribe(stream.tcp().get_executor(), [&instance_ejected, &stream] {
