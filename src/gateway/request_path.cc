@@ -353,14 +353,7 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
         break;
     }
     if (reason) {
-      metrics_->rejected_requests.WithLabels({a.model_label, reason}).Inc();
-      Refusal r = refuse(429,
-                         "too many requests in flight for '" + d.served_name + "' (limit " +
-                             std::to_string(pool.options.max_in_flight) + ") and " + why + "; retry later",
-                         "pool_overloaded");
-      r.headers = std::move(a.headers);
-      r.headers.emplace_back("Retry-After", "1");
-      return r;
+      return PoolOverloaded(a, reason, " (limit " + std::to_string(pool.options.max_in_flight) + ") and " + why);
     }
     a.rs = std::move(rs);
     return a;
@@ -368,14 +361,7 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
   // The slot is taken first and given back on refusal, so concurrent requests cannot overshoot.
   a.slot = PoolSlot(pool.in_flight);
   if (pool.options.max_in_flight > 0 && a.slot.admitted_before() >= pool.options.max_in_flight) {
-    metrics_->rejected_requests.WithLabels({a.model_label, "pool_in_flight"}).Inc();
-    Refusal r = refuse(429,
-                       "too many requests in flight for '" + d.served_name + "' (limit " +
-                           std::to_string(pool.options.max_in_flight) + "); retry later",
-                       "pool_overloaded");
-    r.headers = std::move(a.headers);  // a limited tenant's x-ratelimit-* as well
-    r.headers.emplace_back("Retry-After", "1");
-    return r;
+    return PoolOverloaded(a, "pool_in_flight", " (limit " + std::to_string(pool.options.max_in_flight) + ")");
   }
   a.rs = std::move(rs);
   return a;
@@ -458,18 +444,21 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Excha
     gone = true;
     co_return std::nullopt;
   }
-  const bool displaced = state == PoolFlow::Waiter::State::kDisplaced;
-  metrics_->rejected_requests.WithLabels({a.model_label, displaced ? "queue_displaced" : "queue_timeout"}).Inc();
+  if (state == PoolFlow::Waiter::State::kDisplaced) {
+    co_return PoolOverloaded(a, "queue_displaced", ": a request of higher priority took this one's place in the queue");
+  }
+  co_return PoolOverloaded(a, "queue_timeout",
+                           ": waited " + fmt::format("{:g}", flow.options().max_queue_wait) +
+                               " s (flow_control.max_queue_wait) in the queue");
+}
+
+Gateway::Refusal Gateway::PoolOverloaded(Admission& a, std::string_view reason, std::string_view detail) {
+  metrics_->rejected_requests.WithLabels({a.model_label, reason}).Inc();
   metrics_->responses.WithLabels({"429", "gateway"}).Inc();
-  Refusal r{429,
-            displaced ? "too many requests in flight for '" + a.d.served_name +
-                            "': a request of higher priority took this one's place in the queue; retry later"
-                      : "too many requests in flight for '" + a.d.served_name + "': waited " +
-                            fmt::format("{:g}", flow.options().max_queue_wait) +
-                            " s (flow_control.max_queue_wait) in the queue; retry later",
-            "pool_overloaded", std::move(a.headers)};
+  Refusal r{429, "too many requests in flight for '" + a.d.served_name + "'" + std::string(detail) + "; retry later",
+            "pool_overloaded", std::move(a.headers)};  // a limited tenant's x-ratelimit-* as well
   r.headers.emplace_back("Retry-After", "1");
-  co_return r;
+  return r;
 }
 
 net::awaitable<void> Gateway::SendRefusal(http::Exchange& ex, Refusal r) {
