@@ -95,6 +95,8 @@ class FlowQueue {
   std::optional<double> NextExpiry() const;
   // How long `id` has waited at `now`; nullopt when it is not queued.
   std::optional<double> Waited(uint64_t id, double now) const;
+  // How long the oldest queued request has waited at `now`; nullopt when the queue is empty.
+  std::optional<double> OldestWaited(double now) const;
 
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }

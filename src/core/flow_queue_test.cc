@@ -93,12 +93,15 @@ TEST(FlowQueueTest, WaitDeadlineExpiresOldestFirst) {
   q.Push(Item(3, 0, "a", 1, 1, 2.0));
   EXPECT_EQ(q.NextExpiry(), 5.0);
   EXPECT_EQ(q.Waited(2, 3.5), 2.5);
+  EXPECT_EQ(q.OldestWaited(3.5), 3.5);  // the oldest by arrival, whatever its band
   EXPECT_TRUE(q.Expire(4.99).empty());
   EXPECT_EQ(q.Expire(6.0), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(q.NextExpiry(), 7.0);
+  EXPECT_EQ(q.OldestWaited(6.0), 4.0);
   EXPECT_FALSE(q.Waited(1, 6.0).has_value());
   EXPECT_EQ(Drain(q), (std::vector<uint64_t>{3}));
   EXPECT_FALSE(q.NextExpiry().has_value());
+  EXPECT_FALSE(q.OldestWaited(6.0).has_value());
 }
 
 TEST(FlowQueueTest, RemoveTakesAClientGoneOutWithoutCharge) {
