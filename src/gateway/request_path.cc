@@ -327,7 +327,9 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
     }
     item.tokens = d.work_tokens;
     item.bytes = body.size();
-    item.arrival = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+    // Each waiter times its own wait (WaitInQueue) and nothing calls Expire; the arrival is
+    // still the queue's view of the wait: the status page's oldest wait (PoolFlow::TakeSnapshot).
+    item.arrival = FlowSeconds(Clock::now());
     a.priority = item.band;
     PoolFlow::Entry e = pool.flow->Enter(std::move(item), wait_on);
     const char* reason = nullptr;
