@@ -107,6 +107,11 @@ std::optional<double> FlowQueue::Waited(uint64_t id, double now) const {
   return now - it->second.item.arrival;
 }
 
+std::optional<double> FlowQueue::OldestWaited(double now) const {
+  if (all_.empty()) return std::nullopt;
+  return now - items_.at(all_.front()).item.arrival;
+}
+
 FlowItem FlowQueue::Take(uint64_t id, bool charge) {
   auto node_at = items_.find(id);
   Node& node = node_at->second;

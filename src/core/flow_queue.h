@@ -50,10 +50,10 @@ inline constexpr double kMaxFlowQueueWait = 3600;
 inline constexpr int32_t kMinFlowBand = -10, kMaxFlowBand = 10;
 
 struct FlowQueueOptions {
-  uint32_t max_queue = 0;         // requests waiting; 0 = no queue (refuse at once)
-  uint64_t max_queue_bytes = 0;   // bytes of the bodies waiting; 0 = bounded by max_queue only
-  double max_queue_wait = 10;     // seconds a request may wait; > 0
-  bool fairness = true;           // VTC between tenants within a band; false = arrival order
+  uint32_t max_queue = 0;        // requests waiting; 0 = no queue (refuse at once)
+  uint64_t max_queue_bytes = 0;  // bytes of the bodies waiting; 0 = bounded by max_queue only
+  double max_queue_wait = 10;    // seconds a request may wait; > 0
+  bool fairness = true;          // VTC between tenants within a band; false = arrival order
   bool operator==(const FlowQueueOptions&) const = default;
 };
 
@@ -95,6 +95,8 @@ class FlowQueue {
   std::optional<double> NextExpiry() const;
   // How long `id` has waited at `now`; nullopt when it is not queued.
   std::optional<double> Waited(uint64_t id, double now) const;
+  // How long the oldest queued request has waited at `now`; nullopt when the queue is empty.
+  std::optional<double> OldestWaited(double now) const;
 
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
@@ -112,9 +114,9 @@ class FlowQueue {
   struct Band {
     std::unordered_map<std::string, Tenant> tenants;
     std::set<std::tuple<double, uint64_t, std::string>> backlogged;  // (counter, head's seq, tenant)
-    std::set<std::pair<double, std::string>> idle;  // (counter, tenant): charged above the lowest
-    std::list<uint64_t> arrivals;                  // ids, oldest first (displacement takes the newest)
-    uint64_t bytes = 0;                            // of its queued bodies
+    std::set<std::pair<double, std::string>> idle;                   // (counter, tenant): charged above the lowest
+    std::list<uint64_t> arrivals;  // ids, oldest first (displacement takes the newest)
+    uint64_t bytes = 0;            // of its queued bodies
   };
   struct Node {
     FlowItem item;

@@ -93,12 +93,15 @@ TEST(FlowQueueTest, WaitDeadlineExpiresOldestFirst) {
   q.Push(Item(3, 0, "a", 1, 1, 2.0));
   EXPECT_EQ(q.NextExpiry(), 5.0);
   EXPECT_EQ(q.Waited(2, 3.5), 2.5);
+  EXPECT_EQ(q.OldestWaited(3.5), 3.5);  // the oldest by arrival, whatever its band
   EXPECT_TRUE(q.Expire(4.99).empty());
   EXPECT_EQ(q.Expire(6.0), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(q.NextExpiry(), 7.0);
+  EXPECT_EQ(q.OldestWaited(6.0), 4.0);
   EXPECT_FALSE(q.Waited(1, 6.0).has_value());
   EXPECT_EQ(Drain(q), (std::vector<uint64_t>{3}));
   EXPECT_FALSE(q.NextExpiry().has_value());
+  EXPECT_FALSE(q.OldestWaited(6.0).has_value());
 }
 
 TEST(FlowQueueTest, RemoveTakesAClientGoneOutWithoutCharge) {
@@ -183,8 +186,8 @@ TEST(FlowQueueTest, RandomOperationsKeepTheAccounts) {
     now += 0.01 * static_cast<double>(rng(10));
     const uint64_t op = rng(10);
     if (op < 5) {
-      FlowItem item = Item(next++, static_cast<int32_t>(rng(4)) - 1, "t" + std::to_string(rng(5)), rng(2000),
-                           rng(400), now);
+      FlowItem item =
+          Item(next++, static_cast<int32_t>(rng(4)) - 1, "t" + std::to_string(rng(5)), rng(2000), rng(400), now);
       auto r = q.Push(item);
       for (uint64_t gone : r.displaced) {
         ASSERT_TRUE(queued.contains(gone)) << "step " << step;

@@ -1,5 +1,6 @@
 #include "gateway/flow_control.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <boost/asio/post.hpp>
@@ -27,17 +28,10 @@ PoolFlow::Entry PoolFlow::Enter(FlowItem item, const boost::asio::any_io_executo
   FlowQueue::PushResult r = queue_.Push(std::move(item));
   for (uint64_t gone : r.displaced) Wake(gone, Waiter::State::kDisplaced);
   switch (r.verdict) {
-    case FlowVerdict::kQueued:
-      break;
-    case FlowVerdict::kShed:
-      e.outcome = Outcome::kShed;
-      return e;
-    case FlowVerdict::kFull:
-      e.outcome = Outcome::kFull;
-      return e;
-    case FlowVerdict::kTooLarge:
-      e.outcome = Outcome::kTooLarge;
-      return e;
+    case FlowVerdict::kQueued: break;
+    case FlowVerdict::kShed: e.outcome = Outcome::kShed; return e;
+    case FlowVerdict::kFull: e.outcome = Outcome::kFull; return e;
+    case FlowVerdict::kTooLarge: e.outcome = Outcome::kTooLarge; return e;
   }
   e.outcome = Outcome::kQueued;
   e.id = id;
@@ -80,6 +74,13 @@ bool PoolFlow::Pending(uint64_t id) const {
 size_t PoolFlow::queued() const {
   std::lock_guard lock(mu_);
   return queue_.size();
+}
+
+PoolFlow::Snapshot PoolFlow::TakeSnapshot(double now) const {
+  std::lock_guard lock(mu_);
+  Snapshot s{options_, queue_.size(), queue_.bytes(), queue_.OldestWaited(now)};
+  if (s.oldest_wait) s.oldest_wait = std::max(0.0, *s.oldest_wait);
+  return s;
 }
 
 void PoolFlow::Wake(uint64_t id, Waiter::State state) {

@@ -14,9 +14,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -26,6 +28,11 @@
 #include "core/flow_queue.h"
 
 namespace prefix_router {
+
+// The queue's clock in the gateway (FlowItem::arrival, Snapshot's `now`): steady time in seconds.
+inline double FlowSeconds(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
 
 class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
  public:
@@ -50,7 +57,7 @@ class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
   };
   struct Entry {
     Outcome outcome = Outcome::kAdmitted;
-    uint64_t id = 0;                  // kQueued: the ticket's id
+    uint64_t id = 0;                 // kQueued: the ticket's id
     std::shared_ptr<Waiter> waiter;  // kQueued
   };
   // `item.id` is assigned here. kAdmitted and a later kGranted each hold one slot of the count,
@@ -67,6 +74,15 @@ class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
   void Release();
 
   size_t queued() const;
+  // The queue as the status page shows it, read at one moment under the lock.
+  struct Snapshot {
+    FlowQueueOptions options;
+    size_t queued = 0;                  // requests waiting
+    uint64_t queued_bytes = 0;          // their bodies
+    std::optional<double> oldest_wait;  // seconds the oldest has waited; nullopt when none waits
+  };
+  // `now`: FlowSeconds of the moment; a request that arrived after it counts as waiting 0 s.
+  Snapshot TakeSnapshot(double now) const;
   const FlowQueueOptions& options() const { return options_; }
   uint32_t max_in_flight() const { return max_in_flight_; }
 

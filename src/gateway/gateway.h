@@ -81,8 +81,8 @@
 #include "gateway/discovery.h"
 #include "gateway/ejection_signal.h"
 #include "gateway/flow_control.h"
-#include "gateway/kv_events.h"
 #include "gateway/kubernetes_discovery.h"
+#include "gateway/kv_events.h"
 #include "gateway/operations.h"
 #include "gateway/rate_limiter.h"
 #include "gateway/status.h"
@@ -285,6 +285,11 @@ class Gateway final : public http::Handler {
   // else the refusal to answer (its wait ran out, or a higher priority took its place); a client
   // that went away meanwhile gets nothing (`gone` is set).
   net::awaitable<std::optional<Refusal>> WaitInQueue(http::Exchange& ex, Admission& a, bool& gone);
+  // The 429 pool_overloaded of a pool at its ceiling (`reason`: pool_in_flight, or a queue_*
+  // reason of flow control), counted in both metrics; the message is "too many requests in
+  // flight for '<served name>'" + `detail` + "; retry later". Takes `a.headers` (a limited
+  // tenant's x-ratelimit-*) and adds Retry-After: 1.
+  Refusal PoolOverloaded(Admission& a, std::string_view reason, std::string_view detail);
   // The routing request of `a`'s next pick, excluding `tried`; named with a fresh request id.
   RouteRequest RouteRequestFor(const Dispatch& d, std::span<const uint32_t> tried);
   // The generator picks use: this thread's, or the seeded one of SeedPicksForTest.

@@ -10,10 +10,11 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <functional>
 #include <random>
 #include <span>
-#include <variant>
 #include <thread>
+#include <variant>
 
 #include "api/native_request.h"
 #include "api/openai_request.h"
@@ -81,6 +82,20 @@ Policy& UnkeyedPolicy(LoadMeasure measure) {
   static const std::unique_ptr<Policy> by_tokens = make(LoadMeasure::kPromptTokens);
   return measure == LoadMeasure::kRequests ? *by_requests : *by_tokens;
 }
+
+// Exchange::WatchClient for as long as this lives. The callback captures locals of the scope
+// that watches, so the watch ends with that scope however it ends: a co_return, or the coroutine
+// destroyed mid-wait at shutdown.
+class ClientWatch {
+ public:
+  ClientWatch(http::Exchange& ex, std::function<void()> on_gone) : ex_(ex) { ex_.WatchClient(std::move(on_gone)); }
+  ~ClientWatch() { ex_.StopWatchingClient(); }
+  ClientWatch(const ClientWatch&) = delete;
+  ClientWatch& operator=(const ClientWatch&) = delete;
+
+ private:
+  http::Exchange& ex_;
+};
 
 bool IsSse(const bhttp::response_header<>& head) {
   auto it = head.find(bhttp::field::content_type);
@@ -312,15 +327,15 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
     }
     item.tokens = d.work_tokens;
     item.bytes = body.size();
-    item.arrival = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+    // Each waiter times its own wait (WaitInQueue) and nothing calls Expire; the arrival is
+    // still the queue's view of the wait: the status page's oldest wait (PoolFlow::TakeSnapshot).
+    item.arrival = FlowSeconds(Clock::now());
     a.priority = item.band;
     PoolFlow::Entry e = pool.flow->Enter(std::move(item), wait_on);
     const char* reason = nullptr;
     std::string why;
     switch (e.outcome) {
-      case PoolFlow::Outcome::kAdmitted:
-        a.slot = PoolSlot::FromFlow(pool.flow);
-        break;
+      case PoolFlow::Outcome::kAdmitted: a.slot = PoolSlot::FromFlow(pool.flow); break;
       case PoolFlow::Outcome::kQueued:
         a.flow = pool.flow;
         a.waiter = std::move(e.waiter);
@@ -340,14 +355,7 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
         break;
     }
     if (reason) {
-      metrics_->rejected_requests.WithLabels({a.model_label, reason}).Inc();
-      Refusal r = refuse(429,
-                         "too many requests in flight for '" + d.served_name + "' (limit " +
-                             std::to_string(pool.options.max_in_flight) + ") and " + why + "; retry later",
-                         "pool_overloaded");
-      r.headers = std::move(a.headers);
-      r.headers.emplace_back("Retry-After", "1");
-      return r;
+      return PoolOverloaded(a, reason, " (limit " + std::to_string(pool.options.max_in_flight) + ") and " + why);
     }
     a.rs = std::move(rs);
     return a;
@@ -355,14 +363,7 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
   // The slot is taken first and given back on refusal, so concurrent requests cannot overshoot.
   a.slot = PoolSlot(pool.in_flight);
   if (pool.options.max_in_flight > 0 && a.slot.admitted_before() >= pool.options.max_in_flight) {
-    metrics_->rejected_requests.WithLabels({a.model_label, "pool_in_flight"}).Inc();
-    Refusal r = refuse(429,
-                       "too many requests in flight for '" + d.served_name + "' (limit " +
-                           std::to_string(pool.options.max_in_flight) + "); retry later",
-                       "pool_overloaded");
-    r.headers = std::move(a.headers);  // a limited tenant's x-ratelimit-* as well
-    r.headers.emplace_back("Retry-After", "1");
-    return r;
+    return PoolOverloaded(a, "pool_in_flight", " (limit " + std::to_string(pool.options.max_in_flight) + ")");
   }
   a.rs = std::move(rs);
   return a;
@@ -408,14 +409,10 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Excha
   // Whatever ends the wait (its timer, a grant or displacement posted to this thread, the
   // client leaving), the ticket is settled: taken out of the queue, or its slot held.
   bool client_gone = false;
-  ex.WatchClient([&client_gone, &waiter] {
+  const ClientWatch watch(ex, [&client_gone, &waiter] {
     client_gone = true;
     waiter.timer.cancel();
   });
-  struct StopWatching {
-    http::Exchange& ex;
-    ~StopWatching() { ex.StopWatchingClient(); }
-  } stop_watching{ex};
   struct Settle {  // if the coroutine is destroyed mid-wait (shutdown), the ticket still is
     PoolFlow& flow;
     uint64_t ticket;
@@ -428,8 +425,8 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Excha
   // A grant that came before this wait begins is seen here; one that comes after posts the
   // timer's cancellation to this thread, which runs once this coroutine is suspended.
   if (flow.Pending(a.ticket) && !client_gone) {
-    waiter.timer.expires_after(std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(flow.options().max_queue_wait)));
+    waiter.timer.expires_after(
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(flow.options().max_queue_wait)));
     (void)co_await waiter.timer.async_wait(http::kTuple);
   }
   settle.done = true;
@@ -449,19 +446,21 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Excha
     gone = true;
     co_return std::nullopt;
   }
-  const bool displaced = state == PoolFlow::Waiter::State::kDisplaced;
-  metrics_->rejected_requests.WithLabels({a.model_label, displaced ? "queue_displaced" : "queue_timeout"}).Inc();
+  if (state == PoolFlow::Waiter::State::kDisplaced) {
+    co_return PoolOverloaded(a, "queue_displaced", ": a request of higher priority took this one's place in the queue");
+  }
+  co_return PoolOverloaded(a, "queue_timeout",
+                           ": waited " + fmt::format("{:g}", flow.options().max_queue_wait) +
+                               " s (flow_control.max_queue_wait) in the queue");
+}
+
+Gateway::Refusal Gateway::PoolOverloaded(Admission& a, std::string_view reason, std::string_view detail) {
+  metrics_->rejected_requests.WithLabels({a.model_label, reason}).Inc();
   metrics_->responses.WithLabels({"429", "gateway"}).Inc();
-  Refusal r{429,
-            displaced ? "too many requests in flight for '" + a.d.served_name +
-                            "': a request of higher priority took this one's place in the queue; retry later"
-                      : "too many requests in flight for '" + a.d.served_name + "': waited " +
-                            fmt::format("{:g}", flow.options().max_queue_wait) +
-                            " s (flow_control.max_queue_wait) in the queue; retry later",
-            "pool_overloaded",
-            std::move(a.headers)};
+  Refusal r{429, "too many requests in flight for '" + a.d.served_name + "'" + std::string(detail) + "; retry later",
+            "pool_overloaded", std::move(a.headers)};  // a limited tenant's x-ratelimit-* as well
   r.headers.emplace_back("Retry-After", "1");
-  co_return r;
+  return r;
 }
 
 net::awaitable<void> Gateway::SendRefusal(http::Exchange& ex, Refusal r) {
@@ -680,14 +679,10 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
     // or allocated per read.)
     bool client_gone = false;
     bool instance_ejected = false;
-    ex.WatchClient([&client_gone, &stream] {
+    const ClientWatch watch(ex, [&client_gone, &stream] {
       client_gone = true;
       stream.tcp().cancel();
     });
-    struct StopWatching {
-      http::Exchange& ex;
-      ~StopWatching() { ex.StopWatchingClient(); }
-    } stop_watching{ex};
     EjectionSignal::Subscription ejection;
     if (watch_ejection) {
       ejection = rt.ejection.Subscribe(stream.tcp().get_executor(), [&instance_ejected, &stream] {

@@ -134,7 +134,7 @@ json::object RecentJson(const Sums& s, double seconds, bool with_engine) {
   return o;
 }
 
-json::object PoolJson(std::string_view name, const Pool& pool, size_t instances) {
+json::object PoolJson(std::string_view name, const Pool& pool, size_t instances, StatusClock::time_point now) {
   const RoutingOptions& o = pool.options;
   json::object out{{"name", name},
                    {"strategy", StrategyName(o.strategy)},
@@ -156,6 +156,19 @@ json::object PoolJson(std::string_view name, const Pool& pool, size_t instances)
   }
   if (o.strategy == Strategy::kPrefixAware || o.strategy == Strategy::kLeastOutstanding) {
     out["load_measure"] = LoadMeasureName(o.load_measure);
+  }
+  // Flow control's settings and its queue now; a pool without it has no such field, like the
+  // settings above, so its document stays as it was. The ceiling is max_in_flight above.
+  if (pool.flow) {
+    const PoolFlow::Snapshot f = pool.flow->TakeSnapshot(FlowSeconds(now));
+    json::value oldest = nullptr;
+    if (f.oldest_wait) oldest = std::round(*f.oldest_wait * 1000) / 1000;
+    out["flow_control"] = json::object{
+        {"max_queue", f.options.max_queue},
+        {"max_queue_bytes", f.options.max_queue_bytes},
+        {"max_queue_wait", f.options.max_queue_wait},
+        {"fairness", f.options.fairness},
+        {"queue", json::object{{"length", f.queued}, {"bytes", f.queued_bytes}, {"oldest_wait_seconds", oldest}}}};
   }
   return out;
 }
@@ -435,8 +448,8 @@ json::object StatusJson(const Gateway& g, StatusClock::time_point now) {
   }
 
   json::array pools;
-  pools.push_back(PoolJson("default", rs->default_pool, fleet.Eligible("").size()));
-  for (const auto& [name, pool] : rs->pools) pools.push_back(PoolJson(name, pool, fleet.Eligible(name).size()));
+  pools.push_back(PoolJson("default", rs->default_pool, fleet.Eligible("").size(), now));
+  for (const auto& [name, pool] : rs->pools) pools.push_back(PoolJson(name, pool, fleet.Eligible(name).size(), now));
   // A pool's measured hit rate: its models' tokens (a model without a pool of its name is the
   // default pool's); its engines' hit rate: that of the instances that take its requests.
   auto pool_name_of = [&](std::string_view model) -> std::string_view {

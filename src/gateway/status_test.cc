@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gateway/admin.h"
@@ -374,6 +375,77 @@ TEST(StatusJsonTest, ErrorsStatesAndInFlight) {
   client.join();
   // Counted until the last byte went out: the client may read the answer a moment before.
   EXPECT_TRUE(pt::Eventually([&] { return Int(StatusOf(admin->port()).at("gateway").at("in_flight")) == 0; }));
+}
+
+// A pool with flow control shows its settings and its queue (one request holds the pool's one
+// slot, one waits: length 1, that body's bytes, an oldest wait), and an empty queue once both
+// are answered; a pool without flow control has no flow_control field.
+TEST(StatusJsonTest, FlowControlSettingsAndQueue) {
+  testing::QuietLogs();
+  Fakes fakes = StartFakes({"a"});
+  fakes[0]->HoldResponses(true);
+  GatewayConfig config = ConfigFor(fakes);
+  config.routing.max_in_flight = 1;
+  config.routing.flow_control.max_queue = 5;
+  config.routing.flow_control.max_queue_bytes = 1 << 20;
+  config.routing.flow_control.max_queue_wait = 30;
+  config.routing.flow_control.fairness = false;
+  config.pools["other"].strategy = Strategy::kRoundRobin;  // no max_in_flight: no flow control
+  auto g = StartGateway(config);
+  ASSERT_NE(g, nullptr);
+  auto admin = StartAdmin(*g);
+  auto pool_named = [](const json::object& status, std::string_view name) {
+    for (const auto& v : status.at("pools").as_array()) {
+      if (Str(v.at("name")) == name) return v.as_object();
+    }
+    ADD_FAILURE() << "no pool " << name;
+    return json::object{};
+  };
+  auto queue_length = [&] {
+    const json::object p = pool_named(StatusOf(admin->port()), "default");
+    return p.contains("flow_control") ? Int(p.at("flow_control").at("queue").at("length")) : -1;
+  };
+
+  json::object s = StatusOf(admin->port());
+  const json::object other = pool_named(s, "other");
+  EXPECT_FALSE(other.contains("flow_control"));
+  EXPECT_EQ(Int(other.at("max_in_flight")), 0);
+  json::object pool = pool_named(s, "default");
+  EXPECT_EQ(Int(pool.at("max_in_flight")), 1);
+  ASSERT_TRUE(pool.contains("flow_control"));
+  const json::object& f = pool.at("flow_control").as_object();
+  EXPECT_EQ(Int(f.at("max_queue")), 5);
+  EXPECT_EQ(Int(f.at("max_queue_bytes")), 1 << 20);
+  EXPECT_EQ(Num(f.at("max_queue_wait")), 30);
+  EXPECT_FALSE(f.at("fairness").as_bool());
+  EXPECT_EQ(Int(f.at("queue").at("length")), 0);
+  EXPECT_EQ(Int(f.at("queue").at("bytes")), 0);
+  EXPECT_TRUE(f.at("queue").at("oldest_wait_seconds").is_null());
+
+  const std::string queued_body = testing::ChatBody("m1", "queued");
+  pt::ClientResponse holder, queued;
+  std::thread holding(
+      [&] { holder = pt::Fetch(g->port(), testing::JsonRequest(testing::kChat, testing::ChatBody("m1", "holds"))); });
+  ASSERT_TRUE(pt::Eventually([&] { return fakes[0]->in_progress() == 1; }, 10'000ms));
+  std::thread waiting([&] { queued = pt::Fetch(g->port(), testing::JsonRequest(testing::kChat, queued_body)); });
+  EXPECT_TRUE(pt::Eventually([&] { return queue_length() == 1; }, 10'000ms));
+  pool = pool_named(StatusOf(admin->port()), "default");
+  const json::object& q = pool.at("flow_control").at("queue").as_object();
+  EXPECT_EQ(Int(q.at("length")), 1);
+  EXPECT_EQ(Int(q.at("bytes")), static_cast<int64_t>(queued_body.size()));
+  ASSERT_FALSE(q.at("oldest_wait_seconds").is_null());
+  EXPECT_GE(Num(q.at("oldest_wait_seconds")), 0);
+  EXPECT_LT(Num(q.at("oldest_wait_seconds")), 30);  // still waiting: under max_queue_wait
+  EXPECT_EQ(Int(pool.at("in_flight")), 1);          // the holder; the queued one has no slot yet
+
+  fakes[0]->HoldResponses(false);
+  holding.join();
+  waiting.join();
+  EXPECT_EQ(holder.status(), 200) << holder.body();
+  EXPECT_EQ(queued.status(), 200) << queued.body();
+  pool = pool_named(StatusOf(admin->port()), "default");
+  EXPECT_EQ(Int(pool.at("flow_control").at("queue").at("length")), 0);
+  EXPECT_TRUE(pool.at("flow_control").at("queue").at("oldest_wait_seconds").is_null());
 }
 
 // The page is HTML that loads nothing from elsewhere; wrong methods get 405 with Allow and
