@@ -28,6 +28,7 @@ small=(--param documents=4 --param prefix_tokens=400 --param preamble_tokens=40
 
 # --help documents the options and exits 0.
 check "help" bash -c "'$bin' bench --help | grep -q -- '--concurrency' && '$bin' bench --help | grep -q -- '--json'"
+check "help: tenant classes" bash -c "'$bin' bench --help | grep -q -- '--tenants'"
 check "listed in the main help" bash -c "'$bin' --help | grep -q bench"
 check "help: api and components" bash -c "'$bin' bench --help | grep -q -- '--api' && '$bin' bench --help | grep -q -- '--inference-component' && '$bin' engine --help | grep -q -- '--inference-component'"
 
@@ -40,6 +41,8 @@ usage() {  # usage NAME ARGS...: bench ARGS exits 2 with a message on stderr
   check "usage: $name" bash -c "test $rc = 2 && test -s '$tmp/err'"
 }
 usage "concurrency and rate" --concurrency 4 --rate 10
+usage "bad tenant class" --tenants interactive:1
+usage "tenant priority out of range" --tenants interactive:20:1
 usage "workload and trace" --workload rag --trace "$tmp/none.jsonl"
 usage "unknown workload" --workload nope
 usage "bad param" --param documents
@@ -267,6 +270,37 @@ want = {('e-a', 'ic-a'): x['component_requests.ic-a'], ('e-b', 'ic-b'): x['compo
 assert delta == want, (delta, want)
 PY
 done
+
+# Tenant classes through a gateway with flow control (docs/flow-control.md): one slot, a queue;
+# 6 users of two classes send 36 requests: every request waits its turn and completes (none is
+# refused), the gateway saw both priorities, and bench prints one line per class.
+"$bin" serve --listen 127.0.0.1:0 --instance "e=$url" --max-in-flight 1 --max-queue 50 >"$tmp/serve-flow.log" 2>&1 &
+component_pids+=($!)
+gw=
+for _ in $(seq 1 100); do
+  gw=$(grep -o 'prefix-router listening on 127.0.0.1:[0-9]*' "$tmp/serve-flow.log" 2>/dev/null | grep -o '[0-9]*$')
+  [ -n "$gw" ] && break
+  sleep 0.05
+done
+check "flow-control gateway started" test -n "$gw"
+"$bin" bench --url "http://127.0.0.1:${gw:-9}" "${small[@]}" --tenants interactive:1:0.3,batch:0:0.7 \
+  --concurrency 6 --requests 36 --time-scale 0.01 --json "$tmp/flow.json" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "tenants: exit 0" test $rc = 0
+check "tenants: a line per class" bash -c "grep -q 'tenant interactive (priority 1): [0-9]* requests, 0 refused' '$tmp/out' && grep -q 'tenant batch (priority 0): [0-9]* requests, 0 refused' '$tmp/out'"
+curl -s "http://127.0.0.1:${gw:-9}/metrics" >"$tmp/flow.prom"
+check "tenants: every request through the queue's gateway, both priorities waited" python3 - "$tmp" <<'PY'
+import json, re, sys
+d = sys.argv[1]
+r = json.load(open(f'{d}/flow.json'))[0]
+x = r['extra']
+assert r['errors'] == 0 and r['requests'] == 36, (r['errors'], r['requests'])
+assert x['tenant.interactive.requests'] + x['tenant.batch.requests'] == 36, x
+assert x['tenant.interactive.requests'] > 0 and x['tenant.batch.requests'] > 0, x
+prom = open(f'{d}/flow.prom').read()
+waited = {m.group(1) for m in re.finditer(r'^prefix_router_queue_wait_seconds_count\{[^}]*priority="(-?\d+)"[^}]*\} (\d+)', prom, re.M)
+          if int(m.group(2)) > 0}
+assert waited >= {'0', '1'}, waited
+PY
 
 echo "$passes passed, $fails failed"
 test $fails = 0

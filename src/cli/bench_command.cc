@@ -47,6 +47,7 @@ struct BenchArgs {
   std::string model;
   std::string api = "chat";
   std::vector<std::string> inference_components;
+  std::string tenants;
   double timeout_s = 300;
   double time_scale = 1;
   uint32_t threads = 1;
@@ -236,6 +237,11 @@ int RunBench(BenchArgs& a) {
   o.url = a.url;
   o.api = a.api == "native" ? loadgen::ApiChoice::kNative : loadgen::ApiChoice::kWorkload;
   o.inference_components = a.inference_components;
+  if (!a.tenants.empty()) {
+    auto t = workload::ParseTenantClasses(a.tenants);
+    if (!t.ok()) return Fail("--tenants: " + t.status().message());
+    o.tenants = std::move(*t);
+  }
   o.stream = a.stream;
   if (a.stream_fraction_given) o.stream_fraction = a.stream_fraction;
   o.abort_fraction = a.abort_fraction;
@@ -342,8 +348,11 @@ int RunBench(BenchArgs& a) {
   so.instances = r.instances;
   so.series_window_s = std::max(1.0, (o.duration_s > 0 ? o.duration_s : MeasuredSpan(run.records)) / 60);
   report::Summarize(run.records, so, r);
+  std::vector<report::TenantLabel> labels;
+  for (const workload::TenantClass& c : o.tenants) labels.push_back({c.name, c.priority});
+  report::AddFlowFigures(run.records, labels, /*ceiling=*/false, r);
 
-  std::cout << Summary(a, o, run, r) << std::flush;
+  std::cout << Summary(a, o, run, r) << report::FlowLines({r}, labels) << std::flush;
   const std::vector<report::RunResult> runs{r};
   if (!a.json.empty()) {
     if (Status s = report::WriteFile(a.json, report::ResultsJson(runs)); !s.ok()) return Fail(s.message(), 1);
@@ -456,6 +465,13 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "--seed; the summary and results count requests per component. A request naming "
                   "no model names its component (the component is the endpoint's model, and the "
                   "gateway picks an OpenAI request's pool by `model`) unless --model is given");
+  cmd->add_option("--tenants", a->tenants,
+                  "Tenant classes NAME:PRIORITY:SHARE,... e.g. interactive:1:0.2,batch:0:0.8 "
+                  "(docs/flow-control.md): each session belongs to one class, drawn by --seed; its "
+                  "requests carry x-prefix-router-priority and x-gateway-inference-fairness-id. With "
+                  "--rate a class sends SHARE x the rate (a:0:0.5,b:0:5 is b at 10x its half); "
+                  "otherwise shares are weights. One line per class follows the summary (429s "
+                  "counted as refused)");
   AddNumber(cmd, "--timeout", a->timeout_s, "Per-request time limit in wall seconds (connect to last byte)");
   AddNumber(cmd, "--time-scale", a->time_scale,
             "The engines' --time-scale (wall seconds per model second): measured times are divided "

@@ -40,6 +40,25 @@ check "simulate runs the peers' policies" "$bin" simulate --profile tiny-test --
   --param system_tokens_max=300 --param user_tokens_max=200 --param reply_tokens_max=100 --param turns_max=3 \
   --strategy sglang-cache-aware,sglang-cache-aware-min-load,llm-d-prefix,haproxy-chash-bl,haproxy-chash-bl-f0 \
   --instances 2 --rate 5 --duration 30 --warmup 5 --quiet
+# Flow control in simulate (docs/flow-control.md): per-class lines after the table, figures in
+# the JSON's extra, usage errors.
+check "simulate --tenants with a ceiling and a queue prints each class" sh -c "'$bin' simulate --profile tiny-test \
+  --workload sharegpt-like --param turns_max=2 --strategy least-outstanding-requests --instances 2 --rate 40 \
+  --duration 30 --warmup 5 --max-in-flight 4 --max-queue 50 --tenants interactive:1:0.2,batch:0:0.8 \
+  --json '$work/flow.json' --quiet > '$work/flow.txt'"
+check "simulate --tenants: the lines and the JSON agree" python3 -c "
+import json
+text = open('$work/flow.txt').read()
+assert 'tenant interactive (priority 1)' in text and 'tenant batch (priority 0)' in text, text
+assert 'max_in_flight 4,' in text, text
+r = json.load(open('$work/flow.json'))[0]
+x = r['extra']
+assert r['settings']['max_in_flight'] == 4 and r['settings']['max_queue'] == 50, r['settings']
+assert x['tenant.interactive.requests'] + x['tenant.batch.requests'] == r['requests'], x
+assert x['queued'] > 0, x
+"
+expect_exit 2 "simulate rejects a bad tenant class" "$bin" simulate --tenants a:1 --rate 1 --duration 1
+expect_exit 2 "simulate rejects --max-queue without --max-in-flight" "$bin" simulate --max-queue 5 --rate 1 --duration 1
 expect_exit 2 "demo rejects a peer's policy (simulate only)" "$bin" demo --strategy llm-d-prefix --out "$work/dp"
 
 # A small sweep on the tiny profile: 2 strategies x 2 prefix lengths, with a scale event.

@@ -496,6 +496,69 @@ TEST(RunLoad, InferenceComponentHeaderAndModel) {
   }
 }
 
+// Tenant classes: every request carries its session's class as x-prefix-router-priority and
+// x-gateway-inference-fairness-id, its record the class; classes are drawn by share; a 429 is
+// recorded refused (and failed), another error status is not.
+TEST(RunLoad, TenantClassHeadersAndRefusals) {
+  auto fake = StartFake(SseBehavior(SseReply({"a"})));
+  ASSERT_TRUE(fake);
+  ScriptedWorkload w(2, [](uint64_t s, uint32_t turn) { return Chat(s * 10 + turn); });
+  LoadOptions o = Closed(fake->port(), 1, 60);
+  o.tenants = {{"interactive", 1, 1}, {"bulk", -2, 3}};
+  o.seed = 4;
+  LoadRun run = MustRun(o, w);
+  ASSERT_EQ(Errors(run), 0u) << run.first_error;
+  const auto got = fake->received();
+  ASSERT_EQ(got.size(), 60u);
+  std::vector<uint64_t> per(2, 0);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const int32_t c = TenantFor(o, i / 2);  // one user: request i is turn i % 2 of session i / 2
+    ASSERT_GE(c, 0);
+    const workload::TenantClass& t = o.tenants[static_cast<size_t>(c)];
+    EXPECT_EQ(got[i].Header("x-prefix-router-priority"), std::to_string(t.priority)) << i;
+    EXPECT_EQ(got[i].Header("x-gateway-inference-fairness-id"), t.name) << i;
+    EXPECT_EQ(run.records[i].tenant, c) << i;
+    EXPECT_FALSE(run.records[i].refused);
+    ++per[static_cast<size_t>(c)];
+  }
+  EXPECT_GT(per[0], 0u);
+  EXPECT_GT(per[1], per[0]);  // three times the share
+
+  for (const int status : {429, 503}) {
+    pt::Behavior refusing;
+    refusing.status = status;
+    fake->SetBehavior(refusing);
+    ScriptedWorkload again(1, [](uint64_t s, uint32_t) { return Chat(s); });
+    LoadRun refused = MustRun(Closed(fake->port(), 1, 4), again);
+    ASSERT_EQ(refused.records.size(), 4u);
+    for (const RequestRecord& r : refused.records) {
+      EXPECT_TRUE(r.error);
+      EXPECT_EQ(r.refused, status == 429) << status;
+      EXPECT_EQ(r.tenant, -1);  // no classes in this run
+    }
+  }
+}
+
+// Classes by share, per session, from the seed alone.
+TEST(TenantFor, DeterministicPerSessionAndByShare) {
+  LoadOptions o;
+  EXPECT_EQ(TenantFor(o, 0), -1);
+  o.tenants = {{"a", 0, 1}, {"b", 0, 4}};
+  o.seed = 9;
+  o.inference_components = {"ic-a", "ic-b"};
+  int counts[2] = {0, 0}, same_as_component = 0;
+  constexpr int kN = 20'000;
+  for (uint64_t s = 0; s < kN; ++s) {
+    const int32_t t = TenantFor(o, s);
+    ASSERT_EQ(t, TenantFor(o, s));
+    ++counts[t];
+    same_as_component += t == ComponentFor(o, s);
+  }
+  EXPECT_NEAR(static_cast<double>(counts[0]) / kN, 0.2, 0.02);
+  // Independent of the component draw: agreement as by chance (0.2 x 0.5 + 0.8 x 0.5).
+  EXPECT_NEAR(static_cast<double>(same_as_component) / kN, 0.5, 0.03);
+}
+
 // Through a real gateway over two emulators serving one inference component each (discovered
 // from their /v1/models): the component header (native API, whatever the body's model) or the
 // component as `model` (chat) picks the pool, so every request lands on the engine serving its

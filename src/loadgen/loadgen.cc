@@ -48,6 +48,9 @@ constexpr auto kGrace = std::chrono::seconds(5);
 constexpr std::string_view kInstanceHeader = "x-prefix-router-instance";
 constexpr std::string_view kDecisionHeader = "x-prefix-router-decision";
 constexpr std::string_view kTimingHeader = "x-engine-timing";
+// Flow control's request headers (docs/flow-control.md).
+constexpr std::string_view kPriorityHeader = "x-prefix-router-priority";
+constexpr std::string_view kFairnessHeader = "x-gateway-inference-fairness-id";
 // Abandoned requests (AbortPoint): the longest wait for a response head, model seconds, and the
 // most body reads before closing mid-stream.
 constexpr double kAbortWaitMaxModelS = 0.1;
@@ -198,25 +201,34 @@ class Runner {
     uint64_t index;
     Clock::time_point start;
   };
+  // What a session's requests carry, fixed when the session is taken: its inference component
+  // (ComponentFor) and tenant class (TenantFor), -1 = none.
+  struct SessionTags {
+    int32_t component = -1;
+    int32_t tenant = -1;
+  };
 
   net::awaitable<void> User(Thread& t);
   net::awaitable<void> Arrivals();
-  net::awaitable<void> OpenSession(Thread& t, std::unique_ptr<workload::Session> session, int32_t component);
+  net::awaitable<void> OpenSession(Thread& t, std::unique_ptr<workload::Session> session, SessionTags tags);
   // Runs a session's turns; false when sending has stopped. `own` is the user's connection
-  // (closed loop) or null to use the thread's pool (open loop). `component`: ComponentFor.
+  // (closed loop) or null to use the thread's pool (open loop).
   net::awaitable<bool> RunSession(Thread& t, workload::Session& session, std::unique_ptr<Connection>* own,
-                                  int32_t component);
+                                  SessionTags tags);
   net::awaitable<Outcome> Send(std::unique_ptr<Connection>& conn, const workload::Request& request,
-                               Clock::time_point start, const RequestPlan& plan, int32_t component);
+                               Clock::time_point start, const RequestPlan& plan, SessionTags tags);
   // Sleeps until `until`; false (early) when sending stops.
   net::awaitable<bool> SleepUntil(Clock::time_point until);
 
-  std::optional<Claim> ClaimNext(int32_t component);
+  std::optional<Claim> ClaimNext(SessionTags tags);
   bool SendingOpen();
   void Complete(uint64_t index, Outcome outcome);
   int32_t InstanceIndex(std::string_view name);
-  // The workload's next session, with its inference component (ComponentFor).
-  workload::SessionStart TakeSession(int32_t* component);
+  // The workload's next session, with its tags.
+  workload::SessionStart TakeSession(SessionTags* tags);
+  SessionTags TagsFor(uint64_t session) const {
+    return SessionTags{ComponentFor(options_, session), TenantFor(options_, session)};
+  }
   std::optional<workload::Request> NextTurn(workload::Session& s, std::string_view reply);
   double ThinkSeconds(workload::Session& s);
   void DropSession(std::unique_ptr<workload::Session> s);
@@ -232,7 +244,7 @@ class Runner {
 
   std::mutex workload_mu_;                               // guards workload_ and every session's calls
   std::optional<workload::SessionStart> first_session_;  // open loop, taken by PrepareOpenLoop
-  int32_t first_session_component_ = -1;
+  SessionTags first_session_tags_;
   uint64_t sessions_taken_ = 0;
   double mean_turns_ = 1;
 
@@ -263,16 +275,16 @@ Status Runner::PrepareOpenLoop() {
   std::lock_guard<std::mutex> lock(workload_mu_);
   mean_turns_ = std::max(workload_.mean_turns(), 1e-9);
   first_session_ = workload_.NextSession();
-  first_session_component_ = ComponentFor(options_, sessions_taken_++);
+  first_session_tags_ = TagsFor(sessions_taken_++);
   if (first_session_->session && !first_session_->arrival_s && !(options_.rate_rps > 0)) {
     return Status::InvalidArgument("rate_rps: an open loop over a generated workload needs a rate above 0");
   }
   return Status::Ok();
 }
 
-workload::SessionStart Runner::TakeSession(int32_t* component) {
+workload::SessionStart Runner::TakeSession(SessionTags* tags) {
   std::lock_guard<std::mutex> lock(workload_mu_);
-  *component = ComponentFor(options_, sessions_taken_++);
+  *tags = TagsFor(sessions_taken_++);
   return workload_.NextSession();
 }
 
@@ -310,17 +322,18 @@ bool Runner::SendingOpen() {
   return true;
 }
 
-std::optional<Runner::Claim> Runner::ClaimNext(int32_t component) {
+std::optional<Runner::Claim> Runner::ClaimNext(SessionTags tags) {
   std::lock_guard<std::mutex> lock(records_mu_);
   if (!SendingOpen()) return std::nullopt;
   const auto now = Clock::now();
   report::RequestRecord r;
   r.start_s = Seconds(now - run_start_) / options_.time_scale;
   r.counted = records_.size() >= options_.warmup_requests;
+  r.tenant = tags.tenant;
   records_.push_back(r);
   completed_.push_back(false);
   aborted_.push_back(false);
-  components_.push_back(component);
+  components_.push_back(tags.component);
   sent_.store(records_.size());
   // The last allowed request stops the run at once, so that sleeping users need not wake to
   // find out.
@@ -345,6 +358,7 @@ void Runner::Complete(uint64_t index, Outcome o) {
   }
   o.record.start_s = r.start_s;
   o.record.counted = r.counted;
+  o.record.tenant = r.tenant;
   r = o.record;
   completed_[index] = true;
   if (r.error) {
@@ -388,38 +402,40 @@ net::awaitable<bool> Runner::SleepUntil(Clock::time_point until) {
 net::awaitable<void> Runner::User(Thread& t) {
   std::unique_ptr<Connection> conn;  // this user's keep-alive connection
   while (!stopping_.load()) {
-    int32_t component = -1;
-    workload::SessionStart start = TakeSession(&component);
+    SessionTags tags;
+    workload::SessionStart start = TakeSession(&tags);
     if (!start.session) {  // a finite workload ran out
       stopping_.store(true);
       break;
     }
-    const bool more = co_await RunSession(t, *start.session, &conn, component);
+    const bool more = co_await RunSession(t, *start.session, &conn, tags);
     DropSession(std::move(start.session));
     if (!more) break;
   }
 }
 
-net::awaitable<void> Runner::OpenSession(Thread& t, std::unique_ptr<workload::Session> session, int32_t component) {
-  co_await RunSession(t, *session, nullptr, component);
+net::awaitable<void> Runner::OpenSession(Thread& t, std::unique_ptr<workload::Session> session, SessionTags tags) {
+  co_await RunSession(t, *session, nullptr, tags);
   DropSession(std::move(session));
 }
 
 net::awaitable<void> Runner::Arrivals() {
   Rng rng(options_.seed);
   // Sessions start at this rate (wall), so that requests arrive at rate_rps in model time.
-  const double session_rate = options_.rate_rps / mean_turns_ / options_.time_scale;
+  // Tenant classes together send rate_rps x the sum of their shares (LoadOptions::tenants).
+  const double shares = options_.tenants.empty() ? 1.0 : workload::ShareSum(options_.tenants);
+  const double session_rate = options_.rate_rps * shares / mean_turns_ / options_.time_scale;
   Clock::time_point next = run_start_;
   size_t spread = 0;
   for (;;) {
     workload::SessionStart s;
-    int32_t component = -1;
+    SessionTags tags;
     if (first_session_) {
       s = std::move(*first_session_);
       first_session_.reset();
-      component = first_session_component_;
+      tags = first_session_tags_;
     } else {
-      s = TakeSession(&component);
+      s = TakeSession(&tags);
     }
     if (!s.session) {
       stopping_.store(true);
@@ -442,12 +458,12 @@ net::awaitable<void> Runner::Arrivals() {
       break;
     }
     Thread& t = *threads_[spread++ % threads_.size()];
-    SpawnWorker(t, OpenSession(t, std::move(s.session), component));
+    SpawnWorker(t, OpenSession(t, std::move(s.session), tags));
   }
 }
 
 net::awaitable<bool> Runner::RunSession(Thread& t, workload::Session& session, std::unique_ptr<Connection>* own,
-                                        int32_t component) {
+                                        SessionTags tags) {
   std::string reply;
   bool first = true;
   for (;;) {
@@ -459,7 +475,7 @@ net::awaitable<bool> Runner::RunSession(Thread& t, workload::Session& session, s
       if (think > 0 && !co_await SleepUntil(Clock::now() + Wall(think * options_.time_scale))) co_return false;
     }
     first = false;
-    const std::optional<Claim> claim = ClaimNext(component);
+    const std::optional<Claim> claim = ClaimNext(tags);
     if (!claim) co_return false;
     std::unique_ptr<Connection> pooled;
     if (!own && !t.idle.empty()) {
@@ -468,7 +484,7 @@ net::awaitable<bool> Runner::RunSession(Thread& t, workload::Session& session, s
     }
     std::unique_ptr<Connection>& conn = own ? *own : pooled;
     const RequestPlan plan = PlanRequest(options_, claim->index);
-    Outcome o = co_await Send(conn, *request, claim->start, plan, component);
+    Outcome o = co_await Send(conn, *request, claim->start, plan, tags);
     if (!own && conn && t.idle.size() < kMaxIdlePerThread) t.idle.push_back(std::move(conn));
     // A failed or abandoned turn's partial reply is not history: the next turn is built from "".
     reply = o.error_kind.empty() && o.aborted_at.empty() ? std::move(o.reply) : std::string();
@@ -477,7 +493,7 @@ net::awaitable<bool> Runner::RunSession(Thread& t, workload::Session& session, s
 }
 
 net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const workload::Request& wr,
-                                     Clock::time_point start, const RequestPlan& plan, int32_t component) {
+                                     Clock::time_point start, const RequestPlan& plan, SessionTags tags) {
   Outcome out;
   report::RequestRecord& rec = out.record;
   const double scale = options_.time_scale;
@@ -500,10 +516,15 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
   if (wr.api == api::ApiKind::kNative && !wr.routing_group.empty()) req.set(api::kRoutingGroupHeader, wr.routing_group);
   // An inference component endpoint's model is the component: the default model unless set.
   std::string_view model = options_.default_model;
-  if (component >= 0) {
-    const std::string& name = options_.inference_components[static_cast<size_t>(component)];
+  if (tags.component >= 0) {
+    const std::string& name = options_.inference_components[static_cast<size_t>(tags.component)];
     req.set(api::kInferenceComponentHeader, name);
     if (model.empty()) model = name;
+  }
+  if (tags.tenant >= 0) {
+    const workload::TenantClass& c = options_.tenants[static_cast<size_t>(tags.tenant)];
+    req.set(kPriorityHeader, std::to_string(c.priority));
+    req.set(kFairnessHeader, c.name);
   }
   req.body() = workload::RenderBody(wr, plan.stream, model);
   req.keep_alive(true);
@@ -694,6 +715,7 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
   }
   if (!ok_status) {
     fail("status_" + std::to_string(status), "HTTP " + std::to_string(status) + ": " + Shorten(body));
+    rec.refused = status == 429;  // refused at admission (a pool's ceiling or its queue)
     co_return out;
   }
 
@@ -907,6 +929,13 @@ RequestPlan PlanRequest(const LoadOptions& options, uint64_t index) {
   return plan;
 }
 
+int32_t TenantFor(const LoadOptions& options, uint64_t session) {
+  if (options.tenants.empty()) return -1;
+  // Another multiplier again: independent of components and plans.
+  Rng rng(options.seed ^ (0xD1B54A32D192ED03ULL * (session + 1)));
+  return workload::PickTenantClass(options.tenants, rng.NextDouble());
+}
+
 int32_t ComponentFor(const LoadOptions& options, uint64_t session) {
   if (options.inference_components.empty()) return -1;
   // A multiplier other than PlanRequest's, so that components and plans are independent.
@@ -927,6 +956,7 @@ Result<LoadRun> RunLoad(const LoadOptions& options, workload::Workload& workload
   if (!(options.trace_speed > 0)) return invalid("trace_speed: must be > 0");
   if (!(options.rate_rps >= 0) || !std::isfinite(options.rate_rps)) return invalid("rate_rps: must be >= 0");
   if (options.mode == Mode::kClosed && options.concurrency == 0) return invalid("concurrency: must be at least 1");
+  if (Status s = workload::ValidateTenantClasses(options.tenants); !s.ok()) return invalid("tenants: " + s.message());
   if (!(options.stream_fraction <= 1)) return invalid("stream_fraction: must be in [0, 1] (or < 0: unset)");
   if (!(options.abort_fraction >= 0 && options.abort_fraction <= 1))
     return invalid("abort_fraction: must be in [0, 1]");

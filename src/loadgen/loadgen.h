@@ -34,6 +34,13 @@
 // them, by seed and session index (ComponentFor), and its requests carry
 // X-Amzn-SageMaker-Inference-Component on either API.
 //
+// Tenant classes (LoadOptions::tenants, docs/flow-control.md): each session is assigned one
+// class, by share, from the seed and the session index (TenantFor); its requests carry
+// x-prefix-router-priority (the class's priority) and x-gateway-inference-fairness-id (its
+// name), and their records the class (RequestRecord::tenant; a 429 answer is also `refused`).
+// An open loop over a generated workload then sends rate_rps x the sum of the shares, as
+// `simulate` does.
+//
 // Mixed traffic (soak tests): `stream_fraction` sends that share of requests with stream:true
 // and the rest without; `abort_fraction` makes the client abandon that share of requests by
 // closing the connection at a random point (AbortPoint). Which requests stream and which are
@@ -64,6 +71,7 @@
 
 #include "core/status.h"
 #include "report/results.h"
+#include "workload/tenants.h"
 #include "workload/workload.h"
 
 namespace prefix_router::loadgen {
@@ -101,6 +109,8 @@ struct LoadOptions {
   // empty, every request carries X-Amzn-SageMaker-Inference-Component with its session's
   // component (ComponentFor).
   std::vector<std::string> inference_components;
+  // Tenant classes (see the header comment); empty = none, no flow-control headers sent.
+  std::vector<workload::TenantClass> tenants;
   bool stream = true;
   // Share of requests sent with stream:true, in [0, 1], the rest non-streaming; < 0 (the
   // default) = every request follows `stream`.
@@ -161,6 +171,10 @@ RequestPlan PlanRequest(const LoadOptions& options, uint64_t index);
 // one per request). Sessions are numbered in the order the workload hands them out, so the
 // assignment does not depend on timing.
 int32_t ComponentFor(const LoadOptions& options, uint64_t session);
+// The tenant class (an index into options.tenants; -1 when there are none) of the `session`-th
+// session, by share: a pure function of options.seed and the index, like ComponentFor and
+// independent of it.
+int32_t TenantFor(const LoadOptions& options, uint64_t session);
 
 // InvalidArgument for bad options (bad URL, no stop condition, ...). Request failures are
 // recorded, never returned as an error.
