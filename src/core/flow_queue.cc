@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <charconv>
+#include <string_view>
 
 namespace prefix_router {
 
@@ -151,6 +153,79 @@ void FlowQueue::Prune(Band& b) {
     b.tenants.erase(b.idle.begin()->second);
     b.idle.erase(b.idle.begin());
   }
+}
+
+namespace {
+
+// Calls `each(name, band text)` for every comma-separated pair of `objectives` until it returns
+// false. A pair without '=' gives an empty band text.
+template <typename F>
+void ForEachObjective(std::string_view objectives, F each) {
+  while (!objectives.empty()) {
+    const size_t comma = objectives.find(',');
+    const std::string_view pair = objectives.substr(0, comma);
+    objectives = comma == std::string_view::npos ? std::string_view{} : objectives.substr(comma + 1);
+    const size_t eq = pair.find('=');
+    const std::string_view name = pair.substr(0, eq);
+    const std::string_view band = eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+    if (!each(name, band)) return;
+  }
+}
+
+std::optional<int32_t> ParseBand(std::string_view text) {
+  int32_t band = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), band);
+  if (ec != std::errc() || end != text.data() + text.size() || band < kMinFlowBand || band > kMaxFlowBand) {
+    return std::nullopt;
+  }
+  return band;
+}
+
+bool ObjectiveNameOk(std::string_view name) {
+  if (name.empty() || name.size() > 253) return false;
+  for (char c : name) {
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status ValidateFlowObjectives(std::string_view objectives) {
+  if (objectives.empty()) return Status::Ok();
+  if (objectives.back() == ',') return Status::InvalidArgument("flow_control.objectives: ends with a comma");
+  Status result = Status::Ok();
+  std::vector<std::string_view> seen;
+  ForEachObjective(objectives, [&](std::string_view name, std::string_view band) {
+    const std::string pair = std::string(name) + "=" + std::string(band);
+    if (!ObjectiveNameOk(name)) {
+      result = Status::InvalidArgument("flow_control.objectives: '" + pair +
+                                       "': a name is 1 to 253 of A-Z a-z 0-9 . _ - (expected name=priority,...)");
+    } else if (!ParseBand(band)) {
+      result = Status::InvalidArgument("flow_control.objectives: '" + pair + "': the priority must be an integer " +
+                                       std::to_string(kMinFlowBand) + ".." + std::to_string(kMaxFlowBand));
+    } else if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+      result = Status::InvalidArgument("flow_control.objectives: '" + std::string(name) + "' is given twice");
+    } else if (seen.size() == kMaxFlowObjectives) {
+      result = Status::InvalidArgument("flow_control.objectives: at most " + std::to_string(kMaxFlowObjectives) +
+                                       " objectives");
+    }
+    seen.push_back(name);
+    return result.ok();
+  });
+  return result;
+}
+
+std::optional<int32_t> FlowObjectiveBand(std::string_view objectives, std::string_view name) {
+  std::optional<int32_t> found;
+  ForEachObjective(objectives, [&](std::string_view n, std::string_view band) {
+    if (n != name) return true;
+    found = ParseBand(band);
+    return false;
+  });
+  return found;
 }
 
 }  // namespace prefix_router

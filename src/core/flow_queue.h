@@ -37,10 +37,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "core/status.h"
 
 namespace prefix_router {
 
@@ -54,8 +57,21 @@ struct FlowQueueOptions {
   uint64_t max_queue_bytes = 0;  // bytes of the bodies waiting; 0 = bounded by max_queue only
   double max_queue_wait = 10;    // seconds a request may wait; > 0
   bool fairness = true;          // VTC between tenants within a band; false = arrival order
+  // Priority bands by objective name (the header x-gateway-inference-objective, as the Gateway
+  // API Inference Extension's InferenceObjective names a request's priority): "name=band,...";
+  // "" = none. The gateway reads it when classifying a request; the queue does not.
+  std::string objectives;
   bool operator==(const FlowQueueOptions&) const = default;
 };
+
+inline constexpr size_t kMaxFlowObjectives = 64;
+// InvalidArgument unless `objectives` is "" or comma-separated name=band pairs: names 1..253 of
+// [A-Za-z0-9._-] (a Kubernetes object name's characters), each once, bands kMinFlowBand..
+// kMaxFlowBand, at most kMaxFlowObjectives pairs.
+Status ValidateFlowObjectives(std::string_view objectives);
+// The band that `objectives` (valid) gives `name`; nullopt when it names no such objective.
+// Allocation-free: a scan of the short configured string per request.
+std::optional<int32_t> FlowObjectiveBand(std::string_view objectives, std::string_view name);
 
 struct FlowItem {
   uint64_t id = 0;      // the caller's, unique among the queued

@@ -159,6 +159,28 @@ TEST(FlowQueueTest, IdleTimeIsNotSavedAsCredit) {
 }
 
 // Many tenants passing through while one stays backlogged: the counters kept stay bounded.
+// Objective names map to bands; anything else is refused at validation or not found.
+TEST(FlowObjectivesTest, ValidatesAndLooksUp) {
+  const std::string good = "interactive=5,batch=0,bulk=-1,a.b_c-d=10";
+  EXPECT_TRUE(ValidateFlowObjectives(good).ok());
+  EXPECT_TRUE(ValidateFlowObjectives("").ok());
+  EXPECT_EQ(FlowObjectiveBand(good, "interactive"), 5);
+  EXPECT_EQ(FlowObjectiveBand(good, "bulk"), -1);
+  EXPECT_EQ(FlowObjectiveBand(good, "a.b_c-d"), 10);
+  EXPECT_EQ(FlowObjectiveBand(good, "batc"), std::nullopt);
+  EXPECT_EQ(FlowObjectiveBand(good, ""), std::nullopt);
+  EXPECT_EQ(FlowObjectiveBand("", "interactive"), std::nullopt);
+  for (const char* bad :
+       {"a", "a=", "=1", "a=11", "a=-11", "a=1.5", "a=x", "a=1,a=2", "a=1,", ",a=1", "a b=1", "a=1,,b=2", "a=1=2"}) {
+    Status s = ValidateFlowObjectives(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("flow_control.objectives"), std::string::npos) << s.message();
+  }
+  std::string many;
+  for (size_t i = 0; i <= kMaxFlowObjectives; ++i) many += (i ? ",o" : "o") + std::to_string(i) + "=1";
+  EXPECT_FALSE(ValidateFlowObjectives(many).ok());
+}
+
 TEST(FlowQueueTest, TenantCountersStayBounded) {
   FlowQueue q(Options(100000));
   uint64_t id = 0;

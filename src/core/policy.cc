@@ -159,6 +159,7 @@ Status RoutingOptions::Validate() const {
   if (!(fc.max_queue_wait > 0 && fc.max_queue_wait <= kMaxFlowQueueWait)) {
     return Status::InvalidArgument("flow_control.max_queue_wait: must be more than 0 and at most 3600 seconds");
   }
+  if (Status s = ValidateFlowObjectives(fc.objectives); !s.ok()) return s;
   const CacheAwareOptions& ca = cache_aware;
   if (ca.block_bytes < 16 || ca.block_bytes > 65536) {
     return Status::InvalidArgument("cache_aware.block_bytes: " + std::to_string(ca.block_bytes) +

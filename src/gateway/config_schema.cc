@@ -300,6 +300,13 @@ std::vector<ConfigField> BuildSchema() {
       "flow_control.max_queue_wait", K::kSeconds, [](auto& o) -> auto& { return o.flow_control.max_queue_wait; },
       {"(0, 3600]", "--max-queue-wait", "flow control: seconds a request may wait in the queue before 429", "2",
        "0"}));
+  s.push_back(Routing<std::string>(
+      "flow_control.objectives", K::kString, [](auto& o) -> auto& { return o.flow_control.objectives; },
+      {"name=priority,... (names of A-Z a-z 0-9 . _ -, priorities -10..10), \"\" = none", "",
+       "flow control: the priority of a request naming an objective in header x-gateway-inference-objective (as "
+       "the Gateway API Inference Extension's InferenceObjective); x-prefix-router-priority, when also sent, "
+       "wins; an objective not listed is priority 0",
+       "interactive=1,batch=0,bulk=-1", "interactive=11"}));
   s.push_back(Routing<bool>(
       "flow_control.fairness", K::kBoolean, [](auto& o) -> auto& { return o.flow_control.fairness; },
       {"true | false", "",

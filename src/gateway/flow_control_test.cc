@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gateway/gateway_test_util.h"
@@ -42,19 +43,20 @@ std::string ErrorCode(const std::string& body) {
 double QueueLength(uint16_t port) { return pt::Metric(port, R"(prefix_router_queue_length{pool="default"})"); }
 
 double Rejected(uint16_t port, std::string_view reason) {
-  return pt::Metric(port, R"(prefix_router_rejected_requests_total{model="other",reason=")" + std::string(reason) +
-                              "\"}");
+  return pt::Metric(port,
+                    R"(prefix_router_rejected_requests_total{model="other",reason=")" + std::string(reason) + "\"}");
 }
 
 // One slot, a queue of `max_queue`; the fake holds its answers.
 struct Queueing {
-  explicit Queueing(uint32_t max_queue, double max_wait = 10) {
+  explicit Queueing(uint32_t max_queue, double max_wait = 10, std::string objectives = "") {
     fakes = StartFakes({"a"});
     fakes[0]->HoldResponses(true);
     GatewayConfig config = ConfigFor(fakes);
     config.routing.max_in_flight = 1;
     config.routing.flow_control.max_queue = max_queue;
     config.routing.flow_control.max_queue_wait = max_wait;
+    config.routing.flow_control.objectives = std::move(objectives);
     gw = StartGateway(config);
   }
   uint16_t port() const { return gw->port(); }
@@ -62,9 +64,12 @@ struct Queueing {
   void Send(std::string name, int priority, ClientResponse* out) {
     pt::Headers headers;
     if (priority != 0) headers.emplace_back(std::string(kPriority), std::to_string(priority));
-    threads.emplace_back([this, name, headers, out] {
-      *out = pt::Fetch(port(), JsonRequest(kChat, ChatBody("m1", name), headers));
-    });
+    threads.emplace_back(
+        [this, name, headers, out] { *out = pt::Fetch(port(), JsonRequest(kChat, ChatBody("m1", name), headers)); });
+  }
+  void SendWith(std::string name, pt::Headers headers, ClientResponse* out) {
+    threads.emplace_back(
+        [this, name, headers, out] { *out = pt::Fetch(port(), JsonRequest(kChat, ChatBody("m1", name), headers)); });
   }
   void Join() {
     for (auto& t : threads) t.join();
@@ -113,6 +118,40 @@ TEST(FlowControlTest, QueuedRequestsLeaveByPriorityAsSlotsFree) {
 // A full queue refuses a request of the lowest queued priority at once, a sheddable one is never
 // queued, and a higher priority displaces the newest of the lowest; each answer is 429 with
 // Retry-After and an OpenAI-style body, counted by reason.
+// Objectives name priorities (routing.flow_control.objectives): a request naming one in
+// x-gateway-inference-objective gets its priority, x-prefix-router-priority wins over it, an
+// objective not listed is priority 0, and a sheddable objective is refused while the pool is full.
+TEST(FlowControlTest, ObjectivesNamePriorities) {
+  Queueing s(10, 10, "interactive=5,batch=2,bulk=-1");
+  ASSERT_NE(s.gw, nullptr);
+  auto objective = [](std::string name) { return pt::Headers{{"x-gateway-inference-objective", std::move(name)}}; };
+  ClientResponse first, plain, unknown, batch, both, interactive, bulk;
+  s.Send("first", 0, &first);
+  ASSERT_TRUE(Eventually([&] { return s.fakes[0]->in_progress() == 1; }, 10'000ms));
+  int queued = 0;
+  for (auto [name, headers, out] : std::vector<std::tuple<std::string, pt::Headers, ClientResponse*>>{
+           {"plain", {}, &plain},
+           {"unknown", objective("not-listed"), &unknown},
+           {"batch", objective("batch"), &batch},
+           {"both", {{"x-gateway-inference-objective", "interactive"}, {std::string(kPriority), "1"}}, &both},
+           {"interactive", objective("interactive"), &interactive}}) {
+    s.SendWith(name, headers, out);
+    ++queued;
+    ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == queued; }, 10'000ms)) << name;
+  }
+  s.SendWith("bulk", objective("bulk"), &bulk);
+  ASSERT_TRUE(Eventually([&] { return Rejected(s.port(), "queue_shed") == 1; }, 10'000ms));
+  s.fakes[0]->HoldResponses(false);
+  s.Join();
+  EXPECT_EQ(bulk.status(), 429);
+  EXPECT_EQ(ErrorCode(bulk.body()), "pool_overloaded");
+  for (const ClientResponse* r : {&first, &plain, &unknown, &batch, &both, &interactive}) {
+    EXPECT_EQ(r->status(), 200) << r->body();
+  }
+  EXPECT_EQ(s.Order(), (std::vector<std::string>{"first", "interactive", "batch", "both", "plain", "unknown"}));
+  ExpectNothingInFlight(*s.gw, s.fakes);
+}
+
 TEST(FlowControlTest, FullQueueShedAndDisplaced) {
   Queueing s(1);
   ASSERT_NE(s.gw, nullptr);

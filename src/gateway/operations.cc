@@ -69,8 +69,15 @@ Pool KeepOrMakePool(const RoutingOptions& options, const Pool* previous, const s
                     std::vector<std::string>* changes) {
   Pool pool = KeepOrMakePoolPolicy(options, previous, what, changes);
   if (options.flow_control.max_queue > 0 && options.max_in_flight > 0) {
+    // The objectives only classify arriving requests (read from the pool's options): a change to
+    // them keeps the queue.
+    auto queue_settings = [](FlowQueueOptions o) {
+      o.objectives.clear();
+      return o;
+    };
     if (previous && previous->flow && previous->in_flight == pool.in_flight &&
-        previous->flow->options() == options.flow_control && previous->flow->max_in_flight() == options.max_in_flight) {
+        queue_settings(previous->flow->options()) == queue_settings(options.flow_control) &&
+        previous->flow->max_in_flight() == options.max_in_flight) {
       pool.flow = previous->flow;
     } else {
       pool.flow = std::make_shared<PoolFlow>(options.flow_control, options.max_in_flight, pool.in_flight);

@@ -34,6 +34,8 @@ constexpr std::string_view kDecisionHeader = "x-prefix-router-decision";
 constexpr std::string_view kRankHeader = "x-prefix-router-rank";
 // Flow control: the request's priority band, and its fairness key without client keys.
 constexpr std::string_view kPriorityHeader = "x-prefix-router-priority";
+// The Gateway API Inference Extension's name for a request's objective (routing.flow_control.objectives).
+constexpr std::string_view kObjectiveHeader = "x-gateway-inference-objective";
 constexpr std::string_view kFairnessHeader = "x-gateway-inference-fairness-id";
 
 // A per-thread generator for the random strategies, seeded once per thread.
@@ -315,6 +317,10 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
         return refuse(400, std::string(kPriorityHeader) + ": must be an integer from -10 to 10", "invalid_priority");
       }
       item.band = band;
+    } else if (auto objective = req.find(kObjectiveHeader);
+               objective != req.end() && !pool.options.flow_control.objectives.empty()) {
+      // An objective the pool does not list is priority 0, as an objective-less request.
+      item.band = FlowObjectiveBand(pool.options.flow_control.objectives, objective->value()).value_or(0);
     }
     // The fairness key: the client key's tenant (a header cannot claim another's), else the
     // routing group, else the fairness-id header.
