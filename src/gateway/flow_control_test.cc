@@ -52,13 +52,14 @@ struct Queueing {
   explicit Queueing(uint32_t max_queue, double max_wait = 10, std::string objectives = "") {
     fakes = StartFakes({"a"});
     fakes[0]->HoldResponses(true);
-    GatewayConfig config = ConfigFor(fakes);
+    config = ConfigFor(fakes);
     config.routing.max_in_flight = 1;
     config.routing.flow_control.max_queue = max_queue;
     config.routing.flow_control.max_queue_wait = max_wait;
     config.routing.flow_control.objectives = std::move(objectives);
     gw = StartGateway(config);
   }
+  GatewayConfig config;
   uint16_t port() const { return gw->port(); }
   // Sends in the background; the response lands in `out`.
   void Send(std::string name, int priority, ClientResponse* out) {
@@ -149,6 +150,39 @@ TEST(FlowControlTest, ObjectivesNamePriorities) {
     EXPECT_EQ(r->status(), 200) << r->body();
   }
   EXPECT_EQ(s.Order(), (std::vector<std::string>{"first", "interactive", "batch", "both", "plain", "unknown"}));
+  ExpectNothingInFlight(*s.gw, s.fakes);
+}
+
+// A reload that changes only the objectives keeps the queue and the requests in it (they leave in
+// one order with the requests that come after), and new requests are classified by the new map.
+TEST(FlowControlTest, ReloadingObjectivesKeepsTheQueue) {
+  Queueing s(10, 10, "interactive=5");
+  ASSERT_NE(s.gw, nullptr);
+  auto objective = [](std::string name) { return pt::Headers{{"x-gateway-inference-objective", std::move(name)}}; };
+  ClientResponse first, low, early, vip, late;
+  s.Send("first", 0, &first);
+  ASSERT_TRUE(Eventually([&] { return s.fakes[0]->in_progress() == 1; }, 10'000ms));
+  s.Send("low", 0, &low);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 1; }, 10'000ms));
+  s.SendWith("early", objective("interactive"), &early);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 2; }, 10'000ms));
+
+  GatewayConfig next = s.config;
+  next.routing.flow_control.objectives = "interactive=-1,vip=7";
+  ASSERT_TRUE(ValidateConfig(next).ok());
+  const ReloadReport report = s.gw->Reload(next, "test");
+  EXPECT_TRUE(report.restart_required.empty());
+  EXPECT_EQ(QueueLength(s.port()), 2);  // the same queue, still holding both
+
+  s.SendWith("vip", objective("vip"), &vip);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 3; }, 10'000ms));
+  s.SendWith("late", objective("interactive"), &late);  // now sheddable: refused at once
+  ASSERT_TRUE(Eventually([&] { return Rejected(s.port(), "queue_shed") == 1; }, 10'000ms));
+  s.fakes[0]->HoldResponses(false);
+  s.Join();
+  EXPECT_EQ(late.status(), 429);
+  for (const ClientResponse* r : {&first, &low, &early, &vip}) EXPECT_EQ(r->status(), 200) << r->body();
+  EXPECT_EQ(s.Order(), (std::vector<std::string>{"first", "vip", "early", "low"}));
   ExpectNothingInFlight(*s.gw, s.fakes);
 }
 
