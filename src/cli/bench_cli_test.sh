@@ -67,15 +67,17 @@ usage "component given twice" --inference-component ic-a --inference-component i
 check "unreachable exit code" test $rc = 1
 check "unreachable reported" grep -q "connect" "$tmp/out"
 
-port_of() {  # port_of LOG: the port an engine logged, waiting up to 5 s
+logged_port() {  # logged_port LOG PREFIX: the port logged after PREFIX, waiting up to 5 s
   local p=
   for _ in $(seq 1 100); do
-    p=$(grep -o 'engine emulator on 127.0.0.1:[0-9]*' "$1" 2>/dev/null | grep -o '[0-9]*$')
+    p=$(grep -o "$2 127.0.0.1:[0-9]*" "$1" 2>/dev/null | grep -o '[0-9]*$')
     [ -n "$p" ] && break
     sleep 0.05
   done
   echo "$p"
 }
+port_of() { logged_port "$1" 'engine emulator on'; }             # an engine's port
+gateway_port_of() { logged_port "$1" 'prefix-router listening on'; }  # a gateway's port
 
 # The engine emulator on an ephemeral port, reporting cached tokens (as vLLM does with
 # --enable-prompt-tokens-details) so that the runs below have a hit rate.
@@ -229,12 +231,7 @@ done
 "$bin" serve --listen 127.0.0.1:0 --instance "e-a=http://127.0.0.1:${component_port[a]:-9}" \
   --instance "e-b=http://127.0.0.1:${component_port[b]:-9}" --strategy round-robin >"$tmp/serve.log" 2>&1 &
 component_pids+=($!)
-gw=
-for _ in $(seq 1 100); do
-  gw=$(grep -o 'prefix-router listening on 127.0.0.1:[0-9]*' "$tmp/serve.log" 2>/dev/null | grep -o '[0-9]*$')
-  [ -n "$gw" ] && break
-  sleep 0.05
-done
+gw=$(gateway_port_of "$tmp/serve.log")
 check "component gateway started" test -n "$gw"
 for api in native chat; do
   before=$(curl -s "http://127.0.0.1:${gw:-9}/metrics")
@@ -276,12 +273,7 @@ done
 # refused), the gateway saw both priorities, and bench prints one line per class.
 "$bin" serve --listen 127.0.0.1:0 --instance "e=$url" --max-in-flight 1 --max-queue 50 >"$tmp/serve-flow.log" 2>&1 &
 component_pids+=($!)
-gw=
-for _ in $(seq 1 100); do
-  gw=$(grep -o 'prefix-router listening on 127.0.0.1:[0-9]*' "$tmp/serve-flow.log" 2>/dev/null | grep -o '[0-9]*$')
-  [ -n "$gw" ] && break
-  sleep 0.05
-done
+gw=$(gateway_port_of "$tmp/serve-flow.log")
 check "flow-control gateway started" test -n "$gw"
 "$bin" bench --url "http://127.0.0.1:${gw:-9}" "${small[@]}" --tenants interactive:1:0.3,batch:0:0.7 \
   --concurrency 6 --requests 36 --time-scale 0.01 --json "$tmp/flow.json" >"$tmp/out" 2>"$tmp/err"; rc=$?

@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "loadgen/loadgen.h"
 #include "report/results.h"
+#include "sim/simulator.h"
 #include "workload/workload.h"
 
 namespace prefix_router::cli {
@@ -348,8 +349,7 @@ int RunBench(BenchArgs& a) {
   so.instances = r.instances;
   so.series_window_s = std::max(1.0, (o.duration_s > 0 ? o.duration_s : MeasuredSpan(run.records)) / 60);
   report::Summarize(run.records, so, r);
-  std::vector<report::TenantLabel> labels;
-  for (const workload::TenantClass& c : o.tenants) labels.push_back({c.name, c.priority});
+  const std::vector<report::TenantLabel> labels = sim::TenantLabels(o.tenants);
   report::AddFlowFigures(run.records, labels, /*ceiling=*/false, r);
 
   std::cout << Summary(a, o, run, r) << report::FlowLines({r}, labels) << std::flush;

@@ -59,6 +59,19 @@ assert x['queued'] > 0, x
 "
 expect_exit 2 "simulate rejects a bad tenant class" "$bin" simulate --tenants a:1 --rate 1 --duration 1
 expect_exit 2 "simulate rejects --max-queue without --max-in-flight" "$bin" simulate --max-queue 5 --rate 1 --duration 1
+expect_exit 2 "simulate rejects an unknown saturation" "$bin" simulate --saturation prefill --rate 1 --duration 1
+check "simulate --saturation in-flight queues at every instance's threshold" sh -c "'$bin' simulate --profile tiny-test \
+  --workload sharegpt-like --param turns_max=2 --strategy round-robin --instances 2 --rate 40 --duration 30 \
+  --warmup 5 --saturation in-flight --threshold 2 --max-queue 50 --tenants a:0:1 \
+  --json '$work/saturation.json' --quiet > '$work/saturation.txt'"
+check "simulate --saturation in-flight: its line and settings" python3 -c "
+import json
+text = open('$work/saturation.txt').read()
+assert 'every instance full at 2,' in text and 'max_in_flight' not in text, text
+r = json.load(open('$work/saturation.json'))[0]
+assert r['settings']['saturation_in_flight'] == 2 and 'max_in_flight' not in r['settings'], r['settings']
+assert r['extra']['queued'] > 0, r['extra']
+"
 expect_exit 2 "demo rejects a peer's policy (simulate only)" "$bin" demo --strategy llm-d-prefix --out "$work/dp"
 
 # A small sweep on the tiny profile: 2 strategies x 2 prefix lengths, with a scale event.

@@ -50,6 +50,7 @@ struct SimulateArgs {
   uint32_t max_in_flight = 0;
   FlowQueueOptions flow;  // max_queue 0 = refuse at the ceiling
   bool no_fairness = false;
+  std::string saturation = "pool";
   std::string json, csv, report;
   std::string label_suffix;
   bool quiet = false;
@@ -104,7 +105,14 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   spec.base.routing.max_in_flight = a.max_in_flight;
   spec.base.routing.flow_control = a.flow;
   spec.base.routing.flow_control.fairness = !a.no_fairness;
-  if (a.flow.max_queue > 0 && a.max_in_flight == 0) return Fail("--max-queue needs --max-in-flight");
+  if (auto s = ParseFlowSaturation(a.saturation); s.ok()) {
+    spec.base.routing.flow_control.saturation = *s;
+  } else {
+    return Fail("--saturation: '" + a.saturation + "' is not one of pool, in-flight");
+  }
+  if (a.flow.max_queue > 0 && a.max_in_flight == 0 && spec.base.routing.flow_control.saturation == FlowSaturation::kPool) {
+    return Fail("--max-queue needs --max-in-flight or --saturation in-flight");
+  }
   if (Status s = spec.base.routing.Validate(); !s.ok()) return Fail(s.message());
   if (!a.tenants.empty()) {
     auto t = workload::ParseTenantClasses(a.tenants);
@@ -150,11 +158,7 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   std::cout << report::ComparisonTable(*results);
-  {
-    std::vector<report::TenantLabel> labels;
-    for (const workload::TenantClass& c : spec.base.tenants) labels.push_back({c.name, c.priority});
-    std::cout << report::FlowLines(*results, labels);
-  }
+  std::cout << report::FlowLines(*results, sim::TenantLabels(spec.base.tenants));
   std::cout << fmt::format("{} run(s) simulated in {:.1f} s of wall time (TTFTs are the engine model's).\n",
                            results->size(), wall);
   if (!a.json.empty()) {
@@ -312,6 +316,11 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-queue-wait", a->flow.max_queue_wait,
                   "Flow control: seconds a request may wait before it is refused")
+      ->capture_default_str();
+  cmd->add_option("--saturation", a->saturation,
+                  "Flow control: when a gateway's pool is saturated besides --max-in-flight: pool (only there), "
+                  "in-flight (also when every instance has --threshold requests in flight: the routing policy's "
+                  "notion of full) (routing.flow_control.saturation)")
       ->capture_default_str();
   cmd->add_flag("--no-fairness", a->no_fairness,
                 "Flow control: arrival order within a priority band instead of fairness between tenants");

@@ -181,8 +181,10 @@ std::optional<int32_t> ParseBand(std::string_view text) {
   return band;
 }
 
-bool ObjectiveNameOk(std::string_view name) {
-  if (name.empty() || name.size() > 253) return false;
+}  // namespace
+
+bool FlowNameOk(std::string_view name, size_t max_size) {
+  if (name.empty() || name.size() > max_size) return false;
   for (char c : name) {
     const bool ok =
         (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
@@ -191,7 +193,53 @@ bool ObjectiveNameOk(std::string_view name) {
   return true;
 }
 
-}  // namespace
+std::string_view FlowSaturationName(FlowSaturation s) {
+  switch (s) {
+    case FlowSaturation::kPool: return "pool";
+    case FlowSaturation::kInFlight: return "in-flight";
+  }
+  return "unknown";
+}
+
+Result<FlowSaturation> ParseFlowSaturation(std::string_view name) {
+  for (FlowSaturation s : {FlowSaturation::kPool, FlowSaturation::kInFlight}) {
+    if (name == FlowSaturationName(s)) return s;
+  }
+  return Status::InvalidArgument("flow_control.saturation: '" + std::string(name) +
+                                 "' is not one of pool, in-flight");
+}
+
+uint64_t FlowInstanceRoom(const FleetSnapshot& fleet, std::span<const uint32_t> eligible, FlowSaturation mode,
+                          uint32_t limit, uint64_t enough) {
+  if (mode == FlowSaturation::kPool) return enough;
+  uint64_t room = 0;
+  bool any = false;
+  for (uint32_t i : eligible) {
+    const InstanceState& s = fleet.state(i);
+    if (!s.routable()) continue;
+    any = true;
+    const int64_t used = s.in_flight.load(std::memory_order_relaxed);
+    if (used < static_cast<int64_t>(limit)) room += static_cast<uint64_t>(static_cast<int64_t>(limit) - used);
+    if (room >= enough) return enough;
+  }
+  return any ? room : enough;
+}
+
+void AppendFullInstances(const FleetSnapshot& fleet, std::span<const uint32_t> eligible, uint32_t limit,
+                         std::vector<uint32_t>& out) {
+  const size_t before = out.size();
+  bool room = false;
+  for (uint32_t i : eligible) {
+    const InstanceState& s = fleet.state(i);
+    if (!s.routable()) continue;
+    if (s.in_flight.load(std::memory_order_relaxed) >= static_cast<int64_t>(limit)) {
+      out.push_back(i);
+    } else {
+      room = true;
+    }
+  }
+  if (!room) out.resize(before);
+}
 
 Status ValidateFlowObjectives(std::string_view objectives) {
   if (objectives.empty()) return Status::Ok();
@@ -200,7 +248,7 @@ Status ValidateFlowObjectives(std::string_view objectives) {
   std::vector<std::string_view> seen;
   ForEachObjective(objectives, [&](std::string_view name, std::string_view band) {
     const std::string pair = std::string(name) + "=" + std::string(band);
-    if (!ObjectiveNameOk(name)) {
+    if (!FlowNameOk(name, kMaxFlowObjectiveName)) {
       result = Status::InvalidArgument("flow_control.objectives: '" + pair +
                                        "': a name is 1 to 253 of A-Z a-z 0-9 . _ - (expected name=priority,...)");
     } else if (!ParseBand(band)) {

@@ -36,6 +36,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -43,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/fleet.h"
 #include "core/status.h"
 
 namespace prefix_router {
@@ -51,6 +53,19 @@ inline constexpr uint32_t kMaxFlowQueue = 1000000;
 inline constexpr uint64_t kMaxFlowQueueBytes = 64ull << 30;
 inline constexpr double kMaxFlowQueueWait = 3600;
 inline constexpr int32_t kMinFlowBand = -10, kMaxFlowBand = 10;
+
+// When a pool is saturated, so that an arriving request waits (or is refused) instead of being
+// routed. Always at max_in_flight, when the pool has one; beyond it:
+//   kPool      nothing more (the default);
+//   kInFlight  also when every routable instance the pool can use has concurrency_threshold
+//              requests in flight: the routing policy's own notion of an instance being full
+//              (prefix-aware spills there; the managed service's threshold). The counts are the
+//              gateway's own (the requests it sent), read live from the fleet's states.
+// kInFlight bounds every engine's batch, but a request let out goes where there is room, cache
+// or not: docs/flow-control.md measures what that costs prefix-heavy traffic.
+enum class FlowSaturation { kPool, kInFlight };
+std::string_view FlowSaturationName(FlowSaturation s);  // "pool" | "in-flight"
+Result<FlowSaturation> ParseFlowSaturation(std::string_view name);
 
 struct FlowQueueOptions {
   uint32_t max_queue = 0;        // requests waiting; 0 = no queue (refuse at once)
@@ -61,10 +76,15 @@ struct FlowQueueOptions {
   // API Inference Extension's InferenceObjective names a request's priority): "name=band,...";
   // "" = none. The gateway reads it when classifying a request; the queue does not.
   std::string objectives;
+  FlowSaturation saturation = FlowSaturation::kPool;
   bool operator==(const FlowQueueOptions&) const = default;
 };
 
 inline constexpr size_t kMaxFlowObjectives = 64;
+inline constexpr size_t kMaxFlowObjectiveName = 253;  // a Kubernetes object name's length
+// Whether `name` is 1..max_size of [A-Za-z0-9._-]: the names flow control reads from
+// configuration (objectives here, tenant classes in workload/tenants.h).
+bool FlowNameOk(std::string_view name, size_t max_size);
 // InvalidArgument unless `objectives` is "" or comma-separated name=band pairs: names 1..253 of
 // [A-Za-z0-9._-] (a Kubernetes object name's characters), each once, bands kMinFlowBand..
 // kMaxFlowBand, at most kMaxFlowObjectives pairs.
@@ -72,6 +92,21 @@ Status ValidateFlowObjectives(std::string_view objectives);
 // The band that `objectives` (valid) gives `name`; nullopt when it names no such objective.
 // Allocation-free: a scan of the short configured string per request.
 std::optional<int32_t> FlowObjectiveBand(std::string_view objectives, std::string_view name);
+
+// How many more requests the instances `eligible` of `fleet` can take before each is full in
+// `mode` (kInFlight: `limit` requests in flight), summed over the routable ones, at most `enough`
+// (the scan stops there: O(instances up to the room found)). kPool: `enough`. With no routable
+// eligible instance at all, also `enough`: nothing will free there, so a request is not held to
+// wait for it but routed, and answered at once (503, no instance available).
+uint64_t FlowInstanceRoom(const FleetSnapshot& fleet, std::span<const uint32_t> eligible, FlowSaturation mode,
+                          uint32_t limit, uint64_t enough);
+
+// In-flight saturation routes a request only where there is room: the instances of `eligible`
+// that are routable and hold `limit` or more requests, appended to `out` (for RouteRequest::
+// exclude) unless that would exclude every routable one (then nothing is appended: the request
+// was admitted in a race, or with no room anywhere, and routes as usual).
+void AppendFullInstances(const FleetSnapshot& fleet, std::span<const uint32_t> eligible, uint32_t limit,
+                         std::vector<uint32_t>& out);
 
 struct FlowItem {
   uint64_t id = 0;      // the caller's, unique among the queued

@@ -181,6 +181,52 @@ TEST(FlowObjectivesTest, ValidatesAndLooksUp) {
   EXPECT_FALSE(ValidateFlowObjectives(many).ok());
 }
 
+// In-flight saturation's room: the places below the threshold of the routable eligible
+// instances, capped at `enough`; none routable at all is not a reason to wait.
+TEST(FlowSaturationTest, RoomCountsRoutableEligibleInstancesBelowTheThreshold) {
+  std::vector<InstanceSpec> specs;
+  for (const char* name : {"a", "b", "c"}) specs.push_back(InstanceSpec{name, std::string("http://") + name});
+  specs[2].serves = {"other-model"};
+  auto fleet = FleetSnapshot::Create(std::move(specs));
+  ASSERT_TRUE(fleet.ok());
+  const FleetSnapshot& f = **fleet;
+  f.state(0).in_flight = 1;
+  f.state(1).in_flight = 4;  // beyond the threshold: no room, not negative room
+  const auto all = f.Eligible("");
+  EXPECT_EQ(FlowInstanceRoom(f, all, FlowSaturation::kInFlight, 3, 100), 2u + 0u + 3u);
+  EXPECT_EQ(FlowInstanceRoom(f, all, FlowSaturation::kInFlight, 3, 4), 4u);  // stops at enough
+  EXPECT_EQ(FlowInstanceRoom(f, f.Eligible("m1"), FlowSaturation::kInFlight, 3, 100), 2u);  // c serves other-model
+  EXPECT_EQ(FlowInstanceRoom(f, all, FlowSaturation::kPool, 3, 7), 7u);
+  f.state(2).available = false;
+  EXPECT_EQ(FlowInstanceRoom(f, all, FlowSaturation::kInFlight, 3, 100), 2u);
+  f.state(0).drained = true;
+  EXPECT_EQ(FlowInstanceRoom(f, all, FlowSaturation::kInFlight, 3, 100), 0u);  // b is full
+  f.state(1).available = false;
+  EXPECT_EQ(FlowInstanceRoom(f, all, FlowSaturation::kInFlight, 3, 100), 100u);  // none routable
+
+  // Routed where there is room: the full routable ones are excluded, unless all of them are.
+  f.state(0).drained = false;
+  f.state(1).available = true;
+  f.state(2).available = true;  // a: 1, b: 4, c: 0 in flight
+  std::vector<uint32_t> out{7};
+  AppendFullInstances(f, all, 1, out);
+  EXPECT_EQ(out, (std::vector<uint32_t>{7, 0, 1}));
+  f.state(2).in_flight = 1;
+  AppendFullInstances(f, all, 1, out);  // all full: nothing appended
+  EXPECT_EQ(out, (std::vector<uint32_t>{7, 0, 1}));
+  f.state(2).available = false;
+  out.clear();
+  AppendFullInstances(f, all, 4, out);  // c is not routable; a has room
+  EXPECT_EQ(out, (std::vector<uint32_t>{1}));
+
+  EXPECT_EQ(ParseFlowSaturation("pool").value(), FlowSaturation::kPool);
+  EXPECT_EQ(ParseFlowSaturation("in-flight").value(), FlowSaturation::kInFlight);
+  EXPECT_EQ(FlowSaturationName(FlowSaturation::kInFlight), "in-flight");
+  auto bad = ParseFlowSaturation("prefill");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("pool, in-flight"), std::string::npos);
+}
+
 TEST(FlowQueueTest, TenantCountersStayBounded) {
   FlowQueue q(Options(100000));
   uint64_t id = 0;

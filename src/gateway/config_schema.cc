@@ -150,6 +150,8 @@ struct Codec<Strategy> : NameCodec<Strategy, ParseStrategy, StrategyName> {};
 template <>
 struct Codec<SpillMode> : NameCodec<SpillMode, ParseSpillMode, SpillModeName> {};
 template <>
+struct Codec<FlowSaturation> : NameCodec<FlowSaturation, ParseFlowSaturation, FlowSaturationName> {};
+template <>
 struct Codec<LoadMeasure> : NameCodec<LoadMeasure, ParseLoadMeasure, LoadMeasureName> {};
 template <>
 struct Codec<TokenizerSource> : NameCodec<TokenizerSource, ParseTokenizerSource, TokenizerSourceName> {};
@@ -287,7 +289,7 @@ std::vector<ConfigField> BuildSchema() {
        "flow control: requests that find the pool at max_in_flight wait in the pool's queue, up to this many, "
        "instead of getting 429 at once; they leave it as requests end, higher priority first (header "
        "x-prefix-router-priority, -10..10; negative = sheddable: never queued), fairly between tenants within a "
-       "priority; no effect without max_in_flight",
+       "priority; no effect without max_in_flight or flow_control.saturation in-flight",
        "100", "1000001"}));
   s.push_back(Routing<uint64_t>(
       "flow_control.max_queue_bytes", K::kInteger,
@@ -307,6 +309,14 @@ std::vector<ConfigField> BuildSchema() {
        "the Gateway API Inference Extension's InferenceObjective); x-prefix-router-priority, when also sent, "
        "wins; an objective not listed is priority 0",
        "interactive=1,batch=0,bulk=-1", "interactive=11"}));
+  s.push_back(Routing<FlowSaturation>(
+      "flow_control.saturation", K::kName, [](auto& o) -> auto& { return o.flow_control.saturation; },
+      {"pool | in-flight", "",
+       "flow control: when the pool is saturated, so that requests queue (or get 429 without a queue): pool, at "
+       "max_in_flight only; in-flight, also when every instance the pool can use has concurrency_threshold "
+       "requests in flight (the routing policy's notion of full), which bounds every engine's batch but sends "
+       "a request let out wherever there is room, cached or not (docs/flow-control.md measures the cost)",
+       "in-flight", ""}));
   s.push_back(Routing<bool>(
       "flow_control.fairness", K::kBoolean, [](auto& o) -> auto& { return o.flow_control.fairness; },
       {"true | false", "",

@@ -7,14 +7,45 @@
 
 namespace prefix_router {
 
-PoolFlow::PoolFlow(FlowQueueOptions options, uint32_t max_in_flight, std::shared_ptr<std::atomic<int64_t>> in_flight)
-    : options_(options), max_in_flight_(max_in_flight), in_flight_(std::move(in_flight)), queue_(options) {}
+PoolFlow::PoolFlow(FlowQueueOptions options, uint32_t max_in_flight, std::shared_ptr<std::atomic<int64_t>> in_flight,
+                   std::shared_ptr<const FleetSnapshot> fleet, std::string served_name, uint32_t threshold)
+    : options_(options),
+      max_in_flight_(max_in_flight),
+      in_flight_(std::move(in_flight)),
+      served_name_(std::move(served_name)),
+      threshold_(threshold),
+      fleet_(std::move(fleet)),
+      queue_(options) {}
+
+void PoolFlow::SetFleet(std::shared_ptr<const FleetSnapshot> fleet) {
+  std::lock_guard lock(mu_);
+  fleet_ = std::move(fleet);
+  LetOut();
+}
+
+bool PoolFlow::Saturated() const {
+  if (max_in_flight_ > 0 && in_flight_->load(std::memory_order_relaxed) >= max_in_flight_) return true;
+  if (options_.saturation == FlowSaturation::kPool || !fleet_) return false;
+  // Room for one more beyond those let out and still on their way.
+  const uint64_t enough = granted_unplaced_ + 1;
+  return FlowInstanceRoom(*fleet_, fleet_->Eligible(served_name_), options_.saturation, threshold_, enough) < enough;
+}
+
+void PoolFlow::LetOut() {
+  while (!queue_.empty() && !Saturated()) {
+    std::optional<FlowItem> next = queue_.Pop();
+    if (!waiters_.contains(next->id)) continue;  // left already (cannot happen: Leave removes it)
+    in_flight_->fetch_add(1, std::memory_order_relaxed);
+    if (options_.saturation != FlowSaturation::kPool) ++granted_unplaced_;
+    Wake(next->id, Waiter::State::kGranted);
+  }
+}
 
 PoolFlow::Entry PoolFlow::Enter(FlowItem item, const boost::asio::any_io_executor* ex) {
   std::lock_guard lock(mu_);
   Entry e;
-  // Below the ceiling and nobody waiting: a slot now (a newcomer never overtakes the queue).
-  if (in_flight_->load(std::memory_order_relaxed) < max_in_flight_ && queue_.empty()) {
+  // Not saturated and nobody waiting: a slot now (a newcomer never overtakes the queue).
+  if (queue_.empty() && !Saturated()) {
     in_flight_->fetch_add(1, std::memory_order_relaxed);
     e.outcome = Outcome::kAdmitted;
     return e;
@@ -37,6 +68,9 @@ PoolFlow::Entry PoolFlow::Enter(FlowItem item, const boost::asio::any_io_executo
   e.id = id;
   e.waiter = std::make_shared<Waiter>(*ex);
   waiters_.emplace(id, e.waiter);
+  // Room that came without a request ending (in-flight saturation: an instance added or back in
+  // rotation) lets out what waits, in the queue's order; this request may be among them.
+  if (options_.saturation != FlowSaturation::kPool) LetOut();
   return e;
 }
 
@@ -45,6 +79,7 @@ PoolFlow::Waiter::State PoolFlow::Leave(uint64_t id) {
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return Waiter::State::kLeft;  // left already
   const Waiter::State state = it->second->state;
+  if (state == Waiter::State::kGranted && options_.saturation != FlowSaturation::kPool) --granted_unplaced_;
   if (state == Waiter::State::kQueued) {
     queue_.Remove(id);
     it->second->state = Waiter::State::kLeft;
@@ -55,14 +90,8 @@ PoolFlow::Waiter::State PoolFlow::Leave(uint64_t id) {
 
 void PoolFlow::Release() {
   std::lock_guard lock(mu_);
-  // The slot goes to the next request let out, if any: the count stays as it is.
-  while (auto next = queue_.Pop()) {
-    if (waiters_.contains(next->id)) {
-      Wake(next->id, Waiter::State::kGranted);
-      return;
-    }
-  }
   in_flight_->fetch_sub(1, std::memory_order_relaxed);
+  LetOut();
 }
 
 bool PoolFlow::Pending(uint64_t id) const {

@@ -1,10 +1,15 @@
 // Flow control at a pool's ceiling (routing.flow_control, issue #16): the pool's in-flight count
 // for max_in_flight and, in front of it, the pool's FlowQueue (core/flow_queue.h).
 //
-// A request of the pool enters: while the pool is below max_in_flight and nobody waits, it takes a
-// slot at once; else it waits in the queue (or is refused: sheddable, queue full, body too large).
-// A slot that ends hands itself to the next request the queue lets out (the count does not move),
-// or gives the count back when nobody waits. A waiting request sleeps on a timer on its own
+// A request of the pool enters: while the pool is not saturated and nobody waits, it takes a slot
+// at once; else it waits in the queue (or is refused: sheddable, queue full, body too large).
+// Saturated: at max_in_flight (when set) or, with flow_control.saturation in-flight, when every
+// routable instance the pool can use holds concurrency_threshold requests (core/flow_queue.h).
+// A slot that ends is given back and lets out the next requests while the pool is not saturated.
+// In-flight saturation also counts the requests let out that have not reached an instance yet
+// (they are on their way to their own threads), so that one free place is not granted twice;
+// and an arriving request lets out what waits when room came without an ending (an instance
+// added or back in rotation). A waiting request sleeps on a timer on its own
 // connection's thread until its wait runs out; the thread that lets it out marks it and posts the
 // timer's cancellation to that thread, so the request never touches another thread's objects.
 // The queue decides when; the request is routed after it leaves, on the load of that moment.
@@ -37,7 +42,13 @@ inline double FlowSeconds(std::chrono::steady_clock::time_point t) {
 class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
  public:
   // `in_flight`: the pool's count (Pool::in_flight), shared with slots taken without the queue.
-  PoolFlow(FlowQueueOptions options, uint32_t max_in_flight, std::shared_ptr<std::atomic<int64_t>> in_flight);
+  // `fleet`, `served_name`, `threshold`: what in-flight saturation reads (the instances eligible
+  // for `served_name`, "" = all; full at `threshold` in flight); see SetFleet.
+  PoolFlow(FlowQueueOptions options, uint32_t max_in_flight, std::shared_ptr<std::atomic<int64_t>> in_flight,
+           std::shared_ptr<const FleetSnapshot> fleet = nullptr, std::string served_name = "", uint32_t threshold = 0);
+  // The fleet in-flight saturation reads from now on (the gateway's new routing state); then
+  // lets out what the new fleet has room for.
+  void SetFleet(std::shared_ptr<const FleetSnapshot> fleet);
 
   // One waiting request. `state` is written under the flow's mutex; the timer only on its thread.
   struct Waiter {
@@ -89,11 +100,19 @@ class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
  private:
   // Marks `id` and posts its timer's cancellation. REQUIRES: mu_ held
   void Wake(uint64_t id, Waiter::State state);
+  // Whether an arriving request would wait. REQUIRES: mu_ held
+  bool Saturated() const;
+  // Lets out queued requests while the pool is not saturated. REQUIRES: mu_ held
+  void LetOut();
 
   const FlowQueueOptions options_;
   const uint32_t max_in_flight_;
   const std::shared_ptr<std::atomic<int64_t>> in_flight_;
+  const std::string served_name_;
+  const uint32_t threshold_;
   mutable std::mutex mu_;
+  std::shared_ptr<const FleetSnapshot> fleet_;  // null: no in-flight saturation
+  uint64_t granted_unplaced_ = 0;              // let out, not yet through Leave (in-flight saturation)
   FlowQueue queue_;
   std::unordered_map<uint64_t, std::shared_ptr<Waiter>> waiters_;  // the queued
   uint64_t next_id_ = 0;

@@ -272,6 +272,89 @@ TEST(FlowControlTest, ClientLeavingWhileQueuedLeavesTheQueue) {
   ExpectNothingInFlight(*s.gw, s.fakes);
 }
 
+// In-flight saturation (flow_control.saturation in-flight) with no pool ceiling: requests wait
+// while every instance holds concurrency_threshold (1 here), none ever holds more, and an
+// instance's end lets out the next by priority, routed then to where the room is, whatever the
+// strategy would pick (round-robin would send every other request to the full instance); without
+// a queue the same saturation answers 429, naming the threshold.
+TEST(FlowControlTest, InFlightSaturationWaitsForRoomOnAnInstance) {
+  auto fakes = StartFakes({"a", "b"});
+  for (auto& f : fakes) f->HoldResponses(true);
+  GatewayConfig config = ConfigFor(fakes);
+  config.routing.strategy = Strategy::kRoundRobin;
+  config.routing.concurrency_threshold = 1;
+  config.routing.flow_control.saturation = FlowSaturation::kInFlight;
+  config.routing.flow_control.max_queue = 10;
+  auto gw = StartGateway(config);
+  ASSERT_NE(gw, nullptr);
+  const uint16_t port = gw->port();
+  std::vector<std::thread> threads;
+  struct Finally {  // a failed assertion still lets the fakes answer and joins the clients
+    Fakes& fakes;
+    std::vector<std::thread>& threads;
+    ~Finally() {
+      for (auto& f : fakes) f->HoldResponses(false);
+      for (auto& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } finally{fakes, threads};
+  auto send = [&](std::string name, int priority, ClientResponse* out) {
+    pt::Headers h;
+    if (priority != 0) h.emplace_back(std::string(kPriority), std::to_string(priority));
+    threads.emplace_back([=] { *out = pt::Fetch(port, JsonRequest(kChat, ChatBody("m1", name), h)); });
+  };
+  ClientResponse r1, r2, low, high;
+  send("r1", 0, &r1);
+  ASSERT_TRUE(Eventually([&] { return fakes[0]->in_progress() + fakes[1]->in_progress() == 1; }, 10'000ms));
+  send("r2", 0, &r2);
+  ASSERT_TRUE(Eventually([&] { return fakes[0]->in_progress() == 1 && fakes[1]->in_progress() == 1; }, 10'000ms));
+  send("low", 0, &low);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(port) == 1; }, 10'000ms));
+  send("high", 3, &high);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(port) == 2; }, 10'000ms));
+  EXPECT_EQ(fakes[0]->requests() + fakes[1]->requests(), 2);
+  // The instance that took r1 answers from now on: both queued requests follow there, one at a
+  // time, the higher priority first; the other instance still holds r2.
+  const size_t first = fakes[0]->requests() == 1 && fakes[0]->received().front().body.find("r1") != std::string::npos
+                           ? 0 : 1;
+  fakes[first]->HoldResponses(false);
+  ASSERT_TRUE(Eventually([&] { return fakes[first]->requests() == 3; }, 10'000ms));
+  EXPECT_EQ(QueueLength(port), 0);
+  EXPECT_EQ(fakes[1 - first]->requests(), 1);
+  std::vector<std::string> order;
+  for (const auto& r : fakes[first]->received()) {
+    order.emplace_back(boost::json::parse(r.body).at("messages").as_array().back().at("content").as_string());
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"r1", "high", "low"}));
+  fakes[1 - first]->HoldResponses(false);
+  for (auto& t : threads) t.join();
+  threads.clear();
+  for (const ClientResponse* r : {&r1, &r2, &low, &high}) EXPECT_EQ(r->status(), 200) << r->body();
+  ExpectNothingInFlight(*gw, fakes);
+
+  // No queue: the same saturation refuses at once.
+  config.routing.flow_control.max_queue = 0;
+  for (auto& f : fakes) f->HoldResponses(true);
+  auto plain = StartGateway(config);
+  ASSERT_NE(plain, nullptr);
+  const uint16_t plain_port = plain->port();
+  ClientResponse p1, p2;
+  threads.emplace_back([&] { p1 = pt::Fetch(plain_port, JsonRequest(kChat, ChatBody("m1", "p1"))); });
+  threads.emplace_back([&] { p2 = pt::Fetch(plain_port, JsonRequest(kChat, ChatBody("m1", "p2"))); });
+  ASSERT_TRUE(Eventually([&] { return fakes[0]->in_progress() == 1 && fakes[1]->in_progress() == 1; }, 10'000ms));
+  const ClientResponse refused = pt::Fetch(plain_port, JsonRequest(kChat, ChatBody("m1", "p3")));
+  EXPECT_EQ(refused.status(), 429);
+  EXPECT_EQ(refused.Header("retry-after"), "1");
+  EXPECT_NE(refused.body().find("every instance at its concurrency threshold of 1"), std::string::npos)
+      << refused.body();
+  for (auto& f : fakes) f->HoldResponses(false);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(p1.status(), 200);
+  EXPECT_EQ(p2.status(), 200);
+  ExpectNothingInFlight(*plain, fakes);
+}
+
 // Many clients at once against one slot and a short queue: every request gets exactly one answer
 // (200 or 429), the instance never has more than one in flight, and every count returns to 0.
 TEST(FlowControlTest, ConcurrentLoadKeepsTheCeilingAndLosesNothing) {

@@ -247,6 +247,9 @@ class Gateway final : public http::Handler {
     std::vector<uint64_t> chain;          // cache-aware: the keyed text's block chain
     std::vector<uint32_t> prompt_tokens;  // kv-aware
     Policy* policy = nullptr;             // the pool's, or the unkeyed one (owned by `rs` below, or static)
+    // flow_control.saturation in-flight: not picked where this many are in flight while another
+    // instance has room (core AppendFullInstances); 0 = anywhere.
+    uint32_t full_at = 0;
   };
   using Headers = std::vector<std::pair<std::string, std::string>>;
   // A request parsed, pooled and admitted: what to pick by, and its pool slot (held until the

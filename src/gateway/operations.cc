@@ -35,12 +35,13 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
 }
 
 std::string DescribeOptions(const RoutingOptions& o) {
+  const bool instances = o.flow_control.saturation != FlowSaturation::kPool;
   return fmt::format(
-      "{}, prefix_length {}, concurrency_threshold {}, spill_mode {}, balance_factor {}, max_in_flight {}{}{}",
+      "{}, prefix_length {}, concurrency_threshold {}, spill_mode {}, balance_factor {}, max_in_flight {}{}{}{}",
       StrategyName(o.strategy), o.prefix_length, o.concurrency_threshold, SpillModeName(o.spill), o.balance_factor,
-      o.max_in_flight,
+      o.max_in_flight, instances ? ", saturated when every instance holds concurrency_threshold" : "",
       o.flow_control.max_queue == 0 ? std::string()
-      : o.max_in_flight == 0
+      : o.max_in_flight == 0 && !instances
           ? std::string(", flow_control.max_queue ignored (no max_in_flight)")
           : fmt::format(", queue of {} for {:g} s", o.flow_control.max_queue, o.flow_control.max_queue_wait),
       o.key_normalisation.enabled() ? ", key normalisation on" : "");
@@ -64,11 +65,14 @@ Pool KeepOrMakePoolPolicy(const RoutingOptions& options, const Pool* previous, c
 }
 
 // ... with its key normaliser (ValidateConfig compiled it once already, so it cannot fail here)
-// and its flow control (the previous queue while the count, ceiling and flow options are the same).
+// and its flow control (the previous queue while the count, ceiling and flow options are the same),
+// reading `fleet` for in-flight saturation (the instances eligible for `served_name`, "" = all).
 Pool KeepOrMakePool(const RoutingOptions& options, const Pool* previous, const std::string& what,
-                    std::vector<std::string>* changes) {
+                    std::vector<std::string>* changes, const std::shared_ptr<const FleetSnapshot>& fleet,
+                    const std::string& served_name) {
   Pool pool = KeepOrMakePoolPolicy(options, previous, what, changes);
-  if (options.flow_control.max_queue > 0 && options.max_in_flight > 0) {
+  const bool instances = options.flow_control.saturation != FlowSaturation::kPool;
+  if ((options.flow_control.max_queue > 0 && options.max_in_flight > 0) || instances) {
     // The objectives only classify arriving requests (read from the pool's options): a change to
     // them keeps the queue.
     auto queue_settings = [](FlowQueueOptions o) {
@@ -77,10 +81,14 @@ Pool KeepOrMakePool(const RoutingOptions& options, const Pool* previous, const s
     };
     if (previous && previous->flow && previous->in_flight == pool.in_flight &&
         queue_settings(previous->flow->options()) == queue_settings(options.flow_control) &&
-        previous->flow->max_in_flight() == options.max_in_flight) {
+        previous->flow->max_in_flight() == options.max_in_flight &&
+        (!instances || previous->options.concurrency_threshold == options.concurrency_threshold)) {
       pool.flow = previous->flow;
+      if (instances) pool.flow->SetFleet(fleet);
     } else {
-      pool.flow = std::make_shared<PoolFlow>(options.flow_control, options.max_in_flight, pool.in_flight);
+      pool.flow = std::make_shared<PoolFlow>(options.flow_control, options.max_in_flight, pool.in_flight,
+                                             instances ? fleet : nullptr, served_name,
+                                             options.concurrency_threshold);
     }
   }
   if (options.key_normalisation.enabled()) {
@@ -220,15 +228,15 @@ Result<std::shared_ptr<RoutingState>> Gateway::BuildRouting(const GatewayConfig&
                                      previous->fleet->state(i).in_flight.load()));
     }
   }
-  rs->default_pool =
-      KeepOrMakePool(c.routing, previous ? &previous->default_pool : nullptr, "routing", previous ? changes : nullptr);
+  rs->default_pool = KeepOrMakePool(c.routing, previous ? &previous->default_pool : nullptr, "routing",
+                                    previous ? changes : nullptr, rs->fleet, "");
   for (const auto& [name, options] : c.pools) {
     const Pool* old = nullptr;
     if (previous) {
       auto it = previous->pools.find(name);
       if (it != previous->pools.end()) old = &it->second;
     }
-    rs->pools.emplace(name, KeepOrMakePool(options, old, "pools." + name, previous ? changes : nullptr));
+    rs->pools.emplace(name, KeepOrMakePool(options, old, "pools." + name, previous ? changes : nullptr, rs->fleet, name));
   }
   if (previous && changes) {
     for (const auto& [name, pool] : previous->pools) {

@@ -297,6 +297,9 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
   d.policy = !api::HasPrefixKey(api_kind) && pool.options.strategy == Strategy::kPrefixAware
                  ? &UnkeyedPolicy(pool.options.load_measure)
                  : pool.policy.get();
+  if (pool.options.flow_control.saturation == FlowSaturation::kInFlight) {
+    d.full_at = pool.options.concurrency_threshold;
+  }
   a.model_label = std::string(rs->ModelLabel(p.served_name));
   a.count_usage = api::HasPrefixKey(api_kind);  // generations: their usage is counted
 
@@ -361,7 +364,13 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
         break;
     }
     if (reason) {
-      return PoolOverloaded(a, reason, " (limit " + std::to_string(pool.options.max_in_flight) + ") and " + why);
+      std::string limits;
+      if (pool.options.max_in_flight > 0) limits = "limit " + std::to_string(pool.options.max_in_flight);
+      if (pool.options.flow_control.saturation == FlowSaturation::kInFlight) {
+        limits += (limits.empty() ? "" : ", or ") + std::string("every instance at its concurrency threshold of ") +
+                  std::to_string(pool.options.concurrency_threshold);
+      }
+      return PoolOverloaded(a, reason, " (" + limits + ") and " + why);
     }
     a.rs = std::move(rs);
     return a;
@@ -499,6 +508,9 @@ net::awaitable<void> Gateway::DispatchWithRetries(http::Exchange& ex, const Rout
   const FleetSnapshot& fleet = *rs.fleet;
   const auto& req = ex.request();
   std::vector<uint32_t> tried;
+  // In-flight saturation: the full instances count as tried, so that the request goes where the
+  // room is that let it in (and retries too).
+  if (d.full_at > 0) AppendFullInstances(fleet, fleet.Eligible(d.served_name), d.full_at, tried);
   for (uint32_t n = 0;; ++n) {
     RouteRequest rr = RouteRequestFor(d, tried);
     auto decision = d.policy->Pick(rr, fleet, PickRng());

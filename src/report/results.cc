@@ -536,8 +536,16 @@ std::string FlowLines(const std::vector<RunResult>& runs, const std::vector<Tena
   std::string out;
   for (const RunResult& r : runs) {
     const std::string run = fmt::format("{} {} seed {}", r.workload, r.strategy, r.seed);
-    if (auto m = r.settings.find("max_in_flight"); m != r.settings.end()) {
-      out += fmt::format("{}: max_in_flight {}, {} refused (429), {} queued, queue wait P90 {:.3f} s\n", run, m->second,
+    std::string limits;
+    auto add = [&](const char* setting, const char* text) {
+      if (auto m = r.settings.find(setting); m != r.settings.end()) {
+        limits += fmt::format("{}{} {}", limits.empty() ? "" : ", ", text, m->second);
+      }
+    };
+    add("max_in_flight", "max_in_flight");
+    add("saturation_in_flight", "every instance full at");
+    if (!limits.empty()) {
+      out += fmt::format("{}: {}, {} refused (429), {} queued, queue wait P90 {:.3f} s\n", run, limits,
                          extra(r, "refused"), extra(r, "queued"), extra(r, "queue_wait_p90_s"));
     }
     for (const TenantLabel& c : tenants) {

@@ -68,6 +68,41 @@ size_t PeakInFlight(const std::vector<report::RequestRecord>& records) {
   return peak;
 }
 
+// In-flight saturation (flow_control.saturation in-flight): with no pool ceiling, a request waits
+// while every instance holds the concurrency threshold, and no instance ever holds more, also
+// under a strategy blind to load (round-robin: a request goes where the room is); without a
+// queue the same saturation refuses.
+TEST(FlowSimTest, InFlightSaturationBoundsEveryInstance) {
+  for (uint32_t max_queue : {10000u, 0u}) {
+    SimOptions o = Overloaded();
+    o.routing.strategy = Strategy::kRoundRobin;
+    o.strategy_label = "round-robin";
+    o.routing.concurrency_threshold = 3;
+    o.routing.flow_control.saturation = FlowSaturation::kInFlight;
+    o.routing.flow_control.max_queue = max_queue;
+    auto run = Simulate(o);
+    ASSERT_TRUE(run.ok()) << run.status().message();
+    std::map<int32_t, std::vector<report::RequestRecord>> by_instance;
+    size_t queued = 0, refused = 0;
+    for (const report::RequestRecord& r : run->records) {
+      if (r.instance >= 0) by_instance[r.instance].push_back(r);
+      if (r.queue_s > 0) ++queued;
+      if (r.refused) ++refused;
+    }
+    ASSERT_EQ(by_instance.size(), 4u);
+    for (const auto& [instance, records] : by_instance) {
+      EXPECT_EQ(PeakInFlight(records), 3u) << "instance " << instance << ", max_queue " << max_queue;
+    }
+    EXPECT_GT(refused, 0u);
+    if (max_queue > 0) {
+      EXPECT_GT(queued, run->records.size() / 4);
+    } else {
+      EXPECT_EQ(queued, 0u);
+    }
+    EXPECT_EQ(run->result.settings.at("saturation_in_flight"), 3);
+  }
+}
+
 // Without a queue, the ceiling refuses what it cannot admit, and never admits more.
 TEST(FlowSimTest, CeilingRefusesWithoutAQueue) {
   SimOptions o = Overloaded();

@@ -242,12 +242,6 @@ class KvPublisher final : public engine_model::KvEventListener {
   uint64_t next_seq_ = 0;
 };
 
-std::vector<report::TenantLabel> TenantLabels(const std::vector<workload::TenantClass>& classes) {
-  std::vector<report::TenantLabel> out;
-  for (const workload::TenantClass& c : classes) out.push_back({c.name, c.priority});
-  return out;
-}
-
 class Simulation {
  public:
   explicit Simulation(const SimOptions& options)
@@ -327,7 +321,10 @@ class Simulation {
   void Dispatch(double t, uint32_t gateway_id, Prepared p);
   // A 429 at admission: the request is recorded refused and its session goes on after a pause.
   void Refuse(double t, uint64_t request_id, uint64_t session_id);
-  // While gateway `gateway_id` is below its ceiling, the next queued request leaves and is routed.
+  // Whether gateway `gateway_id` would queue (or refuse) a request now: at its ceiling or, with
+  // an instance saturation (flow_control.saturation), every instance full by its own counts.
+  bool Saturated(uint32_t gateway_id) const;
+  // While gateway `gateway_id` is not saturated, the next queued request leaves and is routed.
   void LetOut(double t, uint32_t gateway_id);
   void QueueExpire(double t, uint64_t request_id);
   void Submit(double t, uint64_t request_id);
@@ -346,6 +343,8 @@ class Simulation {
   Rng tenant_rng_;  // sessions' tenant classes, apart from arrivals and routing
   double tenant_share_sum_ = 0;
   bool kv_feed_ = false;             // the strategy reads KV events
+  // Admission control: a ceiling (max_in_flight) or an instance saturation signal.
+  bool flow_ = false;
   uint64_t policy_index_bytes_ = 0;  // the index bound the policy was built with
   struct KvDelivery {
     uint32_t engine;
@@ -361,7 +360,7 @@ class Simulation {
     std::unique_ptr<Policy> policy;
     std::shared_ptr<const FleetSnapshot> fleet;
     uint32_t in_flight = 0;                          // its requests dispatched and not finished (its pool's count)
-    std::optional<FlowQueue> queue;                  // with a ceiling and max_queue > 0
+    std::optional<FlowQueue> queue;                  // with a saturation signal and max_queue > 0
     std::unordered_map<uint64_t, Prepared> waiting;  // queued requests by id
   };
   std::vector<Gateway> gateways_;
@@ -387,6 +386,7 @@ class Simulation {
   api::OpenAiRequestParser parser_;
   std::string keyed_text_;       // cache-aware: the keyed text of the request being routed
   std::vector<uint64_t> chain_;  // and its block chain
+  std::vector<uint32_t> full_;   // in-flight saturation: the instances a request may not go to
   // o_.routing.key_normalisation compiled, exactly as the gateway's pool holds it; null = off.
   std::shared_ptr<const api::KeyNormaliser> normaliser_;
   PromptTokenizer tokenizer_;
@@ -532,17 +532,18 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   p.request_id = request_id;
   p.key = parsed->key;
   p.work_tokens = api::EstimatePromptTokens(body.size());  // as the gateway estimates it
-  if (chained) p.blocks = chain_;
-  p.text = keyed_text_;
+  // The request owns its routing text from here (it may wait in a queue while later requests
+  // parse): taken from the scratch buffers rather than copied.
+  if (chained) p.blocks = std::move(chain_);
+  p.text.swap(keyed_text_);
   p.prompt = std::move(prompt);
   p.max_tokens = std::max<uint32_t>(1, r->max_tokens);
   // Dealt round-robin over the gateways by send order (request_id counts every send).
   const uint32_t gateway_id = static_cast<uint32_t>(request_id % gateways_.size());
   Gateway& gateway = gateways_[gateway_id];
-  const uint32_t ceiling = o_.routing.max_in_flight;
-  // Admission as the gateway's PoolFlow: a slot now while the pool is below its ceiling and
-  // nobody waits; else a place in the queue, or 429.
-  if (ceiling == 0 || (gateway.in_flight < ceiling && gateway.waiting.empty())) {
+  // Admission as the gateway's PoolFlow: routed now while the pool is not saturated and nobody
+  // waits; else a place in the queue, or 429.
+  if (!flow_ || (gateway.waiting.empty() && !Saturated(gateway_id))) {
     Dispatch(t, gateway_id, std::move(p));
     return;
   }
@@ -588,6 +589,12 @@ void Simulation::Dispatch(double t, uint32_t gateway_id, Prepared p) {
   route.request_id = request_id + 1;  // 0 is "not named"
   Gateway& gateway = gateways_[gateway_id];
   report::RequestRecord& rec = records_[request_id];
+  // In-flight saturation: routed only where there is room (as the gateway does).
+  if (o_.routing.flow_control.saturation == FlowSaturation::kInFlight) {
+    full_.clear();
+    AppendFullInstances(*gateway.fleet, gateway.fleet->Eligible(""), o_.routing.concurrency_threshold, full_);
+    route.exclude = full_;
+  }
   Result<Decision> d = gateway.policy->Pick(route, *gateway.fleet, rng_);
   if (!d.ok()) {
     rec.error = true;
@@ -657,10 +664,20 @@ void Simulation::Refuse(double t, uint64_t request_id, uint64_t session_id) {
   Push(t + kErrorPause, EvType::kSend, session_id);
 }
 
+bool Simulation::Saturated(uint32_t gateway_id) const {
+  const Gateway& gateway = gateways_[gateway_id];
+  const uint32_t ceiling = o_.routing.max_in_flight;
+  if (ceiling > 0 && gateway.in_flight >= ceiling) return true;
+  const FlowQueueOptions& fc = o_.routing.flow_control;
+  // Every simulated instance serves every name: the whole fleet is eligible.
+  return FlowInstanceRoom(*gateway.fleet, gateway.fleet->Eligible(""), fc.saturation,
+                          o_.routing.concurrency_threshold, 1) == 0;
+}
+
 void Simulation::LetOut(double t, uint32_t gateway_id) {
   Gateway& gateway = gateways_[gateway_id];
   if (!gateway.queue) return;
-  while (gateway.in_flight < o_.routing.max_in_flight) {
+  while (!Saturated(gateway_id)) {
     std::optional<FlowItem> next = gateway.queue->Pop();
     if (!next) return;
     auto node = gateway.waiting.extract(next->id);
@@ -905,7 +922,8 @@ Result<SimRun> Simulation::Run() {
   }
   policy_index_bytes_ = routing.cache_aware.max_index_bytes;
   // Each replica's pool has its own count and its own queue, as a gateway process does.
-  if (o_.routing.max_in_flight > 0 && o_.routing.flow_control.max_queue > 0) {
+  flow_ = o_.routing.max_in_flight > 0 || o_.routing.flow_control.saturation != FlowSaturation::kPool;
+  if (flow_ && o_.routing.flow_control.max_queue > 0) {
     for (Gateway& g : gateways_) g.queue.emplace(o_.routing.flow_control);
   }
   kv_feed_ = o_.peer.empty() && UsesKvEvents(routing.strategy);
@@ -1032,8 +1050,11 @@ Result<SimRun> Simulation::Run() {
   uint64_t preemptions = 0;
   for (const Engine& e : engines_) preemptions += e.scheduler->num_preemptions();
   r.extra["preemptions"] = static_cast<double>(preemptions);
-  if (o_.routing.max_in_flight > 0) {
-    r.settings["max_in_flight"] = o_.routing.max_in_flight;
+  if (flow_) {
+    if (o_.routing.max_in_flight > 0) r.settings["max_in_flight"] = o_.routing.max_in_flight;
+    if (o_.routing.flow_control.saturation == FlowSaturation::kInFlight) {
+      r.settings["saturation_in_flight"] = o_.routing.concurrency_threshold;
+    }
     if (o_.routing.flow_control.max_queue > 0) {
       r.settings["max_queue"] = o_.routing.flow_control.max_queue;
       r.settings["max_queue_wait_s"] = o_.routing.flow_control.max_queue_wait;
@@ -1043,7 +1064,7 @@ Result<SimRun> Simulation::Run() {
       r.settings["fairness"] = o_.routing.flow_control.fairness ? 1 : 0;
     }
   }
-  report::AddFlowFigures(run.records, TenantLabels(o_.tenants), o_.routing.max_in_flight > 0, r);
+  report::AddFlowFigures(run.records, TenantLabels(o_.tenants), flow_, r);
   return run;
 }
 
@@ -1213,6 +1234,12 @@ Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_insta
     return Status::Internal("saturation run completed no request");
   }
   return run->result.throughput_rps;
+}
+
+std::vector<report::TenantLabel> TenantLabels(const std::vector<workload::TenantClass>& classes) {
+  std::vector<report::TenantLabel> out;
+  for (const workload::TenantClass& c : classes) out.push_back({c.name, c.priority});
+  return out;
 }
 
 }  // namespace prefix_router::sim

@@ -159,6 +159,10 @@ struct SimRun {
 // InvalidArgument for bad options (unknown workload or parameter, no instances, ...).
 Result<SimRun> Simulate(const SimOptions& options);
 
+// The labels of tenant classes in the results' per-class figures (report::AddFlowFigures and
+// FlowLines), for the simulator and for bench, which sends the same classes.
+std::vector<report::TenantLabel> TenantLabels(const std::vector<workload::TenantClass>& classes);
+
 // Random routing's saturation throughput (requests per second) on this fleet and workload: a
 // closed loop with `users_per_instance` users per instance and no think time for `duration_s`,
 // the first `warmup_s` excluded. Offered loads are stated as a percentage of it.

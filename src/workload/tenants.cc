@@ -9,18 +9,8 @@
 namespace prefix_router::workload {
 namespace {
 
-bool NameOk(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    const bool ok =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 Status CheckClass(const TenantClass& c) {
-  if (!NameOk(c.name)) {
+  if (!FlowNameOk(c.name, 64)) {
     return Status::InvalidArgument("tenant class '" + c.name + "': a name is 1 to 64 of A-Z a-z 0-9 . _ -");
   }
   if (c.priority < kMinFlowBand || c.priority > kMaxFlowBand) {
