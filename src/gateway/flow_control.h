@@ -5,8 +5,9 @@
 // slot at once; else it waits in the queue (or is refused: sheddable, queue full, body too large).
 // A slot that ends hands itself to the next request the queue lets out (the count does not move),
 // or gives the count back when nobody waits. A waiting request sleeps on a timer on its own
-// connection's thread until its wait runs out; the thread that lets it out marks it and posts the
-// timer's cancellation to that thread, so the request never touches another thread's objects.
+// connection's thread (an endpoint picker stream: on an I/O thread given to it) until its wait
+// runs out; the thread that lets it out marks it and posts the timer's cancellation to that
+// thread, so the request never touches another thread's objects.
 // The queue decides when; the request is routed after it leaves, on the load of that moment.
 //
 // Thread-safety: every method may be called from any thread (one mutex). A Waiter's timer is
