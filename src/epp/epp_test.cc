@@ -566,6 +566,27 @@ TEST(EppTest, StreamGoneWhileQueuedLeavesTheQueue) {
   EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
 }
 
+// The gateway stops while a decision waits: the picker's shutdown ends the wait (no hang), and
+// both streams end with an error rather than an answer.
+TEST(EppTest, ShutdownWhileQueued) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  Picker p = StartQueueingPicker(fakes);
+  ASSERT_TRUE(p.gw);
+  EnvoyStream first(*p.client);
+  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
+  ASSERT_FALSE(d1.header.empty());
+  EnvoyStream waiting(*p.client);
+  SendStreamed(waiting, {ChatBody("m", "waiting")});
+  ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
+  p.gw->Stop();
+  EXPECT_EQ(QueueLength(*p.gw), 0u);
+  EXPECT_EQ(DefaultPoolInFlight(*p.gw), 0);
+  EXPECT_FALSE(waiting.Read());
+  EXPECT_FALSE(waiting.Close().ok());
+  EXPECT_FALSE(first.Close().ok());
+}
+
 // The proxy and the picker share the pool's one queue: a proxied request queued before a picker
 // stream leaves before it (arrival order in one band).
 TEST(EppTest, PickerAndProxyShareTheQueue) {

@@ -468,7 +468,8 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::AwaitQueueSlot(Admissio
 
 // The Admission and the callback of a StartQueueWait, owned by its coroutine's frame: if the
 // frame is destroyed before the wait ends (its thread's loop torn down, even before it began),
-// `done` still hears of it, as gone.
+// the ticket is settled (AwaitQueueSlot's Settle may not have run) and `done` still hears of it,
+// as gone.
 struct Gateway::PendingQueueWait {
   Admission admission;
   std::function<void(QueueWaitEnd)> done;
@@ -477,7 +478,11 @@ struct Gateway::PendingQueueWait {
       : admission(std::move(other.admission)), done(std::exchange(other.done, nullptr)) {}
   PendingQueueWait& operator=(PendingQueueWait&&) = delete;
   ~PendingQueueWait() {
-    if (done) std::exchange(done, nullptr)(QueueWaitEnd{std::move(admission), std::nullopt, /*gone=*/true});
+    if (!done) return;
+    if (admission.flow && admission.flow->Leave(admission.ticket) == PoolFlow::Waiter::State::kGranted) {
+      admission.flow->Release();
+    }
+    std::exchange(done, nullptr)(QueueWaitEnd{std::move(admission), std::nullopt, /*gone=*/true});
   }
 };
 
