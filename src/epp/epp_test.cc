@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -585,6 +586,66 @@ TEST(EppTest, ShutdownWhileQueued) {
   EXPECT_FALSE(waiting.Read());
   EXPECT_FALSE(waiting.Close().ok());
   EXPECT_FALSE(first.Close().ok());
+}
+
+// Many streams at once against one slot and a short queue, of three priorities, some reset
+// while they wait: each of the others gets exactly one answer (a pick or 429), and every count,
+// slot and place in the queue comes back.
+TEST(EppTest, ConcurrentQueuedStreamsLoseNothing) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  gateway::GatewayConfig c = ConfigFor(fakes);
+  c.routing.max_in_flight = 1;
+  c.routing.flow_control.max_queue = 3;
+  Picker p = StartPicker(c);
+  ASSERT_TRUE(p.gw);
+  constexpr int kThreads = 6;
+  constexpr int kPerThread = 15;
+  std::atomic<int> picked{0};
+  std::atomic<int> refused{0};
+  std::atomic<int> reset{0};
+  std::atomic<int> lost{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        EnvoyStream s(*p.client);
+        SendStreamed(s, {ChatBody("m", "load " + std::to_string(t) + " " + std::to_string(i))}, i % 3);
+        if (i % 5 == 4) {  // Envoy goes while it (most likely) waits
+          s.Cancel();
+          reset.fetch_add(1);
+          continue;
+        }
+        Decided d = ReadDecided(s, 1);
+        if (!d.header.empty()) {
+          picked.fetch_add(1);
+          Respond(s, Split(d.header)[0]);
+        } else if (d.immediate == 429) {
+          refused.fetch_add(1);
+          s.Close();
+        } else {
+          lost.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_EQ(picked.load() + refused.load() + reset.load(), kThreads * kPerThread);
+  EXPECT_GT(picked.load(), 0);
+  EXPECT_TRUE(Eventually([&] {
+    return QueueLength(*p.gw) == 0 && DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0;
+  }));
+  // A reset stream may have been decided before its reset arrived; every stream has one outcome.
+  const uint16_t port = p.gw->port();
+  auto outcome = [&](const char* o) {
+    return pt::Metric(port, std::string("prefix_router_epp_streams_total{outcome=\"") + o + "\"}");
+  };
+  EXPECT_TRUE(Eventually([&] {
+    return outcome("picked") + outcome("refused") + outcome("abandoned") == kThreads * kPerThread;
+  }));
+  EXPECT_GE(outcome("picked"), picked.load());
+  EXPECT_LE(outcome("picked"), picked.load() + reset.load());
 }
 
 // The proxy and the picker share the pool's one queue: a proxied request queued before a picker

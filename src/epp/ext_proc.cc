@@ -41,7 +41,9 @@ class ProcessReactor final : public grpc::ServerBidiReactor<ext_proc::Processing
   void OnReadDone(bool ok) override {
     std::unique_lock lock(mu_);
     reading_ = false;
-    if (!ok) {  // Envoy half-closed, or the stream was cancelled
+    if (!ok || reads_done_) {  // Envoy half-closed, or the stream was cancelled
+      // A message that completes after OnCancel is dropped: the stream may be finished already,
+      // and nothing (above all, no wait in the queue) may start on it.
       reads_done_ = true;
       if (wait_) wait_->Cancel();  // nobody waits for the decision any more
       MaybeFinish(lock);
@@ -106,7 +108,7 @@ class ProcessReactor final : public grpc::ServerBidiReactor<ext_proc::Processing
       held_.clear();
       return;  // a decision queued as it failed is settled by ~PickerStream
     }
-    if (stream_.queued()) {
+    if (stream_.queued()) {  // never after Finish: this runs only while reads are not done
       wait_ = gateway_.StartQueueWait(stream_.TakeQueued(),
                                       [this](gateway::Gateway::QueueWaitEnd end) { OnWaitEnd(std::move(end)); });
       if (reads_done_) wait_->Cancel();
