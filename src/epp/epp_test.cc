@@ -489,8 +489,7 @@ TEST(EppTest, QueueWaitDeadlineIs429) {
     EXPECT_TRUE(HasRetryAfter(d.answers.back()));
     EXPECT_TRUE(waits.Close().ok());
   }
-  EXPECT_EQ(pt::Metric(p.gw->port(),
-                       "prefix_router_rejected_requests_total{model=\"other\",reason=\"queue_timeout\"}"),
+  EXPECT_EQ(pt::Metric(p.gw->port(), "prefix_router_rejected_requests_total{model=\"other\",reason=\"queue_timeout\"}"),
             1);
   EXPECT_EQ(QueueLength(*p.gw), 0u);
   EXPECT_EQ(DefaultPoolInFlight(*p.gw), 1);
@@ -633,17 +632,15 @@ TEST(EppTest, ConcurrentQueuedStreamsLoseNothing) {
   EXPECT_EQ(lost.load(), 0);
   EXPECT_EQ(picked.load() + refused.load() + reset.load(), kThreads * kPerThread);
   EXPECT_GT(picked.load(), 0);
-  EXPECT_TRUE(Eventually([&] {
-    return QueueLength(*p.gw) == 0 && DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0;
-  }));
+  EXPECT_TRUE(Eventually(
+      [&] { return QueueLength(*p.gw) == 0 && DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
   // A reset stream may have been decided before its reset arrived; every stream has one outcome.
   const uint16_t port = p.gw->port();
   auto outcome = [&](const char* o) {
     return pt::Metric(port, std::string("prefix_router_epp_streams_total{outcome=\"") + o + "\"}");
   };
-  EXPECT_TRUE(Eventually([&] {
-    return outcome("picked") + outcome("refused") + outcome("abandoned") == kThreads * kPerThread;
-  }));
+  EXPECT_TRUE(Eventually(
+      [&] { return outcome("picked") + outcome("refused") + outcome("abandoned") == kThreads * kPerThread; }));
   EXPECT_GE(outcome("picked"), picked.load());
   EXPECT_LE(outcome("picked"), picked.load() + reset.load());
 }

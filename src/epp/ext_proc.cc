@@ -161,7 +161,7 @@ class ProcessReactor final : public grpc::ServerBidiReactor<ext_proc::Processing
   ext_proc::ProcessingRequest request_;
   std::mutex mu_;  // guards everything below, and stream_ (used by one thread at a time)
   std::deque<ext_proc::ProcessingResponse> queue_;
-  std::deque<ext_proc::ProcessingRequest> held_;  // read while a decision waited
+  std::deque<ext_proc::ProcessingRequest> held_;       // read while a decision waited
   std::shared_ptr<gateway::Gateway::QueueWait> wait_;  // the decision's wait in the pool's queue
   bool reading_ = false;
   bool writing_ = false;

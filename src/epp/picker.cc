@@ -281,8 +281,7 @@ void PickerStream::Decide(bool on_headers, std::vector<ext_proc::ProcessingRespo
   }
   // A pool at its ceiling queues the decision on one of the gateway's I/O threads (none in
   // observability mode, where Envoy does not wait for the answer: 429 at once, as before).
-  const std::optional<boost::asio::any_io_executor> wait_on =
-      observability_ ? std::nullopt : gateway_.QueueExecutor();
+  const std::optional<boost::asio::any_io_executor> wait_on = observability_ ? std::nullopt : gateway_.QueueExecutor();
   auto admitted = gateway_.Admit(api_kind_, request_, "", nullptr, wait_on ? &*wait_on : nullptr);
   if (auto* r = std::get_if<gateway::Gateway::Refusal>(&admitted)) {
     Refuse(r->status, std::move(r->message), std::move(r->code), r->headers, out);
