@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -302,6 +303,404 @@ TEST(EppTest, MaxInFlightIs429) {
   Decided d3 = DecideStreamed(third, {ChatBody("m", "three")});
   EXPECT_FALSE(d3.header.empty());
   Respond(third, Split(d3.header)[0]);
+}
+
+// ---- Flow control (docs/flow-control.md): a decision waits in the pool's queue.
+
+// One slot (max_in_flight 1) and a queue of 10 in front of it, waits of `max_wait` seconds.
+Picker StartQueueingPicker(Fakes& fakes, double max_wait = 10) {
+  gateway::GatewayConfig c = ConfigFor(fakes);
+  c.routing.max_in_flight = 1;
+  c.routing.flow_control.max_queue = 10;
+  c.routing.flow_control.max_queue_wait = max_wait;
+  return StartPicker(c);
+}
+
+size_t QueueLength(const gateway::Gateway& g) { return g.routing()->default_pool.flow->queued(); }
+
+double Picked(const Picker& p) {
+  return pt::Metric(p.gw->port(), "prefix_router_epp_streams_total{outcome=\"picked\"}");
+}
+
+// Sends a streamed request phase without reading: `priority` in x-prefix-router-priority
+// unless 0.
+void SendStreamed(EnvoyStream& s, const std::vector<std::string>& chunks, int priority = 0) {
+  std::vector<std::pair<std::string, std::string>> extra;
+  if (priority != 0) extra.emplace_back("x-prefix-router-priority", std::to_string(priority));
+  EXPECT_TRUE(s.Send(RequestHeaders(kChat, chunks.empty(), Mode::FULL_DUPLEX_STREAMED, extra)));
+  for (size_t i = 0; i < chunks.size(); ++i) EXPECT_TRUE(s.Send(RequestBody(chunks[i], i + 1 == chunks.size())));
+}
+
+// Reads the answers to a streamed request phase of `chunks` body chunks (as DecideStreamed).
+Decided ReadDecided(EnvoyStream& s, size_t chunks) {
+  Decided d;
+  while (d.answers.size() < 1 + chunks) {
+    auto r = s.Read();
+    if (!r) break;
+    d.answers.push_back(*r);
+    if (r->has_immediate_response()) {
+      d.immediate = r->immediate_response().status().code();
+      d.immediate_body = r->immediate_response().body();
+      break;
+    }
+  }
+  if (!d.answers.empty()) {
+    d.header = DestinationHeader(d.answers[0]);
+    d.metadata = DestinationMetadata(d.answers[0]);
+  }
+  return d;
+}
+
+bool HasRetryAfter(const xp::ProcessingResponse& r) {
+  for (const auto& o : r.immediate_response().headers().set_headers()) {
+    if (o.header().key() == "Retry-After") return true;
+  }
+  return false;
+}
+
+// A full pool with a queue holds the second stream's answer (no decision, no pick) until the
+// first request ends; the slot then goes to it and it is picked, with its chunks back after it.
+TEST(EppTest, QueuedDecisionWaitsForTheSlot) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  Picker p = StartQueueingPicker(fakes);
+  ASSERT_TRUE(p.gw);
+  EnvoyStream first(*p.client);
+  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
+  ASSERT_FALSE(d1.header.empty());
+  EnvoyStream second(*p.client);
+  const std::string body = ChatBody("m", "two");
+  const std::vector<std::string> chunks = {body.substr(0, 20), body.substr(20)};
+  SendStreamed(second, chunks);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
+  EXPECT_EQ(Picked(p), 1);  // the second is not decided while it waits
+  EXPECT_EQ(DefaultPoolInFlight(*p.gw), 1);
+  Respond(first, Split(d1.header)[0]);
+  Decided d2 = ReadDecided(second, chunks.size());
+  ASSERT_EQ(d2.answers.size(), 3u);
+  EXPECT_FALSE(d2.header.empty());
+  EXPECT_EQ(d2.header, d2.metadata);
+  EXPECT_EQ(d2.answers[1].request_body().response().body_mutation().streamed_response().body(), chunks[0]);
+  EXPECT_EQ(d2.answers[2].request_body().response().body_mutation().streamed_response().body(), chunks[1]);
+  EXPECT_TRUE(d2.answers[2].request_body().response().body_mutation().streamed_response().end_of_stream());
+  EXPECT_EQ(QueueLength(*p.gw), 0u);
+  EXPECT_EQ(DefaultPoolInFlight(*p.gw), 1);  // the slot passed from the first to the second
+  EXPECT_EQ(Picked(p), 2);
+  EXPECT_EQ(pt::Metric(p.gw->port(), "prefix_router_queue_wait_seconds_count{model=\"other\",priority=\"0\"}"), 1);
+  Respond(second, Split(d2.header)[0]);
+  EXPECT_EQ(TotalInFlight(*p.gw), 0);
+  EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0; }));
+}
+
+// BUFFERED mode, and a body ended by trailers: the headers are answered at once, the decision
+// (on the body's answer) waits in the queue, and the trailers' answer comes after it.
+TEST(EppTest, QueuedDecisionInBufferedModeAndBeforeTrailers) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  Picker p = StartQueueingPicker(fakes);
+  ASSERT_TRUE(p.gw);
+  EnvoyStream first(*p.client);
+  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
+  ASSERT_FALSE(d1.header.empty());
+  EnvoyStream buffered(*p.client);
+  ASSERT_TRUE(buffered.Send(RequestHeaders(kChat, false, Mode::BUFFERED)));
+  auto h = buffered.Read();
+  ASSERT_TRUE(h && h->has_request_headers());
+  EXPECT_TRUE(DestinationHeader(*h).empty());
+  ASSERT_TRUE(buffered.Send(RequestBody(ChatBody("m", "buffered"), true)));
+  EnvoyStream trailed(*p.client);
+  ASSERT_TRUE(trailed.Send(RequestHeaders(kChat, false, Mode::FULL_DUPLEX_STREAMED)));
+  ASSERT_TRUE(trailed.Send(RequestBody(ChatBody("m", "trailed"), false)));
+  xp::ProcessingRequest trailers;
+  trailers.mutable_request_trailers();
+  ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
+  ASSERT_TRUE(trailed.Send(trailers));
+  ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 2; }));
+  Respond(first, Split(d1.header)[0]);
+  auto b = buffered.Read();  // first in, first out
+  ASSERT_TRUE(b && b->has_request_body());
+  EXPECT_FALSE(DestinationHeader(*b).empty());
+  EXPECT_EQ(DestinationHeader(*b), DestinationMetadata(*b));
+  Respond(buffered, Split(DestinationHeader(*b))[0]);
+  auto th = trailed.Read();
+  ASSERT_TRUE(th && th->has_request_headers());
+  EXPECT_FALSE(DestinationHeader(*th).empty());
+  // The body chunks (the trailers end the body with an empty last one), then the trailers'.
+  auto next = trailed.Read();
+  int bodies = 0;
+  while (next && next->has_request_body()) {
+    ++bodies;
+    next = trailed.Read();
+  }
+  EXPECT_GE(bodies, 1);
+  ASSERT_TRUE(next && next->has_request_trailers());
+  Respond(trailed, Split(DestinationHeader(*th))[0]);
+  EXPECT_EQ(QueueLength(*p.gw), 0u);
+  EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
+}
+
+// Two queued streams leave by priority: the later one with the higher priority gets the slot
+// first, the other waits until it ends.
+TEST(EppTest, QueuedStreamsLeaveByPriority) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  Picker p = StartQueueingPicker(fakes);
+  ASSERT_TRUE(p.gw);
+  EnvoyStream first(*p.client);
+  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
+  ASSERT_FALSE(d1.header.empty());
+  EnvoyStream low(*p.client);
+  SendStreamed(low, {ChatBody("m", "low")});
+  ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
+  EnvoyStream high(*p.client);
+  SendStreamed(high, {ChatBody("m", "high")}, 5);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 2; }));
+  Respond(first, Split(d1.header)[0]);
+  Decided dh = ReadDecided(high, 1);
+  ASSERT_FALSE(dh.header.empty()) << "the higher priority was not let out first";
+  EXPECT_EQ(QueueLength(*p.gw), 1u);  // the lower one still waits
+  EXPECT_EQ(Picked(p), 2);
+  Respond(high, Split(dh.header)[0]);
+  Decided dl = ReadDecided(low, 1);
+  ASSERT_FALSE(dl.header.empty());
+  Respond(low, Split(dl.header)[0]);
+  EXPECT_EQ(QueueLength(*p.gw), 0u);
+  EXPECT_EQ(pt::Metric(p.gw->port(), "prefix_router_queue_wait_seconds_count{model=\"other\",priority=\"5\"}"), 1);
+  EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
+}
+
+// A decision that waits max_queue_wait is refused: 429 ImmediateResponse with Retry-After, the
+// proxy's pool_overloaded body; the holder of the slot is not disturbed.
+TEST(EppTest, QueueWaitDeadlineIs429) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  Picker p = StartQueueingPicker(fakes, /*max_wait=*/0.3);
+  ASSERT_TRUE(p.gw);
+  EnvoyStream first(*p.client);
+  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
+  ASSERT_FALSE(d1.header.empty());
+  {
+    EnvoyStream waits(*p.client);
+    Decided d = DecideStreamed(waits, {ChatBody("m", "waits")});
+    EXPECT_EQ(d.immediate, 429);
+    EXPECT_NE(d.immediate_body.find("pool_overloaded"), std::string::npos) << d.immediate_body;
+    EXPECT_NE(d.immediate_body.find("max_queue_wait"), std::string::npos) << d.immediate_body;
+    ASSERT_FALSE(d.answers.empty());
+    EXPECT_TRUE(HasRetryAfter(d.answers.back()));
+    EXPECT_TRUE(waits.Close().ok());
+  }
+  EXPECT_EQ(pt::Metric(p.gw->port(), "prefix_router_rejected_requests_total{model=\"other\",reason=\"queue_timeout\"}"),
+            1);
+  EXPECT_EQ(QueueLength(*p.gw), 0u);
+  EXPECT_EQ(DefaultPoolInFlight(*p.gw), 1);
+  Respond(first, Split(d1.header)[0]);
+  EnvoyStream after(*p.client);
+  Decided d3 = DecideStreamed(after, {ChatBody("m", "after")});
+  ASSERT_FALSE(d3.header.empty());
+  Respond(after, Split(d3.header)[0]);
+  EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
+}
+
+// A sheddable request (negative priority) at a full pool is refused at once, never queued.
+TEST(EppTest, SheddableAtAFullPoolIs429AtOnce) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  Picker p = StartQueueingPicker(fakes);
+  ASSERT_TRUE(p.gw);
+  EnvoyStream first(*p.client);
+  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
+  ASSERT_FALSE(d1.header.empty());
+  {
+    EnvoyStream shed(*p.client);
+    SendStreamed(shed, {ChatBody("m", "shed")}, -1);
+    Decided d = ReadDecided(shed, 1);
+    EXPECT_EQ(d.immediate, 429);
+    ASSERT_FALSE(d.answers.empty());
+    EXPECT_TRUE(HasRetryAfter(d.answers.back()));
+    EXPECT_NE(d.immediate_body.find("sheddable"), std::string::npos) << d.immediate_body;
+  }
+  EXPECT_EQ(pt::Metric(p.gw->port(), "prefix_router_rejected_requests_total{model=\"other\",reason=\"queue_shed\"}"),
+            1);
+  EXPECT_EQ(QueueLength(*p.gw), 0u);
+  Respond(first, Split(d1.header)[0]);
+  EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
+}
+
+// A stream that Envoy resets, or half-closes, while its decision waits leaves the queue at once:
+// counted as a queued disconnect and abandoned, nothing charged; later requests are served.
+TEST(EppTest, StreamGoneWhileQueuedLeavesTheQueue) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  Picker p = StartQueueingPicker(fakes);
+  ASSERT_TRUE(p.gw);
+  EnvoyStream first(*p.client);
+  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
+  ASSERT_FALSE(d1.header.empty());
+  {
+    EnvoyStream reset(*p.client);
+    SendStreamed(reset, {ChatBody("m", "reset")});
+    ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
+    reset.Cancel();
+    ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 0; }));
+  }
+  {
+    EnvoyStream closed(*p.client);
+    SendStreamed(closed, {ChatBody("m", "closed")});
+    ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
+    EXPECT_TRUE(closed.Close().ok());  // half-closes, then reads to the end: no answer comes
+    EXPECT_EQ(QueueLength(*p.gw), 0u);
+  }
+  const uint16_t port = p.gw->port();
+  EXPECT_TRUE(Eventually([&] {
+    return pt::Metric(port, R"(prefix_router_client_disconnects_total{stage="queued"})") == 2 &&
+           pt::Metric(port, "prefix_router_epp_streams_total{outcome=\"abandoned\"}") == 2;
+  }));
+  EXPECT_EQ(Picked(p), 1);
+  EXPECT_EQ(DefaultPoolInFlight(*p.gw), 1);  // only the first's
+  Respond(first, Split(d1.header)[0]);
+  EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0; }));
+  EnvoyStream later(*p.client);
+  Decided d3 = DecideStreamed(later, {ChatBody("m", "later")});
+  ASSERT_FALSE(d3.header.empty());
+  Respond(later, Split(d3.header)[0]);
+  EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
+}
+
+// The gateway stops while a decision waits: the picker's shutdown ends the wait (no hang), and
+// both streams end with an error rather than an answer.
+TEST(EppTest, ShutdownWhileQueued) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  Picker p = StartQueueingPicker(fakes);
+  ASSERT_TRUE(p.gw);
+  EnvoyStream first(*p.client);
+  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
+  ASSERT_FALSE(d1.header.empty());
+  EnvoyStream waiting(*p.client);
+  SendStreamed(waiting, {ChatBody("m", "waiting")});
+  ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
+  p.gw->Stop();
+  EXPECT_EQ(QueueLength(*p.gw), 0u);
+  EXPECT_EQ(DefaultPoolInFlight(*p.gw), 0);
+  EXPECT_FALSE(waiting.Read());
+  EXPECT_FALSE(waiting.Close().ok());
+  EXPECT_FALSE(first.Close().ok());
+}
+
+// Many streams at once against one slot and a short queue, of three priorities, some reset
+// while they wait: each of the others gets exactly one answer (a pick or 429), and every count,
+// slot and place in the queue comes back.
+TEST(EppTest, ConcurrentQueuedStreamsLoseNothing) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  gateway::GatewayConfig c = ConfigFor(fakes);
+  c.routing.max_in_flight = 1;
+  c.routing.flow_control.max_queue = 3;
+  Picker p = StartPicker(c);
+  ASSERT_TRUE(p.gw);
+  constexpr int kThreads = 6;
+  constexpr int kPerThread = 15;
+  std::atomic<int> picked{0};
+  std::atomic<int> refused{0};
+  std::atomic<int> reset{0};
+  std::atomic<int> lost{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        EnvoyStream s(*p.client);
+        SendStreamed(s, {ChatBody("m", "load " + std::to_string(t) + " " + std::to_string(i))}, i % 3);
+        if (i % 5 == 4) {  // Envoy goes while it (most likely) waits
+          s.Cancel();
+          reset.fetch_add(1);
+          continue;
+        }
+        Decided d = ReadDecided(s, 1);
+        if (!d.header.empty()) {
+          picked.fetch_add(1);
+          Respond(s, Split(d.header)[0]);
+        } else if (d.immediate == 429) {
+          refused.fetch_add(1);
+          s.Close();
+        } else {
+          lost.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_EQ(picked.load() + refused.load() + reset.load(), kThreads * kPerThread);
+  EXPECT_GT(picked.load(), 0);
+  EXPECT_TRUE(Eventually(
+      [&] { return QueueLength(*p.gw) == 0 && DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
+  // A reset stream may have been decided before its reset arrived; every stream has one outcome.
+  const uint16_t port = p.gw->port();
+  auto outcome = [&](const char* o) {
+    return pt::Metric(port, std::string("prefix_router_epp_streams_total{outcome=\"") + o + "\"}");
+  };
+  EXPECT_TRUE(Eventually(
+      [&] { return outcome("picked") + outcome("refused") + outcome("abandoned") == kThreads * kPerThread; }));
+  EXPECT_GE(outcome("picked"), picked.load());
+  EXPECT_LE(outcome("picked"), picked.load() + reset.load());
+}
+
+// The proxy and the picker share the pool's one queue: a proxied request queued before a picker
+// stream leaves before it (arrival order in one band).
+TEST(EppTest, PickerAndProxyShareTheQueue) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  Picker p = StartQueueingPicker(fakes);
+  ASSERT_TRUE(p.gw);
+  EnvoyStream first(*p.client);
+  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
+  ASSERT_FALSE(d1.header.empty());
+  pt::ClientResponse proxied;
+  std::thread client([&] { proxied = pt::Fetch(p.gw->port(), JsonRequest(kChat, ChatBody("m", "proxied"))); });
+  ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
+  EnvoyStream picked(*p.client);
+  SendStreamed(picked, {ChatBody("m", "picked")});
+  ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 2; }));
+  Respond(first, Split(d1.header)[0]);
+  client.join();  // the proxied request went first, and ended
+  EXPECT_EQ(proxied.status(), 200) << proxied.body();
+  Decided d = ReadDecided(picked, 1);
+  ASSERT_FALSE(d.header.empty());
+  Respond(picked, Split(d.header)[0]);
+  EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
+}
+
+// In-flight saturation (flow_control.saturation in-flight): the picker routes where the room is,
+// as the proxy does. Round-robin's next turn is the instance still holding a request; with
+// concurrency_threshold 1 the pick is the other one.
+TEST(EppTest, InFlightSaturationPicksWhereTheRoomIs) {
+  Quiet();
+  Fakes fakes = StartFakes({"a", "b"});
+  for (auto& f : fakes) f->HoldResponses(true);
+  gateway::GatewayConfig c = ConfigFor(fakes);
+  c.routing.strategy = Strategy::kRoundRobin;
+  c.routing.concurrency_threshold = 1;
+  c.routing.flow_control.saturation = FlowSaturation::kInFlight;
+  c.routing.flow_control.max_queue = 10;
+  Picker p = StartPicker(c);
+  ASSERT_TRUE(p.gw);
+  pt::ClientResponse held;
+  std::thread client([&] { held = pt::Fetch(p.gw->port(), JsonRequest(kChat, ChatBody("m", "held"))); });
+  ASSERT_TRUE(Eventually([&] { return fakes[0]->in_progress() + fakes[1]->in_progress() == 1; }));
+  const size_t busy = fakes[0]->in_progress() == 1 ? 0 : 1, free = 1 - busy;
+  fakes[free]->HoldResponses(false);
+  // Round-robin's second turn is the free instance, its third the busy one again.
+  EXPECT_EQ(pt::Fetch(p.gw->port(), JsonRequest(kChat, ChatBody("m", "second"))).status(), 200);
+  EXPECT_EQ(fakes[free]->requests(), 1);
+  EnvoyStream s(*p.client);
+  Decided d = DecideStreamed(s, {ChatBody("m", "picked")});
+  ASSERT_FALSE(d.header.empty());
+  EXPECT_EQ(Split(d.header)[0], Endpoint(*fakes[free])) << d.header;
+  Respond(s, Split(d.header)[0]);
+  fakes[busy]->HoldResponses(false);
+  client.join();
+  EXPECT_EQ(held.status(), 200);
+  EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
 }
 
 // No available instance: 503; bad JSON: 400; a body over limits.max_body: 413. Each with the

@@ -18,48 +18,51 @@ namespace {
 using HealthStatus = grpc::health::v1::HealthCheckResponse;
 constexpr const char* kExtProcService = "envoy.service.ext_proc.v3.ExternalProcessor";
 
-// One Process stream. Reads one message at a time (so the PickerStream is never used from two
+// One Process stream. Handles one message at a time (so the PickerStream is never used from two
 // threads), queues the answers and writes them one at a time, in order; finishes once Envoy has
 // half-closed (or the stream was cancelled) and the queue is empty. Deleted in OnDone, which
 // destroys the PickerStream: whatever it still counts is released there, however the stream ended.
+//
+// A decision queued by the pool's flow control waits on one of the gateway's I/O threads
+// (Gateway::StartQueueWait), never on gRPC's. Meanwhile the reactor keeps reading, so that it
+// sees Envoy leave (the stream cancelled or half-closed: the wait is cancelled, and the request
+// leaves the queue at once), but holds what it reads (Envoy sends at most the request trailers
+// before it has the answer) and hands it to the PickerStream after the decision, in order. The
+// wait's end comes back on that I/O thread (OnWaitEnd). The reactor does not Finish while a wait
+// is pending, so gRPC cannot call OnDone (and delete it) until the wait has ended and OnWaitEnd
+// has stopped touching it: OnWaitEnd calls Finish last, outside the mutex.
 class ProcessReactor final : public grpc::ServerBidiReactor<ext_proc::ProcessingRequest, ext_proc::ProcessingResponse> {
  public:
-  ProcessReactor(gateway::Gateway& gateway, PickerMetrics& metrics) : stream_(gateway, metrics) {
+  ProcessReactor(gateway::Gateway& gateway, PickerMetrics& metrics) : gateway_(gateway), stream_(gateway, metrics) {
+    reading_ = true;
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // Envoy half-closed, or the stream was cancelled
-      std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    reading_ = false;
+    if (!ok || reads_done_) {  // Envoy half-closed, or the stream was cancelled
+      // A message that completes after OnCancel is dropped: the stream may be finished already,
+      // and nothing (above all, no wait in the queue) may start on it.
       reads_done_ = true;
-      MaybeFinishLocked();
+      if (wait_) wait_->Cancel();  // nobody waits for the decision any more
+      MaybeFinish(lock);
       return;
     }
-    std::vector<ext_proc::ProcessingResponse> out;
-    Status s = Status::Ok();
-    try {
-      s = stream_.OnMessage(request_, out);
-    } catch (const std::exception& e) {  // nothing may escape into gRPC's threads
-      s = Status::Internal(std::string("endpoint picker: ") + e.what());
-    }
-    std::lock_guard lock(mu_);
-    for (auto& r : out) queue_.push_back(std::move(r));
-    if (!s.ok()) {
-      spdlog::warn("endpoint picker stream ended: {}", s.message());
-      error_ = grpc::Status(s.code() == StatusCode::kInternal ? grpc::StatusCode::INTERNAL
-                                                              : grpc::StatusCode::INVALID_ARGUMENT,
-                            std::string(s.message()));
-      reads_done_ = true;
-      MaybeWriteLocked();
-      MaybeFinishLocked();
+    if (wait_ || !held_.empty()) {  // after the decision, in order
+      held_.push_back(std::move(request_));
+      request_.Clear();
+      MaybeReadLocked();
       return;
     }
+    HandleLocked(request_);
     MaybeWriteLocked();
-    StartRead(&request_);
+    MaybeReadLocked();
+    MaybeFinish(lock);
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     writing_ = false;
     queue_.pop_front();
     if (!ok) {  // the stream is gone: nothing more goes out
@@ -67,27 +70,100 @@ class ProcessReactor final : public grpc::ServerBidiReactor<ext_proc::Processing
       broken_ = true;
     }
     MaybeWriteLocked();
-    MaybeFinishLocked();
+    MaybeFinish(lock);
+  }
+
+  // The stream was cancelled (Envoy reset it, its deadline passed, the server shuts down). A read
+  // outstanding ends too, but none may be (held_ full), so the end of reads is noted here as well.
+  void OnCancel() override {
+    std::unique_lock lock(mu_);
+    reads_done_ = true;
+    if (wait_) wait_->Cancel();
+    MaybeFinish(lock);
   }
 
   void OnDone() override { delete this; }
 
  private:
+  // At most this many messages are held while a decision waits (Envoy sends one at most); beyond
+  // it, reading pauses until the decision is made.
+  static constexpr size_t kMaxHeld = 8;
+
+  // One message to the PickerStream; its answers queued. REQUIRES: mu_ held, no wait pending
+  void HandleLocked(const ext_proc::ProcessingRequest& message) {
+    std::vector<ext_proc::ProcessingResponse> out;
+    Status s = Status::Ok();
+    try {
+      s = stream_.OnMessage(message, out);
+    } catch (const std::exception& e) {  // nothing may escape into gRPC's threads
+      s = Status::Internal(std::string("endpoint picker: ") + e.what());
+    }
+    for (auto& r : out) queue_.push_back(std::move(r));
+    if (!s.ok()) {
+      spdlog::warn("endpoint picker stream ended: {}", s.message());
+      error_ = grpc::Status(s.code() == StatusCode::kInternal ? grpc::StatusCode::INTERNAL
+                                                              : grpc::StatusCode::INVALID_ARGUMENT,
+                            std::string(s.message()));
+      reads_done_ = true;
+      held_.clear();
+      return;  // a decision queued as it failed is settled by ~PickerStream
+    }
+    if (stream_.queued()) {  // never after Finish: this runs only while reads are not done
+      wait_ = gateway_.StartQueueWait(stream_.TakeQueued(),
+                                      [this](gateway::Gateway::QueueWaitEnd end) { OnWaitEnd(std::move(end)); });
+      if (reads_done_) wait_->Cancel();
+    }
+  }
+
+  // The queue let the decision out, refused it, or saw the stream go. On the wait's I/O thread.
+  void OnWaitEnd(gateway::Gateway::QueueWaitEnd end) {
+    std::unique_lock lock(mu_);
+    wait_.reset();
+    if (reads_done_) end.gone = true;  // the stream went as the wait ended: nothing to answer
+    std::vector<ext_proc::ProcessingResponse> out;
+    stream_.Resume(std::move(end), out);
+    for (auto& r : out) queue_.push_back(std::move(r));
+    // What arrived meanwhile, in order; a message may queue a decision again.
+    while (!wait_ && !held_.empty() && !reads_done_) {
+      ext_proc::ProcessingRequest m = std::move(held_.front());
+      held_.pop_front();
+      HandleLocked(m);
+    }
+    if (reads_done_) held_.clear();
+    MaybeWriteLocked();
+    MaybeReadLocked();
+    MaybeFinish(lock);
+  }
+
+  void MaybeReadLocked() {
+    if (reading_ || reads_done_ || held_.size() >= kMaxHeld) return;
+    reading_ = true;
+    StartRead(&request_);
+  }
   void MaybeWriteLocked() {
     if (writing_ || queue_.empty() || broken_) return;
     writing_ = true;
     StartWrite(&queue_.front());
   }
-  void MaybeFinishLocked() {
-    if (finished_ || !reads_done_ || writing_ || (!queue_.empty() && !broken_)) return;
+  // Finishes once reads are done, no decision waits, and the writes are out (or cannot go).
+  // Finish is called after `lock` is released and nothing of this reactor is touched after it:
+  // from OnWaitEnd (not one of gRPC's reactions) OnDone may delete it at once.
+  void MaybeFinish(std::unique_lock<std::mutex>& lock) {
+    if (finished_ || !reads_done_ || wait_ || writing_ || (!queue_.empty() && !broken_)) return;
     finished_ = true;
-    Finish(error_);
+    const grpc::Status status = error_;
+    lock.unlock();
+    Finish(status);
   }
 
+  gateway::Gateway& gateway_;
   PickerStream stream_;
   ext_proc::ProcessingRequest request_;
-  std::mutex mu_;  // guards everything below
+  std::mutex mu_;  // guards everything below, and stream_ (used by one thread at a time)
   std::deque<ext_proc::ProcessingResponse> queue_;
+  std::deque<ext_proc::ProcessingRequest> held_;       // read while a decision waited
+  std::shared_ptr<gateway::Gateway::QueueWait> wait_;  // the decision's wait in the pool's queue
+  bool reading_ = false;
   bool writing_ = false;
   bool reads_done_ = false;
   bool broken_ = false;

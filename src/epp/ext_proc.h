@@ -8,7 +8,9 @@
 //
 // Lifetime: Start attaches nothing by itself; `serve` hands the server to Gateway::Attach so that
 // Gateway::Stop and ~Gateway shut it down (streams cancelled, every count they hold released)
-// before the HTTP server. REQUIRES: the Gateway outlives the EppServer.
+// before the HTTP server. A stream whose decision waits in a pool's queue waits on one of the
+// gateway's I/O threads and ends through it: Shutdown needs them running, and the gateway shuts
+// the picker down before them. REQUIRES: the Gateway outlives the EppServer.
 //
 // Thread-safety: Shutdown and port() may be called from any thread; streams run on gRPC's threads
 // and share only the Gateway.

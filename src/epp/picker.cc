@@ -88,6 +88,10 @@ std::string EndpointOf(const gateway::RoutingState& rs, uint32_t index) {
 PickerStream::PickerStream(gateway::Gateway& gateway, PickerMetrics& metrics) : gateway_(gateway), metrics_(metrics) {}
 
 PickerStream::~PickerStream() {
+  if (queued()) {  // a ticket never handed to a wait (the stream failed as it queued): settled here
+    gateway::Gateway::Admission a = TakeQueued();
+    if (a.flow->Leave(a.ticket) == PoolFlow::Waiter::State::kGranted) a.flow->Release();
+  }
   Complete();
   if (!counted_outcome_) metrics_.streams.WithLabels({"abandoned"}).Inc();
 }
@@ -106,7 +110,11 @@ Status PickerStream::OnMessage(const ext_proc::ProcessingRequest& m, std::vector
         end.set_end_of_stream(true);
         s = OnRequestBody(end, answers);
       }
-      answers.emplace_back().mutable_request_trailers();
+      if (phase_ == Phase::kQueued) {
+        trailers_held_ = true;  // answered after the decision (Resume)
+      } else {
+        answers.emplace_back().mutable_request_trailers();
+      }
       break;
     case ext_proc::ProcessingRequest::kResponseHeaders: OnResponseHeaders(m, answers); break;
     case ext_proc::ProcessingRequest::kResponseBody: OnResponseBody(m.response_body(), answers); break;
@@ -207,6 +215,11 @@ Status PickerStream::OnRequestBody(const ext_proc::HttpBody& body, std::vector<e
   }
   body_complete_ = std::chrono::steady_clock::now();
   Decide(/*on_headers=*/!buffered_, out);
+  if (phase_ != Phase::kQueued) ReturnChunks(out);  // queued: they wait with the decision
+  return Status::Ok();
+}
+
+void PickerStream::ReturnChunks(std::vector<ext_proc::ProcessingResponse>& out) {
   if (phase_ == Phase::kDecided && !buffered_) {
     // The chunks go back unchanged, after the headers response, the last one ending the stream.
     for (size_t i = 0; i < chunks_.size(); ++i) {
@@ -215,7 +228,34 @@ Status PickerStream::OnRequestBody(const ext_proc::HttpBody& body, std::vector<e
   }
   chunks_.clear();
   chunks_.shrink_to_fit();
-  return Status::Ok();
+}
+
+gateway::Gateway::Admission PickerStream::TakeQueued() {
+  gateway::Gateway::Admission a = std::move(*admission_);
+  admission_.reset();
+  return a;
+}
+
+void PickerStream::Resume(gateway::Gateway::QueueWaitEnd end, std::vector<ext_proc::ProcessingResponse>& out) {
+  if (end.gone) {  // the stream is going: no answer (counted abandoned); the slot, if any, goes on
+    phase_ = Phase::kDone;
+    chunks_.clear();
+    return;
+  }
+  std::vector<ext_proc::ProcessingResponse> answers;
+  admission_.emplace(std::move(end.admission));
+  if (end.refusal) {
+    gateway::Gateway::Refusal& r = *end.refusal;
+    Refuse(r.status, std::move(r.message), std::move(r.code), r.headers, answers);
+  } else {
+    Pick(answers);
+  }
+  ReturnChunks(answers);
+  if (trailers_held_) answers.emplace_back().mutable_request_trailers();
+  trailers_held_ = false;
+  if (!observability_) {
+    for (auto& a : answers) out.push_back(std::move(a));
+  }
 }
 
 void PickerStream::Refuse(int status, std::string message, std::string code, const gateway::Gateway::Headers& headers,
@@ -239,12 +279,25 @@ void PickerStream::Decide(bool on_headers, std::vector<ext_proc::ProcessingRespo
     Refuse(503, "the endpoint picker is not ready: the first discovery round has not ended", "not_ready", {}, out);
     return;
   }
-  auto admitted = gateway_.Admit(api_kind_, request_, "", nullptr);
+  // A pool at its ceiling queues the decision on one of the gateway's I/O threads (none in
+  // observability mode, where Envoy does not wait for the answer: 429 at once, as before).
+  const std::optional<boost::asio::any_io_executor> wait_on = observability_ ? std::nullopt : gateway_.QueueExecutor();
+  auto admitted = gateway_.Admit(api_kind_, request_, "", nullptr, wait_on ? &*wait_on : nullptr);
   if (auto* r = std::get_if<gateway::Gateway::Refusal>(&admitted)) {
     Refuse(r->status, std::move(r->message), std::move(r->code), r->headers, out);
     return;
   }
   admission_.emplace(std::move(std::get<gateway::Gateway::Admission>(admitted)));
+  on_headers_ = on_headers;
+  if (admission_->waiter) {  // the pool is full: the queue decides when (Resume picks)
+    phase_ = Phase::kQueued;
+    return;
+  }
+  Pick(out);
+}
+
+void PickerStream::Pick(std::vector<ext_proc::ProcessingResponse>& out) {
+  const bool on_headers = on_headers_;
   gateway::Gateway::Admission& a = *admission_;
   // tokenizer: engine would ask an instance's /tokenize here; the picker does not wait on the
   // network while Envoy holds the request, so kv-aware pools route it on their fallback view.
@@ -267,6 +320,12 @@ void PickerStream::Decide(bool on_headers, std::vector<ext_proc::ProcessingRespo
       return;
     }
   }
+  // In-flight saturation: the full instances count as tried, so that the pick goes where the
+  // room is that let the request in (as the proxy's). Should that leave nothing the subset hint
+  // allows, the first pick is made again without them.
+  const size_t before_full = tried.size();
+  if (a.d.full_at > 0) AppendFullInstances(fleet, fleet.Eligible(a.d.served_name), a.d.full_at, tried);
+  bool full_excluded = tried.size() > before_full;
   const uint32_t want = gateway_.config().max_retries + 1;
   Rng& shared = gateway_.PickRng();
   std::optional<Rng> fallback_rng;  // later picks draw from a copy: the first choice's draws
@@ -282,6 +341,11 @@ void PickerStream::Decide(bool on_headers, std::vector<ext_proc::ProcessingRespo
           std::chrono::duration<double>(std::chrono::steady_clock::now() - body_complete_).count());
     }
     if (!d.ok()) {
+      if (picks_.empty() && full_excluded) {
+        tried.resize(before_full);
+        full_excluded = false;
+        continue;
+      }
       if (picks_.empty()) {
         gateway_.CountGatewayResponse(503);
         std::string why = d.status().message();

@@ -18,8 +18,15 @@
 // in order (the protocol wants the headers response first). BUFFERED: the headers are answered at
 // once, the decision goes on the body's answer.
 //
-// Thread-safety: a PickerStream is used by one stream at a time (the reactor serialises its
-// reads); streams share only the Gateway (thread-safe) and the metric families.
+// Flow control (docs/flow-control.md): when the pool is at max_in_flight and has a queue, the
+// decision waits in the pool's queue, as a proxied request does. OnMessage then leaves the stream
+// queued(): the caller hands TakeQueued() to Gateway::StartQueueWait, feeds no message until the
+// wait ends, and passes its end to Resume, which picks (on the load of that moment) or refuses
+// (429) and appends the answers held behind the decision (the body chunks, a trailers answer).
+//
+// Thread-safety: a PickerStream is used by one thread at a time (the reactor serialises its
+// messages and the wait's end); streams share only the Gateway (thread-safe) and the metric
+// families.
 #pragma once
 
 #include <chrono>
@@ -73,15 +80,27 @@ class PickerStream {
   // The endpoints offered, in preference order (empty before the decision or after a refusal).
   const std::vector<std::string>& endpoints() const { return endpoints_; }
 
+  // The decision waits in the pool's queue (after OnMessage): see the class comment.
+  bool queued() const { return phase_ == Phase::kQueued && admission_.has_value(); }
+  // REQUIRES: queued()
+  gateway::Gateway::Admission TakeQueued();
+  // The queue's answer for the decision TakeQueued took out; its answers are appended to `out`.
+  // `end.gone`: the stream went away meanwhile; nothing is answered.
+  void Resume(gateway::Gateway::QueueWaitEnd end, std::vector<ext_proc::ProcessingResponse>& out);
+
  private:
-  enum class Phase { kRequestHeaders, kRequestBody, kDecided, kRefused, kDone };
+  enum class Phase { kRequestHeaders, kRequestBody, kQueued, kDecided, kRefused, kDone };
   Status OnRequestHeaders(const ext_proc::ProcessingRequest& m, std::vector<ext_proc::ProcessingResponse>& out);
   Status OnRequestBody(const ext_proc::HttpBody& body, std::vector<ext_proc::ProcessingResponse>& out);
   void OnResponseHeaders(const ext_proc::ProcessingRequest& m, std::vector<ext_proc::ProcessingResponse>& out);
   void OnResponseBody(const ext_proc::HttpBody& body, std::vector<ext_proc::ProcessingResponse>& out);
-  // Decides (or refuses) and appends the answer that carries it: a headers response
-  // (`on_headers`), else a body response (BUFFERED).
+  // Decides (or refuses, or queues: phase kQueued) and appends the answer that carries it: a
+  // headers response (`on_headers`), else a body response (BUFFERED).
   void Decide(bool on_headers, std::vector<ext_proc::ProcessingResponse>& out);
+  // Decide's picks once admission_ holds the pool's slot, and their answer.
+  void Pick(std::vector<ext_proc::ProcessingResponse>& out);
+  // FULL_DUPLEX_STREAMED: the chunks held go back after the headers response, the last ending it.
+  void ReturnChunks(std::vector<ext_proc::ProcessingResponse>& out);
   void Refuse(int status, std::string message, std::string code, const gateway::Gateway::Headers& headers,
               std::vector<ext_proc::ProcessingResponse>& out);
   // The response ended (or the stream did): the served instance's count and the policy's events.
@@ -100,6 +119,8 @@ class PickerStream {
   std::vector<std::string> chunks_;  // FULL_DUPLEX_STREAMED: held until the decision is sent
   size_t body_bytes_ = 0;
   std::chrono::steady_clock::time_point body_complete_;
+  bool on_headers_ = false;     // the decision goes on the headers response (else the body's)
+  bool trailers_held_ = false;  // a request trailers answer waits behind the queued decision
 
   std::optional<gateway::Gateway::Admission> admission_;
   std::vector<Decision> picks_;

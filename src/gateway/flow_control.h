@@ -9,9 +9,10 @@
 // In-flight saturation also counts the requests let out that have not reached an instance yet
 // (they are on their way to their own threads), so that one free place is not granted twice;
 // and an arriving request lets out what waits when room came without an ending (an instance
-// added or back in rotation). A waiting request sleeps on a timer on its own
-// connection's thread until its wait runs out; the thread that lets it out marks it and posts the
-// timer's cancellation to that thread, so the request never touches another thread's objects.
+// added or back in rotation). A waiting request sleeps on a timer on its own connection's thread
+// (an endpoint picker stream: on an I/O thread given to it) until its wait runs out; the thread
+// that lets it out marks it and posts the timer's cancellation to that thread, so the request
+// never touches another thread's objects.
 // The queue decides when; the request is routed after it leaves, on the load of that moment.
 //
 // Thread-safety: every method may be called from any thread (one mutex). A Waiter's timer is

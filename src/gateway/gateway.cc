@@ -321,6 +321,7 @@ Status Gateway::Start() {
     SpawnLoop(server_->context(0), "kubernetes", KubernetesWatcher::Run(kubernetes_));
   }
   SpawnLoop(server_->context(0), "engine_metrics", EngineMetricsLoop());
+  started_.store(true, std::memory_order_release);
   spdlog::info("prefix-router listening on {}:{} with {} instances, {} I/O threads", config_.listen_host,
                server_->port(), routing_.load()->fleet->size(), server_->thread_count());
   return Status::Ok();

@@ -60,6 +60,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -280,14 +281,40 @@ class Gateway final : public http::Handler {
   // header), the pool by served name (404 when no instance serves it), tenant rate limits
   // (`tenant`: the client key's, empty when keys are off) and the pool's max_in_flight (429).
   // Does not suspend; `model` (when not null) receives the served name once parsed.
-  // `wait_on`: the request's thread, where it may wait in a flow-controlled pool's queue; null
-  // (the picker) = no waiting: a full pool refuses at once.
+  // `wait_on`: the request's thread, where it may wait in a flow-controlled pool's queue (the
+  // picker passes a QueueExecutor); null = no waiting: a full pool refuses at once.
   std::variant<Admission, Refusal> Admit(api::ApiKind api_kind, const http::Request& req, std::string_view tenant,
                                          std::string* model, const boost::asio::any_io_executor* wait_on = nullptr);
   // Waits in the pool's queue for `a`'s slot (Admission::waiter). Nullopt: it has its slot;
   // else the refusal to answer (its wait ran out, or a higher priority took its place); a client
   // that went away meanwhile gets nothing (`gone` is set).
   net::awaitable<std::optional<Refusal>> WaitInQueue(http::Exchange& ex, Admission& a, bool& gone);
+  // The same wait for a caller that cannot suspend (the endpoint picker, on gRPC's threads).
+  // StartQueueWait runs it on the thread Admit queued `a` on (`a.waiter->executor`) and calls
+  // `done` there exactly once when it ends: with `a` back, holding its slot unless `refusal` is
+  // set or `gone` is. It is also called (gone) if that thread's loop is torn down first. Cancel
+  // (any thread, any number of times) says the requester went away: the wait ends at once, as
+  // WaitInQueue's does when its client goes (client_disconnects{stage="queued"}).
+  class QueueWait : public std::enable_shared_from_this<QueueWait> {
+   public:
+    explicit QueueWait(std::shared_ptr<PoolFlow::Waiter> waiter) : waiter_(std::move(waiter)) {}
+    void Cancel();
+
+   private:
+    friend class Gateway;
+    const std::shared_ptr<PoolFlow::Waiter> waiter_;
+    bool gone_ = false;  // touched on waiter_->executor only
+  };
+  struct QueueWaitEnd {
+    Admission admission;
+    std::optional<Refusal> refusal;
+    bool gone = false;
+  };
+  // REQUIRES: `a` was queued (a.waiter set) by Admit.
+  std::shared_ptr<QueueWait> StartQueueWait(Admission a, std::function<void(QueueWaitEnd)> done);
+  // One of the I/O threads, in turn, for a caller that has none of its own to pass to Admit as
+  // `wait_on` (the picker). Nullopt before Start has returned.
+  std::optional<net::any_io_executor> QueueExecutor();
   // The 429 pool_overloaded of a pool at its ceiling (`reason`: pool_in_flight, or a queue_*
   // reason of flow control), counted in both metrics; the message is "too many requests in
   // flight for '<served name>'" + `detail` + "; retry later". Takes `a.headers` (a limited
@@ -351,6 +378,11 @@ class Gateway final : public http::Handler {
     kFail,   // failed in a way a retry must not repeat (the instance may be working on it)
   };
 
+  // The wait of WaitInQueue and StartQueueWait: `requester_gone` is set (and the waiter's timer
+  // cancelled) on the waiter's thread when the requester goes; `gone` says it went.
+  net::awaitable<std::optional<Refusal>> AwaitQueueSlot(Admission& a, const bool& requester_gone, bool& gone);
+  struct PendingQueueWait;
+  net::awaitable<void> RunQueueWait(std::shared_ptr<QueueWait> wait, PendingQueueWait pending);
   // The request path (request_path.cc): parse, admit, dispatch with retries.
   net::awaitable<void> HandleRouted(http::Exchange& ex, api::ApiKind api_kind, RequestRecord& record);
   // Sends a Refusal as the proxy's answer.
@@ -507,6 +539,9 @@ class Gateway final : public http::Handler {
   // The discovery loop's first poll round has ended (or the loop has): until then requests
   // that depend on served names wait for it (AwaitFirstDiscovery).
   std::atomic<bool> first_discovery_done_{false};
+  // Start has returned (QueueExecutor may hand out the I/O threads); the next one it hands out.
+  std::atomic<bool> started_{false};
+  std::atomic<uint32_t> queue_executor_turn_{0};
   GatewayTimer* discovery_timer_ = nullptr;  // the loop's; touched on context(0) only
   // Instances whose last engine-metrics scrape failed (logged once per streak); touched by the
   // engine-metrics loop only, on context(0).

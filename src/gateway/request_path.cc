@@ -419,15 +419,21 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, api::ApiKind api_
 }
 
 net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Exchange& ex, Admission& a, bool& gone) {
-  PoolFlow& flow = *a.flow;
   PoolFlow::Waiter& waiter = *a.waiter;
-  // Whatever ends the wait (its timer, a grant or displacement posted to this thread, the
-  // client leaving), the ticket is settled: taken out of the queue, or its slot held.
   bool client_gone = false;
   const ClientWatch watch(ex, [&client_gone, &waiter] {
     client_gone = true;
     waiter.timer.cancel();
   });
+  co_return co_await AwaitQueueSlot(a, client_gone, gone);
+}
+
+net::awaitable<std::optional<Gateway::Refusal>> Gateway::AwaitQueueSlot(Admission& a, const bool& requester_gone,
+                                                                        bool& gone) {
+  PoolFlow& flow = *a.flow;
+  PoolFlow::Waiter& waiter = *a.waiter;
+  // Whatever ends the wait (its timer, a grant or displacement posted to this thread, the
+  // requester leaving), the ticket is settled: taken out of the queue, or its slot held.
   struct Settle {  // if the coroutine is destroyed mid-wait (shutdown), the ticket still is
     PoolFlow& flow;
     uint64_t ticket;
@@ -439,7 +445,7 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Excha
   const auto started = Clock::now();
   // A grant that came before this wait begins is seen here; one that comes after posts the
   // timer's cancellation to this thread, which runs once this coroutine is suspended.
-  if (flow.Pending(a.ticket) && !client_gone) {
+  if (flow.Pending(a.ticket) && !requester_gone) {
     waiter.timer.expires_after(
         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(flow.options().max_queue_wait)));
     (void)co_await waiter.timer.async_wait(http::kTuple);
@@ -450,13 +456,13 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Excha
     a.slot = PoolSlot::FromFlow(a.flow);
     metrics_->queue_wait_seconds.WithLabels({a.model_label, std::to_string(a.priority)})
         .Observe(std::chrono::duration<double>(Clock::now() - started).count());
-    if (client_gone) {  // let out as its client left: the slot goes to the next at once
+    if (requester_gone) {  // let out as its requester left: the slot goes to the next at once
       metrics_->client_disconnects.WithLabels({"queued"}).Inc();
       gone = true;
     }
     co_return std::nullopt;
   }
-  if (client_gone) {
+  if (requester_gone) {
     metrics_->client_disconnects.WithLabels({"queued"}).Inc();
     gone = true;
     co_return std::nullopt;
@@ -467,6 +473,54 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Excha
   co_return PoolOverloaded(a, "queue_timeout",
                            ": waited " + fmt::format("{:g}", flow.options().max_queue_wait) +
                                " s (flow_control.max_queue_wait) in the queue");
+}
+
+// The Admission and the callback of a StartQueueWait, owned by its coroutine's frame: if the
+// frame is destroyed before the wait ends (its thread's loop torn down, even before it began),
+// the ticket is settled (AwaitQueueSlot's Settle may not have run) and `done` still hears of it,
+// as gone.
+struct Gateway::PendingQueueWait {
+  Admission admission;
+  std::function<void(QueueWaitEnd)> done;
+  PendingQueueWait(Admission a, std::function<void(QueueWaitEnd)> d) : admission(std::move(a)), done(std::move(d)) {}
+  PendingQueueWait(PendingQueueWait&& other) noexcept
+      : admission(std::move(other.admission)), done(std::exchange(other.done, nullptr)) {}
+  PendingQueueWait& operator=(PendingQueueWait&&) = delete;
+  ~PendingQueueWait() {
+    if (!done) return;
+    if (admission.flow && admission.flow->Leave(admission.ticket) == PoolFlow::Waiter::State::kGranted) {
+      admission.flow->Release();
+    }
+    std::exchange(done, nullptr)(QueueWaitEnd{std::move(admission), std::nullopt, /*gone=*/true});
+  }
+};
+
+void Gateway::QueueWait::Cancel() {
+  // The flag and the timer belong to the waiter's thread; both live on in the handler.
+  net::post(waiter_->executor, [self = shared_from_this()] {
+    self->gone_ = true;
+    self->waiter_->timer.cancel();
+  });
+}
+
+std::shared_ptr<Gateway::QueueWait> Gateway::StartQueueWait(Admission a, std::function<void(QueueWaitEnd)> done) {
+  auto wait = std::make_shared<QueueWait>(a.waiter);
+  const net::any_io_executor executor = a.waiter->executor;
+  SpawnBackground(executor, "queue_wait", RunQueueWait(wait, PendingQueueWait(std::move(a), std::move(done))),
+                  metrics_->background_failures.WithLabels({"queue_wait"}));
+  return wait;
+}
+
+net::awaitable<void> Gateway::RunQueueWait(std::shared_ptr<QueueWait> wait, PendingQueueWait pending) {
+  bool gone = false;
+  std::optional<Refusal> refusal = co_await AwaitQueueSlot(pending.admission, wait->gone_, gone);
+  std::exchange(pending.done, nullptr)(QueueWaitEnd{std::move(pending.admission), std::move(refusal), gone});
+}
+
+std::optional<net::any_io_executor> Gateway::QueueExecutor() {
+  if (!started_.load(std::memory_order_acquire) || server_->thread_count() == 0) return std::nullopt;
+  const uint32_t turn = queue_executor_turn_.fetch_add(1, std::memory_order_relaxed);
+  return server_->context(turn % server_->thread_count()).get_executor();
 }
 
 Gateway::Refusal Gateway::PoolOverloaded(Admission& a, std::string_view reason, std::string_view detail) {
