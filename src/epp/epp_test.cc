@@ -86,16 +86,11 @@ struct Decided {
   std::string immediate_body;
 };
 
-// Sends the request phase in FULL_DUPLEX_STREAMED mode, `body` cut into `chunks`, and reads the
-// answers: the headers response then one body response per chunk (or an ImmediateResponse).
-Decided DecideStreamed(EnvoyStream& s, const std::vector<std::string>& chunks,
-                       const std::optional<std::vector<std::string>>& subset = std::nullopt,
-                       std::string_view path = kChat) {
+// Reads the answers to a streamed request phase of `chunks` body chunks: the headers response
+// then one body response per chunk, or an ImmediateResponse.
+Decided ReadDecided(EnvoyStream& s, size_t chunks) {
   Decided d;
-  EXPECT_TRUE(s.Send(RequestHeaders(path, chunks.empty(), Mode::FULL_DUPLEX_STREAMED, {}, subset)));
-  for (size_t i = 0; i < chunks.size(); ++i) EXPECT_TRUE(s.Send(RequestBody(chunks[i], i + 1 == chunks.size())));
-  const size_t expect = 1 + chunks.size();
-  while (d.answers.size() < expect) {
+  while (d.answers.size() < 1 + chunks) {
     auto r = s.Read();
     if (!r) break;
     d.answers.push_back(*r);
@@ -110,6 +105,16 @@ Decided DecideStreamed(EnvoyStream& s, const std::vector<std::string>& chunks,
     d.metadata = DestinationMetadata(d.answers[0]);
   }
   return d;
+}
+
+// Sends the request phase in FULL_DUPLEX_STREAMED mode, `body` cut into `chunks`, and reads the
+// answers: the headers response then one body response per chunk (or an ImmediateResponse).
+Decided DecideStreamed(EnvoyStream& s, const std::vector<std::string>& chunks,
+                       const std::optional<std::vector<std::string>>& subset = std::nullopt,
+                       std::string_view path = kChat) {
+  EXPECT_TRUE(s.Send(RequestHeaders(path, chunks.empty(), Mode::FULL_DUPLEX_STREAMED, {}, subset)));
+  for (size_t i = 0; i < chunks.size(); ++i) EXPECT_TRUE(s.Send(RequestBody(chunks[i], i + 1 == chunks.size())));
+  return ReadDecided(s, chunks.size());
 }
 
 // The rest of a picked request's life: the response, served by `served`, then the stream's end.
@@ -322,6 +327,30 @@ double Picked(const Picker& p) {
   return pt::Metric(p.gw->port(), "prefix_router_epp_streams_total{outcome=\"picked\"}");
 }
 
+// A queueing picker over two fakes whose one slot a first stream holds (decided, not yet
+// answered) until Free().
+struct SlotTaken {
+  explicit SlotTaken(double max_wait = 10) : fakes(StartFakes({"a", "b"})), p(StartQueueingPicker(fakes, max_wait)) {
+    if (!p.gw) return;
+    first = std::make_unique<EnvoyStream>(*p.client);
+    d1 = DecideStreamed(*first, {ChatBody("m", "one")});
+  }
+  bool ok() const { return p.gw && !d1.header.empty(); }
+  void Free() { Respond(*first, Split(d1.header)[0]); }
+  // One more request is picked at once and answered; nothing is left in flight.
+  void ExpectServedAfter(const std::string& name) {
+    EnvoyStream s(*p.client);
+    Decided d = DecideStreamed(s, {ChatBody("m", name)});
+    ASSERT_FALSE(d.header.empty());
+    Respond(s, Split(d.header)[0]);
+    EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
+  }
+  Fakes fakes;
+  Picker p;
+  std::unique_ptr<EnvoyStream> first;
+  Decided d1;
+};
+
 // Sends a streamed request phase without reading: `priority` in x-prefix-router-priority
 // unless 0.
 void SendStreamed(EnvoyStream& s, const std::vector<std::string>& chunks, int priority = 0) {
@@ -331,25 +360,6 @@ void SendStreamed(EnvoyStream& s, const std::vector<std::string>& chunks, int pr
   for (size_t i = 0; i < chunks.size(); ++i) EXPECT_TRUE(s.Send(RequestBody(chunks[i], i + 1 == chunks.size())));
 }
 
-// Reads the answers to a streamed request phase of `chunks` body chunks (as DecideStreamed).
-Decided ReadDecided(EnvoyStream& s, size_t chunks) {
-  Decided d;
-  while (d.answers.size() < 1 + chunks) {
-    auto r = s.Read();
-    if (!r) break;
-    d.answers.push_back(*r);
-    if (r->has_immediate_response()) {
-      d.immediate = r->immediate_response().status().code();
-      d.immediate_body = r->immediate_response().body();
-      break;
-    }
-  }
-  if (!d.answers.empty()) {
-    d.header = DestinationHeader(d.answers[0]);
-    d.metadata = DestinationMetadata(d.answers[0]);
-  }
-  return d;
-}
 
 bool HasRetryAfter(const xp::ProcessingResponse& r) {
   for (const auto& o : r.immediate_response().headers().set_headers()) {
@@ -362,12 +372,9 @@ bool HasRetryAfter(const xp::ProcessingResponse& r) {
 // first request ends; the slot then goes to it and it is picked, with its chunks back after it.
 TEST(EppTest, QueuedDecisionWaitsForTheSlot) {
   Quiet();
-  Fakes fakes = StartFakes({"a", "b"});
-  Picker p = StartQueueingPicker(fakes);
-  ASSERT_TRUE(p.gw);
-  EnvoyStream first(*p.client);
-  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
-  ASSERT_FALSE(d1.header.empty());
+  SlotTaken slot;
+  ASSERT_TRUE(slot.ok());
+  Picker& p = slot.p;
   EnvoyStream second(*p.client);
   const std::string body = ChatBody("m", "two");
   const std::vector<std::string> chunks = {body.substr(0, 20), body.substr(20)};
@@ -375,7 +382,7 @@ TEST(EppTest, QueuedDecisionWaitsForTheSlot) {
   ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
   EXPECT_EQ(Picked(p), 1);  // the second is not decided while it waits
   EXPECT_EQ(DefaultPoolInFlight(*p.gw), 1);
-  Respond(first, Split(d1.header)[0]);
+  slot.Free();
   Decided d2 = ReadDecided(second, chunks.size());
   ASSERT_EQ(d2.answers.size(), 3u);
   EXPECT_FALSE(d2.header.empty());
@@ -396,12 +403,9 @@ TEST(EppTest, QueuedDecisionWaitsForTheSlot) {
 // (on the body's answer) waits in the queue, and the trailers' answer comes after it.
 TEST(EppTest, QueuedDecisionInBufferedModeAndBeforeTrailers) {
   Quiet();
-  Fakes fakes = StartFakes({"a", "b"});
-  Picker p = StartQueueingPicker(fakes);
-  ASSERT_TRUE(p.gw);
-  EnvoyStream first(*p.client);
-  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
-  ASSERT_FALSE(d1.header.empty());
+  SlotTaken slot;
+  ASSERT_TRUE(slot.ok());
+  Picker& p = slot.p;
   EnvoyStream buffered(*p.client);
   ASSERT_TRUE(buffered.Send(RequestHeaders(kChat, false, Mode::BUFFERED)));
   auto h = buffered.Read();
@@ -416,7 +420,7 @@ TEST(EppTest, QueuedDecisionInBufferedModeAndBeforeTrailers) {
   ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
   ASSERT_TRUE(trailed.Send(trailers));
   ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 2; }));
-  Respond(first, Split(d1.header)[0]);
+  slot.Free();
   auto b = buffered.Read();  // first in, first out
   ASSERT_TRUE(b && b->has_request_body());
   EXPECT_FALSE(DestinationHeader(*b).empty());
@@ -443,19 +447,16 @@ TEST(EppTest, QueuedDecisionInBufferedModeAndBeforeTrailers) {
 // first, the other waits until it ends.
 TEST(EppTest, QueuedStreamsLeaveByPriority) {
   Quiet();
-  Fakes fakes = StartFakes({"a", "b"});
-  Picker p = StartQueueingPicker(fakes);
-  ASSERT_TRUE(p.gw);
-  EnvoyStream first(*p.client);
-  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
-  ASSERT_FALSE(d1.header.empty());
+  SlotTaken slot;
+  ASSERT_TRUE(slot.ok());
+  Picker& p = slot.p;
   EnvoyStream low(*p.client);
   SendStreamed(low, {ChatBody("m", "low")});
   ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
   EnvoyStream high(*p.client);
   SendStreamed(high, {ChatBody("m", "high")}, 5);
   ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 2; }));
-  Respond(first, Split(d1.header)[0]);
+  slot.Free();
   Decided dh = ReadDecided(high, 1);
   ASSERT_FALSE(dh.header.empty()) << "the higher priority was not let out first";
   EXPECT_EQ(QueueLength(*p.gw), 1u);  // the lower one still waits
@@ -473,12 +474,9 @@ TEST(EppTest, QueuedStreamsLeaveByPriority) {
 // proxy's pool_overloaded body; the holder of the slot is not disturbed.
 TEST(EppTest, QueueWaitDeadlineIs429) {
   Quiet();
-  Fakes fakes = StartFakes({"a", "b"});
-  Picker p = StartQueueingPicker(fakes, /*max_wait=*/0.3);
-  ASSERT_TRUE(p.gw);
-  EnvoyStream first(*p.client);
-  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
-  ASSERT_FALSE(d1.header.empty());
+  SlotTaken slot(/*max_wait=*/0.3);
+  ASSERT_TRUE(slot.ok());
+  Picker& p = slot.p;
   {
     EnvoyStream waits(*p.client);
     Decided d = DecideStreamed(waits, {ChatBody("m", "waits")});
@@ -493,23 +491,16 @@ TEST(EppTest, QueueWaitDeadlineIs429) {
             1);
   EXPECT_EQ(QueueLength(*p.gw), 0u);
   EXPECT_EQ(DefaultPoolInFlight(*p.gw), 1);
-  Respond(first, Split(d1.header)[0]);
-  EnvoyStream after(*p.client);
-  Decided d3 = DecideStreamed(after, {ChatBody("m", "after")});
-  ASSERT_FALSE(d3.header.empty());
-  Respond(after, Split(d3.header)[0]);
-  EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
+  slot.Free();
+  slot.ExpectServedAfter("after");
 }
 
 // A sheddable request (negative priority) at a full pool is refused at once, never queued.
 TEST(EppTest, SheddableAtAFullPoolIs429AtOnce) {
   Quiet();
-  Fakes fakes = StartFakes({"a", "b"});
-  Picker p = StartQueueingPicker(fakes);
-  ASSERT_TRUE(p.gw);
-  EnvoyStream first(*p.client);
-  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
-  ASSERT_FALSE(d1.header.empty());
+  SlotTaken slot;
+  ASSERT_TRUE(slot.ok());
+  Picker& p = slot.p;
   {
     EnvoyStream shed(*p.client);
     SendStreamed(shed, {ChatBody("m", "shed")}, -1);
@@ -522,7 +513,7 @@ TEST(EppTest, SheddableAtAFullPoolIs429AtOnce) {
   EXPECT_EQ(pt::Metric(p.gw->port(), "prefix_router_rejected_requests_total{model=\"other\",reason=\"queue_shed\"}"),
             1);
   EXPECT_EQ(QueueLength(*p.gw), 0u);
-  Respond(first, Split(d1.header)[0]);
+  slot.Free();
   EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
 }
 
@@ -530,12 +521,9 @@ TEST(EppTest, SheddableAtAFullPoolIs429AtOnce) {
 // counted as a queued disconnect and abandoned, nothing charged; later requests are served.
 TEST(EppTest, StreamGoneWhileQueuedLeavesTheQueue) {
   Quiet();
-  Fakes fakes = StartFakes({"a", "b"});
-  Picker p = StartQueueingPicker(fakes);
-  ASSERT_TRUE(p.gw);
-  EnvoyStream first(*p.client);
-  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
-  ASSERT_FALSE(d1.header.empty());
+  SlotTaken slot;
+  ASSERT_TRUE(slot.ok());
+  Picker& p = slot.p;
   {
     EnvoyStream reset(*p.client);
     SendStreamed(reset, {ChatBody("m", "reset")});
@@ -557,25 +545,18 @@ TEST(EppTest, StreamGoneWhileQueuedLeavesTheQueue) {
   }));
   EXPECT_EQ(Picked(p), 1);
   EXPECT_EQ(DefaultPoolInFlight(*p.gw), 1);  // only the first's
-  Respond(first, Split(d1.header)[0]);
+  slot.Free();
   EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0; }));
-  EnvoyStream later(*p.client);
-  Decided d3 = DecideStreamed(later, {ChatBody("m", "later")});
-  ASSERT_FALSE(d3.header.empty());
-  Respond(later, Split(d3.header)[0]);
-  EXPECT_TRUE(Eventually([&] { return DefaultPoolInFlight(*p.gw) == 0 && TotalInFlight(*p.gw) == 0; }));
+  slot.ExpectServedAfter("later");
 }
 
 // The gateway stops while a decision waits: the picker's shutdown ends the wait (no hang), and
 // both streams end with an error rather than an answer.
 TEST(EppTest, ShutdownWhileQueued) {
   Quiet();
-  Fakes fakes = StartFakes({"a", "b"});
-  Picker p = StartQueueingPicker(fakes);
-  ASSERT_TRUE(p.gw);
-  EnvoyStream first(*p.client);
-  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
-  ASSERT_FALSE(d1.header.empty());
+  SlotTaken slot;
+  ASSERT_TRUE(slot.ok());
+  Picker& p = slot.p;
   EnvoyStream waiting(*p.client);
   SendStreamed(waiting, {ChatBody("m", "waiting")});
   ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
@@ -584,7 +565,7 @@ TEST(EppTest, ShutdownWhileQueued) {
   EXPECT_EQ(DefaultPoolInFlight(*p.gw), 0);
   EXPECT_FALSE(waiting.Read());
   EXPECT_FALSE(waiting.Close().ok());
-  EXPECT_FALSE(first.Close().ok());
+  EXPECT_FALSE(slot.first->Close().ok());
 }
 
 // Many streams at once against one slot and a short queue, of three priorities, some reset
@@ -649,19 +630,16 @@ TEST(EppTest, ConcurrentQueuedStreamsLoseNothing) {
 // stream leaves before it (arrival order in one band).
 TEST(EppTest, PickerAndProxyShareTheQueue) {
   Quiet();
-  Fakes fakes = StartFakes({"a", "b"});
-  Picker p = StartQueueingPicker(fakes);
-  ASSERT_TRUE(p.gw);
-  EnvoyStream first(*p.client);
-  Decided d1 = DecideStreamed(first, {ChatBody("m", "one")});
-  ASSERT_FALSE(d1.header.empty());
+  SlotTaken slot;
+  ASSERT_TRUE(slot.ok());
+  Picker& p = slot.p;
   pt::ClientResponse proxied;
   std::thread client([&] { proxied = pt::Fetch(p.gw->port(), JsonRequest(kChat, ChatBody("m", "proxied"))); });
   ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 1; }));
   EnvoyStream picked(*p.client);
   SendStreamed(picked, {ChatBody("m", "picked")});
   ASSERT_TRUE(Eventually([&] { return QueueLength(*p.gw) == 2; }));
-  Respond(first, Split(d1.header)[0]);
+  slot.Free();
   client.join();  // the proxied request went first, and ended
   EXPECT_EQ(proxied.status(), 200) << proxied.body();
   Decided d = ReadDecided(picked, 1);
