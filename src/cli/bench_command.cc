@@ -466,9 +466,10 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "no model names its component (the component is the endpoint's model, and the "
                   "gateway picks an OpenAI request's pool by `model`) unless --model is given");
   cmd->add_option("--tenants", a->tenants,
-                  "Tenant classes NAME:PRIORITY:SHARE,... e.g. interactive:1:0.2,batch:0:0.8 "
-                  "(docs/flow-control.md): each session belongs to one class, drawn by --seed; its "
-                  "requests carry x-prefix-router-priority and x-gateway-inference-fairness-id. With "
+                  "Tenant classes NAME:PRIORITY:SHARE[:TTFT_OBJECTIVE_MS],... e.g. "
+                  "interactive:1:0.2:500,batch:0:0.8 (docs/flow-control.md): each session belongs to one "
+                  "class, drawn by --seed; its requests carry x-prefix-router-priority, "
+                  "x-gateway-inference-fairness-id and, with an objective, x-slo-ttft-ms. With "
                   "--rate a class sends SHARE x the rate (a:0:0.5,b:0:5 is b at 10x its half); "
                   "otherwise shares are weights. One line per class follows the summary (429s "
                   "counted as refused)");

@@ -50,6 +50,7 @@ struct SimulateArgs {
   uint32_t max_in_flight = 0;
   FlowQueueOptions flow;  // max_queue 0 = refuse at the ceiling
   bool no_fairness = false;
+  bool no_deadlines = false;
   std::string saturation = "pool";
   std::string json, csv, report;
   std::string label_suffix;
@@ -105,6 +106,7 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   spec.base.routing.max_in_flight = a.max_in_flight;
   spec.base.routing.flow_control = a.flow;
   spec.base.routing.flow_control.fairness = !a.no_fairness;
+  spec.base.routing.flow_control.deadlines = !a.no_deadlines;
   if (auto s = ParseFlowSaturation(a.saturation); s.ok()) {
     spec.base.routing.flow_control.saturation = *s;
   } else {
@@ -322,12 +324,17 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   "in-flight (also when every instance has --threshold requests in flight: the routing policy's "
                   "notion of full) (routing.flow_control.saturation)")
       ->capture_default_str();
+  cmd->add_flag("--no-deadlines", a->no_deadlines,
+                "Flow control: arrival order within a tenant even for requests with a TTFT objective (for "
+                "comparison: the objectives are still counted as met or not)");
   cmd->add_flag("--no-fairness", a->no_fairness,
                 "Flow control: arrival order within a priority band instead of fairness between tenants");
   cmd->add_option("--tenants", a->tenants,
-                  "Tenant classes NAME:PRIORITY:SHARE,... e.g. interactive:1:0.2,batch:0:0.8: each session "
-                  "belongs to one class, its requests carry the class's priority band (-10..10; negative = "
-                  "sheddable) and tenant name. Open loop: a class sends SHARE x the offered rate (shares need "
+                  "Tenant classes NAME:PRIORITY:SHARE[:TTFT_OBJECTIVE_MS],... e.g. "
+                  "interactive:1:0.2:500,batch:0:0.8: each session belongs to one class, its requests carry "
+                  "the class's priority band (-10..10; negative = sheddable), tenant name and TTFT objective "
+                  "(their deadline in the queue: earliest first within a tenant, or within the band with "
+                  "--no-fairness; the lines say how many met it). Open loop: a class sends SHARE x the offered rate (shares need "
                   "not add up to 1: a:0:0.5,b:0:5 is b at 10x its half); closed loop and timed traces: "
                   "shares are weights. Per-class lines follow the table");
   cmd->add_option("--jobs", a->jobs, "Runs simulated in parallel (default: one per core)");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <charconv>
+#include <limits>
 #include <string_view>
 
 namespace prefix_router {
@@ -55,16 +56,18 @@ FlowQueue::PushResult FlowQueue::Push(FlowItem item) {
   }
 
   Band& band = bands_[item.band];
-  auto [at, inserted] = band.tenants.try_emplace(item.tenant);
+  const std::string& flow = FlowOf(item);
+  auto [at, inserted] = band.tenants.try_emplace(flow);
   Tenant& tenant = at->second;
   const bool joins = tenant.queue.empty();
-  if (joins && !inserted) band.idle.erase({tenant.counter, item.tenant});
+  if (joins && !inserted) band.idle.erase({tenant.counter, flow});
   // Joining: at least the lowest counter of those already waiting (no credit saved up while idle).
   if (joins && options_.fairness) tenant.counter = std::max(tenant.counter, LowestBacklogged(band));
   const uint64_t id = item.id;
   const uint64_t seq = next_seq_++;
-  if (joins) band.backlogged.emplace(tenant.counter, seq, item.tenant);
+  if (joins) band.backlogged.emplace(tenant.counter, seq, flow);
   tenant.queue.push_back(id);
+  if (options_.deadlines && item.deadline != kNoFlowDeadline) tenant.deadlines.emplace(item.deadline, id);
   band.arrivals.push_back(id);
   all_.push_back(id);
   band.bytes += item.bytes;
@@ -74,11 +77,14 @@ FlowQueue::PushResult FlowQueue::Push(FlowItem item) {
   return result;
 }
 
-std::optional<FlowItem> FlowQueue::Pop() {
+std::optional<FlowItem> FlowQueue::Pop(double now) {
   if (bands_.empty()) return std::nullopt;
   const Band& band = bands_.begin()->second;
   const std::string& name = std::get<2>(*band.backlogged.begin());
-  return Take(band.tenants.at(name).queue.front(), /*charge=*/true);
+  const Tenant& tenant = band.tenants.at(name);
+  // The earliest deadline not yet passed, else the oldest.
+  auto live = tenant.deadlines.upper_bound({now, std::numeric_limits<uint64_t>::max()});
+  return Take(live != tenant.deadlines.end() ? live->second : tenant.queue.front(), /*charge=*/true);
 }
 
 bool FlowQueue::Remove(uint64_t id) {
@@ -119,11 +125,13 @@ FlowItem FlowQueue::Take(uint64_t id, bool charge) {
   Node& node = node_at->second;
   auto band_at = bands_.find(node.item.band);
   Band& band = band_at->second;
-  const std::string name = node.item.tenant;
+  const std::string name = FlowOf(node.item);
   Tenant& tenant = band.tenants.at(name);
-  const bool head = tenant.queue.begin() == node.in_tenant;
-  if (head) band.backlogged.erase({tenant.counter, node.seq, name});
+  // The tenant's place among the backlogged is keyed by its counter and its oldest request: out
+  // while either may change (deadlines take a request that is not the oldest), back in below.
+  band.backlogged.erase({tenant.counter, items_.at(tenant.queue.front()).seq, name});
   tenant.queue.erase(node.in_tenant);
+  if (node.item.deadline != kNoFlowDeadline) tenant.deadlines.erase({node.item.deadline, id});
   band.arrivals.erase(node.in_band);
   all_.erase(node.in_all);
   band.bytes -= node.item.bytes;
@@ -136,7 +144,7 @@ FlowItem FlowQueue::Take(uint64_t id, bool charge) {
     return out;
   }
   if (!tenant.queue.empty()) {
-    if (head) band.backlogged.emplace(tenant.counter, items_.at(tenant.queue.front()).seq, name);
+    band.backlogged.emplace(tenant.counter, items_.at(tenant.queue.front()).seq, name);
   } else if (tenant.counter > LowestBacklogged(band)) {
     band.idle.emplace(tenant.counter, name);
   } else {

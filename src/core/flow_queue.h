@@ -7,9 +7,20 @@
 // that leaves the queue, and the next request is the oldest of the backlogged tenant with the
 // lowest counter, ties to the tenant whose oldest request arrived first. A tenant that becomes
 // backlogged starts at least at the lowest counter among those already backlogged, so time spent
-// idle is not saved up as credit to flood with later. Without fairness, arrival order within the
-// band. A tenant that floods therefore waits behind its own requests while another tenant's
+// idle is not saved up as credit to flood with later. Without fairness, the band is one flow.
+// A tenant that floods therefore waits behind its own requests while another tenant's
 // requests leave at the same rate in tokens, whatever the two send.
+//
+// Within a tenant (the whole band without fairness), deadlines first: a request may carry a
+// deadline (its arrival plus its time-to-first-token objective, header x-slo-ttft-ms as the
+// Gateway API Inference Extension's SLO routing names it); the next request is the one with the
+// earliest deadline not yet passed, else the oldest (requests without a deadline, and those whose
+// deadline passed, in arrival order). Earliest-deadline-first meets every objective that any order
+// can meet when the requests can be served in time, and serving first a request that can no longer
+// meet its objective helps no objective, so it waits with those that have none (deadlines: false
+// ignores them: arrival order). This orders a
+// tenant's own requests, as GIE's flow ordering does; it does not move one tenant ahead of another
+// (a tight objective is not a way past fairness).
 //
 // Bounds: at most max_queue requests and max_queue_bytes of their bodies. A request that does not
 // fit displaces the most recent requests of lower bands (each leaves with a refusal, returned to
@@ -32,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <list>
 #include <map>
 #include <optional>
@@ -72,6 +84,7 @@ struct FlowQueueOptions {
   uint64_t max_queue_bytes = 0;  // bytes of the bodies waiting; 0 = bounded by max_queue only
   double max_queue_wait = 10;    // seconds a request may wait; > 0
   bool fairness = true;          // VTC between tenants within a band; false = arrival order
+  bool deadlines = true;         // FlowItem::deadline orders a flow (earliest first); false = ignored
   // Priority bands by objective name (the header x-gateway-inference-objective, as the Gateway
   // API Inference Extension's InferenceObjective names a request's priority): "name=band,...";
   // "" = none. The gateway reads it when classifying a request; the queue does not.
@@ -108,6 +121,10 @@ uint64_t FlowInstanceRoom(const FleetSnapshot& fleet, std::span<const uint32_t> 
 void AppendFullInstances(const FleetSnapshot& fleet, std::span<const uint32_t> eligible, uint32_t limit,
                          std::vector<uint32_t>& out);
 
+inline constexpr double kNoFlowDeadline = std::numeric_limits<double>::infinity();
+// The longest time-to-first-token objective a request may carry (x-slo-ttft-ms): a day.
+inline constexpr uint32_t kMaxTtftObjectiveMs = 86'400'000;
+
 struct FlowItem {
   uint64_t id = 0;      // the caller's, unique among the queued
   int32_t band = 0;     // higher leaves first; negative = sheddable (never queued)
@@ -115,6 +132,7 @@ struct FlowItem {
   uint64_t tokens = 0;  // charged to the tenant when it leaves (prompt tokens; at least 1 is charged)
   uint64_t bytes = 0;   // counted against max_queue_bytes
   double arrival = 0;   // caller's clock, seconds
+  double deadline = kNoFlowDeadline;  // caller's clock: when its TTFT objective runs out; none = infinity
 };
 
 enum class FlowVerdict {
@@ -136,8 +154,9 @@ class FlowQueue {
   };
   // REQUIRES: item.id is not queued
   PushResult Push(FlowItem item);
-  // The next request to leave, charged to its tenant; nullopt when the queue is empty.
-  std::optional<FlowItem> Pop();
+  // The next request to leave at `now` (the caller's clock: which deadlines have passed), charged
+  // to its tenant; nullopt when the queue is empty. Without `now`, no deadline has passed.
+  std::optional<FlowItem> Pop(double now = -std::numeric_limits<double>::infinity());
   // Takes `id` out without charging its tenant (its client went away); false when not queued.
   bool Remove(uint64_t id);
   // Takes out, oldest first, the requests that have waited max_queue_wait or longer at `now`.
@@ -160,6 +179,7 @@ class FlowQueue {
  private:
   struct Tenant {
     std::list<uint64_t> queue;  // ids, oldest first
+    std::set<std::pair<double, uint64_t>> deadlines;  // (deadline, id) of those that have one
     double counter = 0;
   };
   struct Band {
@@ -177,6 +197,9 @@ class FlowQueue {
 
   // Takes `id` out of every structure; `charge`: add its tokens to its tenant's counter.
   FlowItem Take(uint64_t id, bool charge);
+  // The flow `item` is ordered in: its tenant, or the band's one flow without fairness.
+  const std::string& FlowOf(const FlowItem& item) const { return options_.fairness ? item.tenant : kOneFlow; }
+  static inline const std::string kOneFlow;  // every request's flow without fairness
   double LowestBacklogged(const Band& b) const;
   void Prune(Band& b);
 

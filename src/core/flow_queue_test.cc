@@ -244,6 +244,48 @@ TEST(FlowQueueTest, TenantCountersStayBounded) {
 
 // Randomised: whatever the sequence of pushes, pops, removals and expiries, every request leaves
 // exactly once, sizes and bytes match what is queued, and each pop is the highest band present.
+// Within a tenant, the earliest deadline not yet passed leaves first; then, in arrival order,
+// those without a deadline and those whose deadline passed. Between tenants fairness still
+// decides; without fairness the band is one flow, ordered so across tenants.
+TEST(FlowQueueTest, DeadlinesFirstWithinAFlow) {
+  auto with = [](FlowItem i, double deadline) {
+    i.deadline = deadline;
+    return i;
+  };
+  {
+    FlowQueue q(Options(100));
+    q.Push(Item(1, 0, "t"));
+    q.Push(with(Item(2, 0, "t"), 5));
+    q.Push(with(Item(3, 0, "t"), 2));
+    q.Push(with(Item(4, 0, "t"), 1));  // passed at 1.5
+    q.Push(Item(5, 0, "t"));
+    std::vector<uint64_t> order;
+    while (auto item = q.Pop(1.5)) order.push_back(item->id);
+    EXPECT_EQ(order, (std::vector<uint64_t>{3, 2, 1, 4, 5}));
+  }
+  for (bool fairness : {true, false}) {
+    FlowQueue q(Options(100, 0, 10, fairness));
+    q.Push(Item(10, 0, "b"));
+    q.Push(Item(11, 0, "b"));
+    q.Push(with(Item(20, 0, "a"), 9));
+    q.Push(with(Item(21, 0, "a"), 3));
+    EXPECT_EQ(Drain(q), fairness ? (std::vector<uint64_t>{10, 21, 11, 20})   // b waited first; then turns
+                                 : (std::vector<uint64_t>{21, 20, 10, 11}))  // one flow: deadlines first
+        << "fairness " << fairness;
+  }
+  FlowQueue q(Options(100));
+  q.Push(with(Item(1, 0, "t"), 4));
+  q.Push(with(Item(2, 0, "t"), 3));
+  EXPECT_TRUE(q.Remove(2));
+  EXPECT_EQ(Drain(q), (std::vector<uint64_t>{1}));
+  FlowQueueOptions ignored = Options(100);
+  ignored.deadlines = false;  // arrival order whatever the deadlines
+  FlowQueue plain(ignored);
+  plain.Push(with(Item(1, 0, "t"), 9));
+  plain.Push(with(Item(2, 0, "t"), 3));
+  EXPECT_EQ(Drain(plain), (std::vector<uint64_t>{1, 2}));
+}
+
 TEST(FlowQueueTest, RandomOperationsKeepTheAccounts) {
   testing::TestLcg rng(16);
   FlowQueue q(Options(40, 5000, 3.0));
@@ -256,6 +298,7 @@ TEST(FlowQueueTest, RandomOperationsKeepTheAccounts) {
     if (op < 5) {
       FlowItem item =
           Item(next++, static_cast<int32_t>(rng(4)) - 1, "t" + std::to_string(rng(5)), rng(2000), rng(400), now);
+      if (rng(2) == 0) item.deadline = now + 0.01 * static_cast<double>(rng(300));
       auto r = q.Push(item);
       for (uint64_t gone : r.displaced) {
         ASSERT_TRUE(queued.contains(gone)) << "step " << step;
@@ -264,12 +307,25 @@ TEST(FlowQueueTest, RandomOperationsKeepTheAccounts) {
       }
       if (r.verdict == FlowVerdict::kQueued) queued.emplace(item.id, item);
     } else if (op < 8) {
-      auto item = q.Pop();
+      auto item = q.Pop(now);
       ASSERT_EQ(item.has_value(), !queued.empty()) << "step " << step;
       if (!item) continue;
       int32_t top = -1;
       for (const auto& [i, it] : queued) top = std::max(top, it.band);
       ASSERT_EQ(item->band, top) << "step " << step;
+      // Within its tenant: the earliest deadline not yet passed, else the oldest.
+      double earliest = kNoFlowDeadline;
+      uint64_t oldest = UINT64_MAX;
+      for (const auto& [i, it] : queued) {
+        if (it.band != top || it.tenant != item->tenant) continue;
+        if (it.deadline > now) earliest = std::min(earliest, it.deadline);
+        oldest = std::min(oldest, i);
+      }
+      if (earliest != kNoFlowDeadline) {
+        ASSERT_EQ(item->deadline, earliest) << "step " << step;
+      } else {
+        ASSERT_EQ(item->id, oldest) << "step " << step;
+      }
       ASSERT_EQ(queued.erase(item->id), 1u) << "step " << step;
     } else if (op < 9) {
       const uint64_t id = 1 + rng(next);

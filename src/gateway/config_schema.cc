@@ -309,6 +309,13 @@ std::vector<ConfigField> BuildSchema() {
        "the Gateway API Inference Extension's InferenceObjective); x-prefix-router-priority, when also sent, "
        "wins; an objective not listed is priority 0",
        "interactive=1,batch=0,bulk=-1", "interactive=11"}));
+  s.push_back(Routing<bool>(
+      "flow_control.deadlines", K::kBoolean, [](auto& o) -> auto& { return o.flow_control.deadlines; },
+      {"true | false", "",
+       "flow control: within a tenant, a request with a time-to-first-token objective (header x-slo-ttft-ms, "
+       "milliseconds) leaves by its deadline, earliest first while it can still be met; false = arrival order "
+       "whatever the header says",
+       "false", ""}));
   s.push_back(Routing<FlowSaturation>(
       "flow_control.saturation", K::kName, [](auto& o) -> auto& { return o.flow_control.saturation; },
       {"pool | in-flight", "",

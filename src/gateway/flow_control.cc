@@ -33,7 +33,7 @@ bool PoolFlow::Saturated() const {
 
 void PoolFlow::LetOut() {
   while (!queue_.empty() && !Saturated()) {
-    std::optional<FlowItem> next = queue_.Pop();
+    std::optional<FlowItem> next = queue_.Pop(FlowSeconds(std::chrono::steady_clock::now()));
     if (!waiters_.contains(next->id)) continue;  // left already (cannot happen: Leave removes it)
     in_flight_->fetch_add(1, std::memory_order_relaxed);
     if (options_.saturation != FlowSaturation::kPool) ++granted_unplaced_;

@@ -116,6 +116,32 @@ TEST(FlowControlTest, QueuedRequestsLeaveByPriorityAsSlotsFree) {
   ExpectNothingInFlight(*s.gw, s.fakes);
 }
 
+// A time-to-first-token objective (x-slo-ttft-ms) is a deadline in the queue: within a tenant the
+// earliest leaves first, those without one after them in arrival order; a malformed one is a 400.
+TEST(FlowControlTest, TtftObjectivesLeaveEarliestDeadlineFirst) {
+  Queueing s(10);
+  ASSERT_NE(s.gw, nullptr);
+  ClientResponse first, none, loose, tight;
+  s.Send("first", 0, &first);
+  ASSERT_TRUE(Eventually([&] { return s.fakes[0]->in_progress() == 1; }, 10'000ms));
+  s.SendWith("none", {}, &none);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 1; }, 10'000ms));
+  s.SendWith("loose", {{"x-slo-ttft-ms", "60000"}}, &loose);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 2; }, 10'000ms));
+  s.SendWith("tight", {{"x-slo-ttft-ms", "9000"}}, &tight);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(s.port()) == 3; }, 10'000ms));
+  for (const char* bad : {"0", "-5", "1.5", "soon", "86400001"}) {
+    const ClientResponse r = pt::Fetch(s.port(), JsonRequest(kChat, ChatBody("m1", "bad"), {{"x-slo-ttft-ms", bad}}));
+    EXPECT_EQ(r.status(), 400) << bad;
+    EXPECT_EQ(ErrorCode(r.body()), "invalid_slo") << bad;
+  }
+  s.fakes[0]->HoldResponses(false);
+  s.Join();
+  for (const ClientResponse* r : {&first, &none, &loose, &tight}) EXPECT_EQ(r->status(), 200) << r->body();
+  EXPECT_EQ(s.Order(), (std::vector<std::string>{"first", "tight", "loose", "none"}));
+  ExpectNothingInFlight(*s.gw, s.fakes);
+}
+
 // A full queue refuses a request of the lowest queued priority at once, a sheddable one is never
 // queued, and a higher priority displaces the newest of the lowest; each answer is 429 with
 // Retry-After and an OpenAI-style body, counted by reason.

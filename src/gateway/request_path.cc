@@ -37,6 +37,9 @@ constexpr std::string_view kPriorityHeader = "x-prefix-router-priority";
 // The Gateway API Inference Extension's name for a request's objective (routing.flow_control.objectives).
 constexpr std::string_view kObjectiveHeader = "x-gateway-inference-objective";
 constexpr std::string_view kFairnessHeader = "x-gateway-inference-fairness-id";
+// A request's time-to-first-token objective in milliseconds, as the Gateway API Inference
+// Extension's SLO-aware routing reads it: its deadline in the queue (core/flow_queue.h).
+constexpr std::string_view kTtftObjectiveHeader = "x-slo-ttft-ms";
 
 // A per-thread generator for the random strategies, seeded once per thread.
 Rng& ThreadRng() {
@@ -339,6 +342,16 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
     // Each waiter times its own wait (WaitInQueue) and nothing calls Expire; the arrival is
     // still the queue's view of the wait: the status page's oldest wait (PoolFlow::TakeSnapshot).
     item.arrival = FlowSeconds(Clock::now());
+    if (auto header = req.find(kTtftObjectiveHeader); header != req.end()) {
+      const std::string_view text = header->value();
+      uint32_t ms = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+      if (ec != std::errc() || end != text.data() + text.size() || ms == 0 || ms > kMaxTtftObjectiveMs) {
+        return refuse(400, std::string(kTtftObjectiveHeader) + ": must be an integer number of milliseconds, 1 to " +
+                               std::to_string(kMaxTtftObjectiveMs), "invalid_slo");
+      }
+      item.deadline = item.arrival + ms / 1000.0;
+    }
     a.priority = item.band;
     PoolFlow::Entry e = pool.flow->Enter(std::move(item), wait_on);
     const char* reason = nullptr;

@@ -168,6 +168,7 @@ json::object PoolJson(std::string_view name, const Pool& pool, size_t instances,
         {"max_queue_bytes", f.options.max_queue_bytes},
         {"max_queue_wait", f.options.max_queue_wait},
         {"fairness", f.options.fairness},
+        {"deadlines", f.options.deadlines},
         {"saturation", FlowSaturationName(f.options.saturation)},
         {"queue", json::object{{"length", f.queued}, {"bytes", f.queued_bytes}, {"oldest_wait_seconds", oldest}}}};
   }

@@ -504,7 +504,7 @@ TEST(RunLoad, TenantClassHeadersAndRefusals) {
   ASSERT_TRUE(fake);
   ScriptedWorkload w(2, [](uint64_t s, uint32_t turn) { return Chat(s * 10 + turn); });
   LoadOptions o = Closed(fake->port(), 1, 60);
-  o.tenants = {{"interactive", 1, 1}, {"bulk", -2, 3}};
+  o.tenants = {{"interactive", 1, 1, 750}, {"bulk", -2, 3}};
   o.seed = 4;
   LoadRun run = MustRun(o, w);
   ASSERT_EQ(Errors(run), 0u) << run.first_error;
@@ -517,6 +517,7 @@ TEST(RunLoad, TenantClassHeadersAndRefusals) {
     const workload::TenantClass& t = o.tenants[static_cast<size_t>(c)];
     EXPECT_EQ(got[i].Header("x-prefix-router-priority"), std::to_string(t.priority)) << i;
     EXPECT_EQ(got[i].Header("x-gateway-inference-fairness-id"), t.name) << i;
+    EXPECT_EQ(got[i].Header("x-slo-ttft-ms"), t.ttft_objective_ms > 0 ? "750" : "") << i;
     EXPECT_EQ(run.records[i].tenant, c) << i;
     EXPECT_FALSE(run.records[i].refused);
     ++per[static_cast<size_t>(c)];

@@ -51,6 +51,7 @@ constexpr std::string_view kTimingHeader = "x-engine-timing";
 // Flow control's request headers (docs/flow-control.md).
 constexpr std::string_view kPriorityHeader = "x-prefix-router-priority";
 constexpr std::string_view kFairnessHeader = "x-gateway-inference-fairness-id";
+constexpr std::string_view kTtftObjectiveHeader = "x-slo-ttft-ms";
 // Abandoned requests (AbortPoint): the longest wait for a response head, model seconds, and the
 // most body reads before closing mid-stream.
 constexpr double kAbortWaitMaxModelS = 0.1;
@@ -525,6 +526,7 @@ net::awaitable<Outcome> Runner::Send(std::unique_ptr<Connection>& conn, const wo
     const workload::TenantClass& c = options_.tenants[static_cast<size_t>(tags.tenant)];
     req.set(kPriorityHeader, std::to_string(c.priority));
     req.set(kFairnessHeader, c.name);
+    if (c.ttft_objective_ms > 0) req.set(kTtftObjectiveHeader, std::to_string(c.ttft_objective_ms));
   }
   req.body() = workload::RenderBody(wr, plan.stream, model);
   req.keep_alive(true);

@@ -36,8 +36,8 @@
 //
 // Tenant classes (LoadOptions::tenants, docs/flow-control.md): each session is assigned one
 // class, by share, from the seed and the session index (TenantFor); its requests carry
-// x-prefix-router-priority (the class's priority) and x-gateway-inference-fairness-id (its
-// name), and their records the class (RequestRecord::tenant; a 429 answer is also `refused`).
+// x-prefix-router-priority (the class's priority), x-gateway-inference-fairness-id (its
+// name) and, when it has one, x-slo-ttft-ms (its TTFT objective), and their records the class (RequestRecord::tenant; a 429 answer is also `refused`).
 // An open loop over a generated workload then sends rate_rps x the sum of the shares, as
 // `simulate` does.
 //

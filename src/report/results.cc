@@ -483,7 +483,7 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
                     RunResult& into) {
   if (!ceiling && tenants.empty()) return;
   struct Figures {
-    uint64_t requests = 0, refused = 0, succeeded = 0;
+    uint64_t requests = 0, refused = 0, succeeded = 0, met = 0;
     std::vector<double> ttft;
   };
   std::vector<Figures> per(tenants.size());
@@ -506,6 +506,8 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
     if (!rec.error) {
       ++f.succeeded;
       if (rec.ttft_s >= 0) f.ttft.push_back(rec.ttft_s);
+      const double objective = tenants[static_cast<size_t>(rec.tenant)].ttft_objective_s;
+      if (objective > 0 && rec.ttft_s >= 0 && rec.ttft_s <= objective) ++f.met;
     }
   }
   const double span = last > first ? last - first : 0;
@@ -525,6 +527,9 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
     into.extra[k + "ttft_p90_s"] = SortedPercentile(f.ttft, 0.9);
     into.extra[k + "ttft_p99_s"] = SortedPercentile(f.ttft, 0.99);
     into.extra[k + "throughput_rps"] = span > 0 ? static_cast<double>(f.succeeded) / span : 0;
+    if (tenants[i].ttft_objective_s > 0) {
+      into.extra[k + "objective_met"] = f.requests > 0 ? static_cast<double>(f.met) / static_cast<double>(f.requests) : 0;
+    }
   }
 }
 
@@ -553,9 +558,12 @@ std::string FlowLines(const std::vector<RunResult>& runs, const std::vector<Tena
       if (!r.extra.contains(k + "requests")) continue;
       out += fmt::format(
           "{}: tenant {} (priority {}): {} requests, {} refused, TTFT P50 {:.3f} s P90 {:.3f} s P99 {:.3f} s, "
-          "{:.2f} completed/s\n",
+          "{:.2f} completed/s{}\n",
           run, c.name, c.priority, extra(r, k + "requests"), extra(r, k + "refused"), extra(r, k + "ttft_p50_s"),
-          extra(r, k + "ttft_p90_s"), extra(r, k + "ttft_p99_s"), extra(r, k + "throughput_rps"));
+          extra(r, k + "ttft_p90_s"), extra(r, k + "ttft_p99_s"), extra(r, k + "throughput_rps"),
+          c.ttft_objective_s > 0 ? fmt::format(", TTFT objective {:g} s met by {:.1f}%", c.ttft_objective_s,
+                                               100 * extra(r, k + "objective_met"))
+                                 : std::string());
     }
   }
   return out;

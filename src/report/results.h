@@ -126,12 +126,14 @@ double Percentile(std::vector<double>& v, double p);
 struct TenantLabel {
   std::string name;
   int32_t priority = 0;
+  double ttft_objective_s = 0;  // its requests' TTFT objective; 0 = none
 };
 // Flow control's figures in `into.extra`, over counted requests. With `ceiling` (the run had a
 // max_in_flight): "refused" (429s at admission), "queued" (requests that waited in the gateway's
 // queue, refused ones included) and "queue_wait_p90_s". Per class: "tenant.NAME.priority",
 // ".requests", ".refused", ".ttft_p50_s" / "_p90_s" / "_p99_s" (successful requests; TTFT counts
-// the queue wait) and ".throughput_rps" (completed over the run's span, so the classes' add up to
+// the queue wait), ".objective_met" (with an objective: the share of its requests, refused ones
+// included, whose TTFT met it) and ".throughput_rps" (completed over the run's span, so the classes' add up to
 // the run's). Nothing without a ceiling and classes: such runs keep their figures as they were.
 void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector<TenantLabel>& tenants, bool ceiling,
                     RunResult& into);

@@ -557,6 +557,7 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
     const workload::TenantClass& c = o_.tenants[static_cast<size_t>(rec.tenant)];
     item.band = c.priority;
     item.tenant = c.name;
+    if (c.ttft_objective_ms > 0) item.deadline = t + c.ttft_objective_ms / 1000.0;
   } else {
     item.tenant = r->routing_group;
   }
@@ -678,7 +679,7 @@ void Simulation::LetOut(double t, uint32_t gateway_id) {
   Gateway& gateway = gateways_[gateway_id];
   if (!gateway.queue) return;
   while (!Saturated(gateway_id)) {
-    std::optional<FlowItem> next = gateway.queue->Pop();
+    std::optional<FlowItem> next = gateway.queue->Pop(t);
     if (!next) return;
     auto node = gateway.waiting.extract(next->id);
     records_[next->id].queue_s = t - records_[next->id].start_s;
@@ -1062,6 +1063,7 @@ Result<SimRun> Simulation::Run() {
         r.settings["max_queue_bytes"] = static_cast<double>(o_.routing.flow_control.max_queue_bytes);
       }
       r.settings["fairness"] = o_.routing.flow_control.fairness ? 1 : 0;
+      r.settings["deadlines"] = o_.routing.flow_control.deadlines ? 1 : 0;
     }
   }
   report::AddFlowFigures(run.records, TenantLabels(o_.tenants), flow_, r);
@@ -1238,7 +1240,7 @@ Result<double> SaturationThroughput(SimOptions options, uint32_t users_per_insta
 
 std::vector<report::TenantLabel> TenantLabels(const std::vector<workload::TenantClass>& classes) {
   std::vector<report::TenantLabel> out;
-  for (const workload::TenantClass& c : classes) out.push_back({c.name, c.priority});
+  for (const workload::TenantClass& c : classes) out.push_back({c.name, c.priority, c.ttft_objective_ms / 1000.0});
   return out;
 }
 

@@ -20,6 +20,10 @@ Status CheckClass(const TenantClass& c) {
   if (!(c.share > 0) || !std::isfinite(c.share)) {
     return Status::InvalidArgument("tenant class '" + c.name + "': share must be a number > 0");
   }
+  if (c.ttft_objective_ms > kMaxTtftObjectiveMs) {
+    return Status::InvalidArgument("tenant class '" + c.name + "': the TTFT objective must be 1 to " +
+                                   std::to_string(kMaxTtftObjectiveMs) + " milliseconds");
+  }
   return Status::Ok();
 }
 
@@ -41,7 +45,8 @@ Status ValidateTenantClasses(const std::vector<TenantClass>& classes) {
 }
 
 Result<std::vector<TenantClass>> ParseTenantClasses(std::string_view text) {
-  constexpr std::string_view kExpected = " (expected NAME:PRIORITY:SHARE,..., e.g. interactive:1:0.2,batch:0:0.8)";
+  constexpr std::string_view kExpected =
+      " (expected NAME:PRIORITY:SHARE[:TTFT_OBJECTIVE_MS],..., e.g. interactive:1:0.2:500,batch:0:0.8)";
   if (text.empty()) return Status::InvalidArgument("no tenant class given" + std::string(kExpected));
   std::vector<TenantClass> out;
   for (bool more = true; more;) {
@@ -51,17 +56,26 @@ Result<std::vector<TenantClass>> ParseTenantClasses(std::string_view text) {
     text = more ? text.substr(comma + 1) : std::string_view{};
     const size_t c1 = part.find(':');
     const size_t c2 = c1 == std::string_view::npos ? c1 : part.find(':', c1 + 1);
-    if (c2 == std::string_view::npos || part.find(':', c2 + 1) != std::string_view::npos) {
-      return Status::InvalidArgument("tenant class '" + std::string(part) + "': three fields" + std::string(kExpected));
+    const size_t c3 = c2 == std::string_view::npos ? c2 : part.find(':', c2 + 1);
+    if (c2 == std::string_view::npos || (c3 != std::string_view::npos && part.find(':', c3 + 1) != std::string_view::npos)) {
+      return Status::InvalidArgument("tenant class '" + std::string(part) + "': three or four fields" +
+                                     std::string(kExpected));
     }
     TenantClass c;
     c.name = std::string(part.substr(0, c1));
     const std::string_view prio = part.substr(c1 + 1, c2 - c1 - 1);
     auto [pp, pe] = std::from_chars(prio.data(), prio.data() + prio.size(), c.priority);
     if (pe != std::errc() || pp != prio.data() + prio.size()) c.priority = kMaxFlowBand + 1;  // refused below
-    const std::string_view share = part.substr(c2 + 1);
+    const std::string_view share = part.substr(c2 + 1, c3 == std::string_view::npos ? c3 : c3 - c2 - 1);
     auto [sp, se] = std::from_chars(share.data(), share.data() + share.size(), c.share);
     if (se != std::errc() || sp != share.data() + share.size()) c.share = 0;  // refused below
+    if (c3 != std::string_view::npos) {
+      const std::string_view ms = part.substr(c3 + 1);
+      auto [mp, me] = std::from_chars(ms.data(), ms.data() + ms.size(), c.ttft_objective_ms);
+      if (me != std::errc() || mp != ms.data() + ms.size() || c.ttft_objective_ms == 0) {
+        c.ttft_objective_ms = kMaxTtftObjectiveMs + 1;  // refused below
+      }
+    }
     out.push_back(std::move(c));
   }
   if (Status s = ValidateTenantClasses(out); !s.ok()) return s;

@@ -24,11 +24,14 @@ struct TenantClass {
   // classes together send rate x the sum of their shares, so "a:0:0.5,b:0:5" is b at 10x its
   // half). Closed loop and timed traces: a weight, the chance that a session is this class's.
   double share = 1;
+  // Its requests' time-to-first-token objective in milliseconds (header x-slo-ttft-ms; their
+  // deadline in a flow-control queue), 1..86400000; 0 = none.
+  uint32_t ttft_objective_ms = 0;
 };
 
-// "NAME:PRIORITY:SHARE,..." e.g. "interactive:1:0.2,batch:0:0.8": names unique and usable as a
-// header value (1..64 of [A-Za-z0-9._-]), at most kMaxTenantClasses classes, priorities
-// -10..10, shares > 0.
+// "NAME:PRIORITY:SHARE[:TTFT_OBJECTIVE_MS],..." e.g. "interactive:1:0.2:500,batch:0:0.8": names
+// unique and usable as a header value (1..64 of [A-Za-z0-9._-]), at most kMaxTenantClasses
+// classes, priorities -10..10, shares > 0, objectives 1..86400000 ms when given.
 Result<std::vector<TenantClass>> ParseTenantClasses(std::string_view text);
 // InvalidArgument unless every class is as ParseTenantClasses would accept it.
 Status ValidateTenantClasses(const std::vector<TenantClass>& classes);
