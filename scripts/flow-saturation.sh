@@ -18,15 +18,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 main() {
-  local bin=${PREFIX_ROUTER:-build/release/src/prefix-router}
-  local flow_out=${FLOW_OUT:-proof-results/flow-control}
+  source scripts/flow-common.sh
   local out=$flow_out/saturation
-  local jobs=${FLOW_JOBS:-$(nproc)}
-  local instances=7 strategy ceiling
-  [[ -x "$bin" ]] || { echo "no $bin: run scripts/build.sh release first" >&2; exit 1; }
-  strategy=$("$bin" simulate --help | grep -o '[a-z-]* is the gateway.s default strategy' | cut -d' ' -f1)
-  [[ -n "$strategy" ]] || { echo "could not read the default strategy from simulate --help" >&2; exit 1; }
-  ceiling=$(python3 scripts/flow_control_tables.py "$flow_out" --knee)
+  local instances=7
   mkdir -p "$out"
   local common=(--instances "$instances" --strategy "$strategy" --seed 1 --duration 600 --no-bounds --quiet
                 --saturation-duration 600 --max-queue 10000)

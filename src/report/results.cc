@@ -484,7 +484,8 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
   if (!ceiling && tenants.empty()) return;
   struct Figures {
     uint64_t requests = 0, refused = 0, succeeded = 0, met = 0;
-    std::vector<double> ttft;
+    uint64_t prompt_tokens = 0, cached_tokens = 0;
+    std::vector<double> ttft, queue, engine_queue;
   };
   std::vector<Figures> per(tenants.size());
   uint64_t refused = 0, queued = 0;
@@ -506,6 +507,10 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
     if (!rec.error) {
       ++f.succeeded;
       if (rec.ttft_s >= 0) f.ttft.push_back(rec.ttft_s);
+      f.queue.push_back(std::max(rec.queue_s, 0.0));
+      if (rec.engine_queue_s >= 0) f.engine_queue.push_back(rec.engine_queue_s);
+      f.prompt_tokens += rec.prompt_tokens;
+      f.cached_tokens += rec.cached_tokens;
       const double objective = tenants[static_cast<size_t>(rec.tenant)].ttft_objective_s;
       if (objective > 0 && rec.ttft_s >= 0 && rec.ttft_s <= objective) ++f.met;
     }
@@ -527,6 +532,12 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
     into.extra[k + "ttft_p90_s"] = SortedPercentile(f.ttft, 0.9);
     into.extra[k + "ttft_p99_s"] = SortedPercentile(f.ttft, 0.99);
     into.extra[k + "throughput_rps"] = span > 0 ? static_cast<double>(f.succeeded) / span : 0;
+    // Where the TTFT went: the prompt tokens found cached, the wait in the gateway's queue and
+    // in the engine's (from arrival there to first admission), over its completed requests.
+    into.extra[k + "hit_rate"] =
+        f.prompt_tokens > 0 ? static_cast<double>(f.cached_tokens) / static_cast<double>(f.prompt_tokens) : 0;
+    into.extra[k + "queue_wait_p90_s"] = Percentile(f.queue, 0.9);
+    if (!f.engine_queue.empty()) into.extra[k + "engine_queue_p90_s"] = Percentile(f.engine_queue, 0.9);
     if (tenants[i].ttft_objective_s > 0) {
       into.extra[k + "objective_met"] = f.requests > 0 ? static_cast<double>(f.met) / static_cast<double>(f.requests) : 0;
     }
@@ -558,9 +569,13 @@ std::string FlowLines(const std::vector<RunResult>& runs, const std::vector<Tena
       if (!r.extra.contains(k + "requests")) continue;
       out += fmt::format(
           "{}: tenant {} (priority {}): {} requests, {} refused, TTFT P50 {:.3f} s P90 {:.3f} s P99 {:.3f} s, "
-          "{:.2f} completed/s{}\n",
+          "{:.2f} completed/s, hit rate {:.1f}%, queue wait P90 {:.3f} s{}{}\n",
           run, c.name, c.priority, extra(r, k + "requests"), extra(r, k + "refused"), extra(r, k + "ttft_p50_s"),
           extra(r, k + "ttft_p90_s"), extra(r, k + "ttft_p99_s"), extra(r, k + "throughput_rps"),
+          100 * extra(r, k + "hit_rate"), extra(r, k + "queue_wait_p90_s"),
+          r.extra.contains(k + "engine_queue_p90_s")
+              ? fmt::format(", engine queue P90 {:.3f} s", extra(r, k + "engine_queue_p90_s"))
+              : std::string(),
           c.ttft_objective_s > 0 ? fmt::format(", TTFT objective {:g} s met by {:.1f}%", c.ttft_objective_s,
                                                100 * extra(r, k + "objective_met"))
                                  : std::string());

@@ -133,8 +133,10 @@ struct TenantLabel {
 // queue, refused ones included) and "queue_wait_p90_s". Per class: "tenant.NAME.priority",
 // ".requests", ".refused", ".ttft_p50_s" / "_p90_s" / "_p99_s" (successful requests; TTFT counts
 // the queue wait), ".objective_met" (with an objective: the share of its requests, refused ones
-// included, whose TTFT met it) and ".throughput_rps" (completed over the run's span, so the classes' add up to
-// the run's). Nothing without a ceiling and classes: such runs keep their figures as they were.
+// included, whose TTFT met it), ".throughput_rps" (completed over the run's span, so the classes' add up to
+// the run's), and where a class's TTFT went, over its successful requests: ".hit_rate" (cached
+// over prompt tokens), ".queue_wait_p90_s" (the gateway's queue; 0 for a request not queued) and
+// ".engine_queue_p90_s" (arrival at the engine to first admission; only when the engine reported it). Nothing without a ceiling and classes: such runs keep their figures as they were.
 void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector<TenantLabel>& tenants, bool ceiling,
                     RunResult& into);
 // One line per run with flow figures (see AddFlowFigures) and per class: what `simulate` and

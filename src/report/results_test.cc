@@ -516,6 +516,43 @@ TEST(ResultsCsvTest, HeaderAndRows) {
 }
 
 // WriteFile replaces the file's content; ReadFile returns it; failures name the path.
+// Per tenant class: the share of prompt tokens found cached, and the P90 waits in the gateway's
+// queue (a request not queued waited 0) and in the engine's, over successful requests only.
+TEST(FlowFiguresTest, WhereEachTenantsTimeWent) {
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 10; ++i) {
+    RequestRecord r = Ok(i, 0.1 + i, 0.2 + i);
+    r.tenant = 0;
+    r.prompt_tokens = 100;
+    r.cached_tokens = 90;
+    r.queue_s = i < 5 ? -1 : i;  // half not queued
+    r.engine_queue_s = i / 10.0;
+    records.push_back(r);
+  }
+  RequestRecord b = Ok(0, 0.5, 1);
+  b.tenant = 1;
+  b.prompt_tokens = 400;
+  b.cached_tokens = 100;
+  records.push_back(b);  // no engine queue reported
+  RequestRecord refused;
+  refused.tenant = 1;
+  refused.error = refused.refused = true;
+  refused.prompt_tokens = 1000;
+  refused.queue_s = 50;
+  records.push_back(refused);
+  RunResult r;
+  AddFlowFigures(records, {{"a", 0, 0}, {"b", 0, 0}}, /*ceiling=*/true, r);
+  EXPECT_DOUBLE_EQ(r.extra.at("tenant.a.hit_rate"), 0.9);
+  EXPECT_DOUBLE_EQ(r.extra.at("tenant.a.queue_wait_p90_s"), 8.1);  // 0 x5, 5..9
+  EXPECT_DOUBLE_EQ(r.extra.at("tenant.a.engine_queue_p90_s"), 0.81);
+  EXPECT_DOUBLE_EQ(r.extra.at("tenant.b.hit_rate"), 0.25);  // the refused request's tokens do not count
+  EXPECT_DOUBLE_EQ(r.extra.at("tenant.b.queue_wait_p90_s"), 0);
+  EXPECT_FALSE(r.extra.contains("tenant.b.engine_queue_p90_s"));
+  const std::string lines = FlowLines({r}, {{"a", 0, 0}, {"b", 0, 0}});
+  EXPECT_THAT(lines, HasSubstr("hit rate 90.0%, queue wait P90 8.100 s, engine queue P90 0.810 s\n"));
+  EXPECT_THAT(lines, HasSubstr("hit rate 25.0%, queue wait P90 0.000 s\n"));
+}
+
 TEST(FileTest, WriteAndRead) {
   const std::string path = ::testing::TempDir() + "/report_results_test.json";
   ASSERT_TRUE(WriteFile(path, "first").ok());
