@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sets variables for the script that sources it
 # Sourced by the flow-control scripts that build on scripts/flow-control.sh's runs
 # (flow-deadlines.sh, flow-saturation.sh, flow-isolation.sh). Sets, from the environment:
 #   bin       PREFIX_ROUTER (default build/release/src/prefix-router), checked to exist

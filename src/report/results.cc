@@ -509,8 +509,10 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
       if (rec.ttft_s >= 0) f.ttft.push_back(rec.ttft_s);
       f.queue.push_back(std::max(rec.queue_s, 0.0));
       if (rec.engine_queue_s >= 0) f.engine_queue.push_back(rec.engine_queue_s);
-      f.prompt_tokens += rec.prompt_tokens;
-      f.cached_tokens += rec.cached_tokens;
+      if (rec.cached_tokens_known) {
+        f.prompt_tokens += rec.prompt_tokens;
+        f.cached_tokens += rec.cached_tokens;
+      }
       const double objective = tenants[static_cast<size_t>(rec.tenant)].ttft_objective_s;
       if (objective > 0 && rec.ttft_s >= 0 && rec.ttft_s <= objective) ++f.met;
     }
@@ -534,9 +536,10 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
     into.extra[k + "throughput_rps"] = span > 0 ? static_cast<double>(f.succeeded) / span : 0;
     // Where the TTFT went: the prompt tokens found cached, the wait in the gateway's queue and
     // in the engine's (from arrival there to first admission), over its completed requests.
-    into.extra[k + "hit_rate"] =
-        f.prompt_tokens > 0 ? static_cast<double>(f.cached_tokens) / static_cast<double>(f.prompt_tokens) : 0;
-    into.extra[k + "queue_wait_p90_s"] = Percentile(f.queue, 0.9);
+    if (f.prompt_tokens > 0) {
+      into.extra[k + "hit_rate"] = static_cast<double>(f.cached_tokens) / static_cast<double>(f.prompt_tokens);
+    }
+    if (ceiling) into.extra[k + "queue_wait_p90_s"] = Percentile(f.queue, 0.9);
     if (!f.engine_queue.empty()) into.extra[k + "engine_queue_p90_s"] = Percentile(f.engine_queue, 0.9);
     if (tenants[i].ttft_objective_s > 0) {
       into.extra[k + "objective_met"] = f.requests > 0 ? static_cast<double>(f.met) / static_cast<double>(f.requests) : 0;
@@ -564,18 +567,21 @@ std::string FlowLines(const std::vector<RunResult>& runs, const std::vector<Tena
       out += fmt::format("{}: {}, {} refused (429), {} queued, queue wait P90 {:.3f} s\n", run, limits,
                          extra(r, "refused"), extra(r, "queued"), extra(r, "queue_wait_p90_s"));
     }
+    // A figure the run has, scaled and formatted; "" when it has none.
+    auto optional = [&r](const std::string& key, fmt::format_string<double> text, double scale) {
+      auto it = r.extra.find(key);
+      return it == r.extra.end() ? std::string() : fmt::format(text, scale * it->second);
+    };
     for (const TenantLabel& c : tenants) {
       const std::string k = "tenant." + c.name + ".";
       if (!r.extra.contains(k + "requests")) continue;
       out += fmt::format(
           "{}: tenant {} (priority {}): {} requests, {} refused, TTFT P50 {:.3f} s P90 {:.3f} s P99 {:.3f} s, "
-          "{:.2f} completed/s, hit rate {:.1f}%, queue wait P90 {:.3f} s{}{}\n",
+          "{:.2f} completed/s{}{}{}{}\n",
           run, c.name, c.priority, extra(r, k + "requests"), extra(r, k + "refused"), extra(r, k + "ttft_p50_s"),
           extra(r, k + "ttft_p90_s"), extra(r, k + "ttft_p99_s"), extra(r, k + "throughput_rps"),
-          100 * extra(r, k + "hit_rate"), extra(r, k + "queue_wait_p90_s"),
-          r.extra.contains(k + "engine_queue_p90_s")
-              ? fmt::format(", engine queue P90 {:.3f} s", extra(r, k + "engine_queue_p90_s"))
-              : std::string(),
+          optional(k + "hit_rate", ", hit rate {:.1f}%", 100), optional(k + "queue_wait_p90_s", ", queue wait P90 {:.3f} s", 1),
+          optional(k + "engine_queue_p90_s", ", engine queue P90 {:.3f} s", 1),
           c.ttft_objective_s > 0 ? fmt::format(", TTFT objective {:g} s met by {:.1f}%", c.ttft_objective_s,
                                                100 * extra(r, k + "objective_met"))
                                  : std::string());

@@ -135,7 +135,8 @@ struct TenantLabel {
 // the queue wait), ".objective_met" (with an objective: the share of its requests, refused ones
 // included, whose TTFT met it), ".throughput_rps" (completed over the run's span, so the classes' add up to
 // the run's), and where a class's TTFT went, over its successful requests: ".hit_rate" (cached
-// over prompt tokens), ".queue_wait_p90_s" (the gateway's queue; 0 for a request not queued) and
+// over prompt tokens, of the requests whose cached count is known; none when none is),
+// ".queue_wait_p90_s" (with `ceiling`: the gateway's queue, 0 for a request not queued) and
 // ".engine_queue_p90_s" (arrival at the engine to first admission; only when the engine reported it). Nothing without a ceiling and classes: such runs keep their figures as they were.
 void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector<TenantLabel>& tenants, bool ceiling,
                     RunResult& into);

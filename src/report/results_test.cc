@@ -534,6 +534,11 @@ TEST(FlowFiguresTest, WhereEachTenantsTimeWent) {
   b.prompt_tokens = 400;
   b.cached_tokens = 100;
   records.push_back(b);  // no engine queue reported
+  RequestRecord unknown = Ok(1, 0.5, 1);
+  unknown.tenant = 1;
+  unknown.prompt_tokens = 1000;
+  unknown.cached_tokens_known = false;  // left out of the hit rate
+  records.push_back(unknown);
   RequestRecord refused;
   refused.tenant = 1;
   refused.error = refused.refused = true;
@@ -551,6 +556,13 @@ TEST(FlowFiguresTest, WhereEachTenantsTimeWent) {
   const std::string lines = FlowLines({r}, {{"a", 0, 0}, {"b", 0, 0}});
   EXPECT_THAT(lines, HasSubstr("hit rate 90.0%, queue wait P90 8.100 s, engine queue P90 0.810 s\n"));
   EXPECT_THAT(lines, HasSubstr("hit rate 25.0%, queue wait P90 0.000 s\n"));
+  // Without a ceiling (bench: the client does not see the gateway's queue) no queue wait, and no
+  // hit rate for a class whose cached counts are all unknown.
+  RunResult open;
+  AddFlowFigures({unknown}, {{"a", 0, 0}, {"b", 0, 0}}, /*ceiling=*/false, open);
+  EXPECT_FALSE(open.extra.contains("tenant.b.queue_wait_p90_s"));
+  EXPECT_FALSE(open.extra.contains("tenant.b.hit_rate"));
+  EXPECT_THAT(FlowLines({open}, {{"a", 0, 0}, {"b", 0, 0}}), HasSubstr(" completed/s\n"));
 }
 
 TEST(FileTest, WriteAndRead) {
