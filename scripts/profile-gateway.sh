@@ -15,6 +15,8 @@
 #
 # Usage: scripts/profile-gateway.sh [--bin PATH] [--seconds S] [--record] [--port-base B]
 #        (default --bin build/release/src/prefix-router, --seconds 5, --port-base 39080)
+#        PROFILE_KEEP=1 keeps the run directory (perf.data, dhat.idle.json, dhat.load.json) for a
+#        closer look (dh_view.html, or the allocation sites by count) and prints its path.
 # To compare two builds, run it once per binary (for example one built from an older commit
 # with `git worktree add` and scripts/build.sh release) on an otherwise idle machine.
 set -euo pipefail
@@ -49,7 +51,7 @@ pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$run"
+  if [ -n "${PROFILE_KEEP:-}" ]; then echo "profile-gateway: kept $run (perf.data, dhat.*.json)" >&2; else rm -rf "$run"; fi
 }
 trap cleanup EXIT
 
@@ -81,7 +83,7 @@ url="http://127.0.0.1:$gw_port/invocations"
 
 wait_up() {
   for _ in $(seq 150); do curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$gw_port/health" && return 0; sleep 0.2; done
-  echo "profile-gateway: the gateway did not answer on port $gw_port" >&2; exit 1
+  echo "profile-gateway: the gateway did not answer on port $gw_port:" >&2; tail -5 "$run/gw.log" >&2 || true; exit 1
 }
 served() {  # responses the gateway has counted
   curl -s "http://127.0.0.1:$gw_port/metrics" | awk '/^prefix_router_responses_total/ {s += $2} END {print s + 0}'

@@ -179,22 +179,43 @@ void AppendUpstreamHead(std::string& out, const http::Request& req, const Upstre
   out.append("\r\n");
 }
 
-// The client's copy of the instance's response head: without hop-by-hop headers, with the
-// decision headers when configured.
-bhttp::response_header<> ClientHead(const bhttp::response<bhttp::buffer_body>& upstream, bool decision_headers,
-                                    const std::string& instance, const Decision& decision) {
+// The instance's response-head fields the client does not get: hop-by-hop ones and those its
+// Connection header names.
+bool NotRelayed(const bhttp::response_header<>& upstream, std::string_view name) {
+  return http::IsHopByHopHeader(name) || NamedByConnection(upstream, name);
+}
+
+// What the client's head adds to the instance's: the decision headers when configured (views
+// into `decision` and `rank`, a buffer of the caller's).
+struct DecisionFields {
+  std::array<std::pair<std::string_view, std::string_view>, 3> fields;
+  size_t size = 0;
+  std::span<const std::pair<std::string_view, std::string_view>> view() const { return {fields.data(), size}; }
+};
+DecisionFields DecisionHeaderFields(bool decision_headers, std::string_view instance, const Decision& decision,
+                                    std::array<char, 16>& rank) {
+  DecisionFields out;
+  if (!decision_headers) return out;
+  const auto end = std::to_chars(rank.data(), rank.data() + rank.size(), decision.rank).ptr;
+  out.fields = {{{kInstanceHeader, instance},
+                 {kDecisionHeader, DecisionKindName(decision.kind)},
+                 {kRankHeader, std::string_view(rank.data(), static_cast<size_t>(end - rank.data()))}}};
+  out.size = 3;
+  return out;
+}
+
+// The client's copy of the instance's response head (for a response without a body; one with a
+// body is written from the instance's head where it is: Exchange::SendHeadFrom).
+bhttp::response_header<> ClientHead(const bhttp::response<bhttp::buffer_body>& upstream,
+                                    std::span<const std::pair<std::string_view, std::string_view>> extra) {
   bhttp::response_header<> head;
   head.result(upstream.result_int());
   head.reason(upstream.reason());
   for (const auto& f : upstream) {
-    if (http::IsHopByHopHeader(f.name_string()) || NamedByConnection(upstream, f.name_string())) continue;
+    if (NotRelayed(upstream, f.name_string())) continue;
     head.insert(f.name_string(), f.value());
   }
-  if (decision_headers) {
-    head.set(kInstanceHeader, instance);
-    head.set(kDecisionHeader, DecisionKindName(decision.kind));
-    head.set(kRankHeader, std::to_string(decision.rank));
-  }
+  for (const auto& [name, value] : extra) head.set(name, value);
   return head;
 }
 
@@ -814,8 +835,10 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
       co_return AttemptOutcome::kRetry;  // the connection is dropped with the lease
     }
 
-    bhttp::response_header<> head = ClientHead(parser.get(), config_.decision_headers, name, decision);
-    const bool sse = IsSse(head);
+    const bhttp::response_header<>& upstream_head = parser.get();
+    std::array<char, 16> rank_text;
+    const DecisionFields decision_fields = DecisionHeaderFields(config_.decision_headers, name, decision, rank_text);
+    const bool sse = IsSse(upstream_head) && !NotRelayed(upstream_head, "Content-Type");
     // Token accounting: the usage of a successful generation, read as the body streams past
     // (api/response_usage.h: no allocation, no copy), counted once the response has ended.
     api::UsageScanner usage(sse ? api::UsageScanner::Framing::kSse : api::UsageScanner::Framing::kJson);
@@ -831,7 +854,7 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
       metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
       // No body (204, 304, or an empty one).
       first_token();
-      http::StringResponse res{std::move(head)};
+      http::StringResponse res{ClientHead(parser.get(), decision_fields.view())};
       const bool upstream_keep = parser.get().keep_alive();
       count_usage();  // before the client has the answer: a scrape after it includes it
       co_await ex.Send(std::move(res));
@@ -854,7 +877,7 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
       head_sent = true;
       ejection.Cancel();  // once the client has bytes, the request stays with this instance
       metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
-      co_return co_await ex.SendHead(std::move(head), piece, last);
+      co_return co_await ex.SendHeadFrom(upstream_head, NotRelayed, decision_fields.view(), piece, last);
     };
     while (!parser.is_done()) {
       if (client_gone) {  // went while its last piece was being written: drop the upstream

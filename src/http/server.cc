@@ -227,62 +227,86 @@ net::awaitable<bool> Exchange::SendError(int status, std::string_view message, s
 
 namespace {
 
-// The head of `res` in HTTP/1.1 wire form (start line, fields, blank line), appended to `out`.
-// Beast's serializer would do the same through a chain of buffer views; a response head is
-// small, and one contiguous copy costs less than walking that chain on every write.
-void AppendHead(std::string& out, const bhttp::response_header<>& res) {
-  out.append(res.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+}  // namespace
+
+net::awaitable<bool> Exchange::SendHead(bhttp::response_header<> head, net::const_buffer first_piece, bool last) {
+  co_return co_await SendHeadFrom(head, nullptr, {}, first_piece, last);
+}
+
+net::awaitable<bool> Exchange::SendHeadFrom(const bhttp::response_header<>& head, SkipField skip,
+                                            std::span<const std::pair<std::string_view, std::string_view>> extra,
+                                            net::const_buffer first_piece, bool last) {
+  if (head_sent_ || client_failed_) co_return false;
+  head_sent_ = true;
+  status_ = head.result_int();
+  head_sent_at_ = std::chrono::steady_clock::now();
+  std::string& text = connection_->head;
+  text.clear();
+  chunked_ = AppendResponseHead(text, head, skip, extra, options_.server_name, response_headers_, request_.version(),
+                                keep_alive_);
+  co_return co_await WritePiece(text, first_piece, last);
+}
+
+bool AppendResponseHead(std::string& out, const bhttp::response_header<>& head, Exchange::SkipField skip,
+                        std::span<const std::pair<std::string_view, std::string_view>> extra,
+                        std::string_view server_name, std::span<const std::pair<std::string, std::string>> always,
+                        unsigned version, bool& keep_alive) {
+  // The head's fields as views, edited as response_header's set and erase would edit a copy.
+  thread_local std::vector<std::pair<std::string_view, std::string_view>> fields;
+  fields.clear();
+  auto has = [](std::string_view name) {
+    return std::any_of(fields.begin(), fields.end(), [name](const auto& f) { return beast::iequals(f.first, name); });
+  };
+  auto erase = [](std::string_view name) {
+    std::erase_if(fields, [name](const auto& f) { return beast::iequals(f.first, name); });
+  };
+  auto set = [&](std::string_view name, std::string_view value) {
+    erase(name);
+    fields.emplace_back(name, value);
+  };
+  for (const auto& f : head) {
+    if (skip == nullptr || !skip(head, f.name_string())) fields.emplace_back(f.name_string(), f.value());
+  }
+  for (const auto& [name, value] : extra) set(name, value);
+  if (!has("Server")) fields.emplace_back("Server", server_name);
+  for (const auto& [name, value] : always) set(name, value);
+  bool chunked = false;
+  if (!has("Content-Length")) {
+    if (version >= 11) {
+      set("Transfer-Encoding", "chunked");
+      chunked = true;
+    } else {
+      keep_alive = false;  // HTTP/1.0: the body ends when the connection closes
+    }
+  }
+  // What message::keep_alive() writes: HTTP/1.1 says only "close", HTTP/1.0 only "keep-alive".
+  erase("Connection");
+  if (version >= 11 && !keep_alive) fields.emplace_back("Connection", "close");
+  if (version < 11 && keep_alive) fields.emplace_back("Connection", "keep-alive");
+
+  out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
   char code[4];
-  const unsigned status = res.result_int() % 1000;
+  const unsigned status = head.result_int() % 1000;
   code[0] = static_cast<char>('0' + status / 100);
   code[1] = static_cast<char>('0' + status / 10 % 10);
   code[2] = static_cast<char>('0' + status % 10);
   code[3] = ' ';
   out.append(code, 4);
-  const auto reason = res.reason();
+  const auto reason = head.reason();
   if (reason.empty()) {
-    out.append(bhttp::obsolete_reason(res.result()));
+    out.append(bhttp::obsolete_reason(head.result()));
   } else {
     out.append(reason.data(), reason.size());
   }
   out.append("\r\n");
-  for (const auto& f : res) {
-    const auto name = f.name_string();
-    const auto value = f.value();
-    out.append(name.data(), name.size());
+  for (const auto& [name, value] : fields) {
+    out.append(name);
     out.append(": ");
-    out.append(value.data(), value.size());
+    out.append(value);
     out.append("\r\n");
   }
   out.append("\r\n");
-}
-
-}  // namespace
-
-net::awaitable<bool> Exchange::SendHead(bhttp::response_header<> head, net::const_buffer first_piece, bool last) {
-  if (head_sent_ || client_failed_) co_return false;
-  head_sent_ = true;
-  status_ = head.result_int();
-  head_sent_at_ = std::chrono::steady_clock::now();
-  head.version(request_.version());
-  if (!head.count(bhttp::field::server)) head.set(bhttp::field::server, options_.server_name);
-  for (const auto& [name, value] : response_headers_) head.set(name, value);
-  if (!head.count(bhttp::field::content_length)) {
-    if (request_.version() >= 11) {
-      head.set(bhttp::field::transfer_encoding, "chunked");
-      chunked_ = true;
-    } else {
-      keep_alive_ = false;  // HTTP/1.0: the body ends when the connection closes
-    }
-  }
-  // What message::keep_alive() writes: HTTP/1.1 says only "close", HTTP/1.0 only "keep-alive".
-  head.erase(bhttp::field::connection);
-  if (request_.version() >= 11 && !keep_alive_) head.set(bhttp::field::connection, "close");
-  if (request_.version() < 11 && keep_alive_) head.set(bhttp::field::connection, "keep-alive");
-  std::string& text = connection_->head;
-  text.clear();
-  AppendHead(text, head);
-  co_return co_await WritePiece(text, first_piece, last);
+  return chunked;
 }
 
 net::awaitable<bool> Exchange::SendBody(net::const_buffer data, bool last) {

@@ -66,6 +66,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -150,6 +151,14 @@ class Exchange {
   // ends with it (the terminating chunk goes in that write too, as Finish would send it): a
   // response that arrived whole leaves in one system call.
   net::awaitable<bool> SendHead(bhttp::response_header<> head, net::const_buffer first_piece = {}, bool last = false);
+  // SendHead of `head` as a proxy relays it, written from `head`'s fields where they are, with
+  // no copy of them: the fields for which `skip(head, name)` is true are left out (null: none),
+  // then each of `extra` (name, value) is set as response_header::set would (replacing fields of
+  // its name). The bytes are those SendHead would write for the head so edited.
+  using SkipField = bool (*)(const bhttp::response_header<>& head, std::string_view name);
+  net::awaitable<bool> SendHeadFrom(const bhttp::response_header<>& head, SkipField skip,
+                                    std::span<const std::pair<std::string_view, std::string_view>> extra,
+                                    net::const_buffer first_piece = {}, bool last = false);
   // One piece of the body; `last`: the body ends with it (then Finish has nothing left to send).
   net::awaitable<bool> SendBody(net::const_buffer data, bool last = false);
   net::awaitable<bool> Finish();
@@ -337,5 +346,19 @@ bool IsHopByHopHeader(std::string_view name);
 // head is acceptable, else the status to refuse it with (400 or 501, see the top of this file)
 // and, in `message`, why.
 int CheckRequestHead(const bhttp::request_header<>& head, std::string& message);
+
+// The wire form of a response head as Exchange::SendHead writes it, appended to `out`: the start
+// line of `head` in HTTP/1.0 or 1.1 (`version`, the request's); `head`'s fields but those for
+// which `skip(head, name)` is true (null: none); each of `extra`, then Server: `server_name`
+// unless a field names it, then each of `always`, set as response_header::set would (replacing
+// fields of its name, case-insensitively); Transfer-Encoding: chunked (version 1.1) when no
+// Content-Length is left; Connection only as `keep_alive` needs it (close on 1.1, keep-alive on
+// 1.0). Returns whether the body goes chunked; clears `keep_alive` for an HTTP/1.0 response
+// without a length (its body ends with the connection). No allocation once warm: the fields are
+// viewed where they are.
+bool AppendResponseHead(std::string& out, const bhttp::response_header<>& head, Exchange::SkipField skip,
+                        std::span<const std::pair<std::string_view, std::string_view>> extra,
+                        std::string_view server_name, std::span<const std::pair<std::string, std::string>> always,
+                        unsigned version, bool& keep_alive);
 
 }  // namespace prefix_router::http
