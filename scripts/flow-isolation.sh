@@ -47,17 +47,18 @@ main() {
     run "$bin" "flood-$m" --tenants a:0:0.5,b:0:5 --max-in-flight "$m"
   done
   if (( oracle )); then
-    local tree
-    tree=$(mktemp -d /tmp/flow-oracle.XXXXXX)
-    git worktree add --detach "$tree" HEAD >&2
-    git -C "$tree" apply "$PWD/proof-results/flow-control/isolation/engine-priority-oracle.patch"
-    cmake -S "$tree" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPR_BUILD_TESTS=OFF \
+    oracle_tree=$(mktemp -d /tmp/flow-oracle.XXXXXX)  # mktemp's template: it fills in the X's
+    # The temporary worktree goes however the script ends (a patch that no longer applies, a
+    # failed build).
+    trap 'git worktree remove --force "$oracle_tree" 2>/dev/null || true' EXIT
+    git worktree add --detach "$oracle_tree" HEAD >&2
+    git -C "$oracle_tree" apply "$PWD/proof-results/flow-control/isolation/engine-priority-oracle.patch"
+    cmake -S "$oracle_tree" -B "$oracle_tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPR_BUILD_TESTS=OFF \
       -DPR_BUILD_BENCHMARKS=OFF > /dev/null
-    ninja -C "$tree/build" src/prefix-router >&2
-    run "$tree/build/src/prefix-router" "oracle-$ceiling" --tenants a:0:0.5,b:0:5 --max-in-flight "$ceiling"
+    ninja -C "$oracle_tree/build" src/prefix-router >&2
+    run "$oracle_tree/build/src/prefix-router" "oracle-$ceiling" --tenants a:0:0.5,b:0:5 --max-in-flight "$ceiling"
   fi
   (( ${#pids[@]} == 0 )) || wait "${pids[@]}"
-  if (( oracle )); then git worktree remove --force "$tree"; fi
   python3 - "$out" "${ceilings[@]}" > "$out/table.md" <<'PY'
 import json, os, sys
 out, ceilings = sys.argv[1], sys.argv[2:]

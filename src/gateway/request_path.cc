@@ -60,19 +60,6 @@ std::string& ThreadKeyedText() {
   return text;
 }
 
-// True when the sender's Connection header lists `name` as a connection option: that header
-// is hop-by-hop as well and is not forwarded (RFC 9110 section 7.6.1).
-template <bool isRequest>
-bool NamedByConnection(const bhttp::header<isRequest>& message, std::string_view name) {
-  auto [begin, end] = message.equal_range(bhttp::field::connection);
-  for (auto it = begin; it != end; ++it) {
-    for (auto token : bhttp::token_list(it->value())) {
-      if (beast::iequals(token, name)) return true;
-    }
-  }
-  return false;
-}
-
 // Requests without a prefix key in a prefix-aware pool: least-outstanding-requests, since
 // placement by key has nothing to place, with the pool's load measure. Stateless, so one
 // instance per measure serves every pool.
@@ -155,7 +142,7 @@ void AppendUpstreamHead(std::string& out, const http::Request& req, const Upstre
     const auto field = f.name();
     if (field == bhttp::field::host || field == bhttp::field::content_length || field == bhttp::field::expect ||
         (own_credentials && field == bhttp::field::authorization) || http::IsHopByHopHeader(f.name_string()) ||
-        (has_connection && NamedByConnection(req, f.name_string()))) {
+        (has_connection && http::NamedByConnection(req, f.name_string()))) {
       continue;
     }
     const auto name = f.name_string();
@@ -182,7 +169,7 @@ void AppendUpstreamHead(std::string& out, const http::Request& req, const Upstre
 // The instance's response-head fields the client does not get: hop-by-hop ones and those its
 // Connection header names.
 bool NotRelayed(const bhttp::response_header<>& upstream, std::string_view name) {
-  return http::IsHopByHopHeader(name) || NamedByConnection(upstream, name);
+  return http::IsHopByHopHeader(name) || http::NamedByConnection(upstream, name);
 }
 
 // What the client's head adds to the instance's: the decision headers when configured (views

@@ -17,15 +17,9 @@ namespace {
 
 namespace bhttp = boost::beast::http;
 
-// The relay's rule (gateway/request_path.cc's NotRelayed), restated for the test.
+// The relay's rule (gateway/request_path.cc's NotRelayed).
 bool HopByHopOrNamed(const bhttp::response_header<>& head, std::string_view name) {
-  if (IsHopByHopHeader(name)) return true;
-  for (auto it = head.find(bhttp::field::connection); it != head.end() && it->name() == bhttp::field::connection; ++it) {
-    for (auto token : bhttp::token_list(it->value())) {
-      if (boost::beast::iequals(token, name)) return true;
-    }
-  }
-  return false;
+  return IsHopByHopHeader(name) || NamedByConnection(head, name);
 }
 
 // What SendHead wrote before AppendResponseHead: Beast edits on a copy, then the copy in wire form.

@@ -341,6 +341,18 @@ class Server {
 
 // Headers that belong to one connection and are never forwarded (RFC 9110 section 7.6.1).
 bool IsHopByHopHeader(std::string_view name);
+// True when the sender's Connection header lists `name` as a connection option: that header
+// is hop-by-hop as well and is not forwarded (RFC 9110 section 7.6.1).
+template <bool isRequest>
+bool NamedByConnection(const bhttp::header<isRequest>& message, std::string_view name) {
+  auto [begin, end] = message.equal_range(bhttp::field::connection);
+  for (auto it = begin; it != end; ++it) {
+    for (auto token : bhttp::token_list(it->value())) {
+      if (beast::iequals(token, name)) return true;
+    }
+  }
+  return false;
+}
 
 // A request head's framing and singleton fields, checked before the body is read: 0 when the
 // head is acceptable, else the status to refuse it with (400 or 501, see the top of this file)

@@ -507,7 +507,7 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
     if (!rec.error) {
       ++f.succeeded;
       if (rec.ttft_s >= 0) f.ttft.push_back(rec.ttft_s);
-      f.queue.push_back(std::max(rec.queue_s, 0.0));
+      if (ceiling) f.queue.push_back(std::max(rec.queue_s, 0.0));
       if (rec.engine_queue_s >= 0) f.engine_queue.push_back(rec.engine_queue_s);
       if (rec.cached_tokens_known) {
         f.prompt_tokens += rec.prompt_tokens;
