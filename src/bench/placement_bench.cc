@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "bench/decision_cases.h"
 #include "core/placement.h"
+#include "core/rendezvous_scan.h"
 
 namespace prefix_router::bench {
 namespace {
@@ -64,6 +66,32 @@ void BM_SortByPreference(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_SortByPreference)->Arg(7)->Arg(64)->Arg(1024)->Arg(10000);
+
+// The first choice over every candidate by each rendezvous kernel this CPU runs (scalar, and
+// AVX-512 where the CPU has it: core/rendezvous_scan.h), the scalar one the baseline; the label
+// names the kernel.
+void BM_RendezvousBest(benchmark::State& state) {
+  const auto kernels = rendezvous_scan::Available();
+  const auto which = static_cast<size_t>(state.range(0));
+  if (which >= kernels.size()) {
+    state.SkipWithError("kernel not available on this CPU");
+    return;
+  }
+  const auto n = static_cast<uint32_t>(state.range(1));
+  // Every instance of the fleet, or every other one of a fleet twice the size (a pool that
+  // shares the fleet with another: the candidates' seeds are not contiguous).
+  const bool every_other = state.range(2) != 0;
+  auto fleet = MakeFleet(every_other ? 2 * n : n);
+  std::vector<uint32_t> all(n);
+  for (uint32_t i = 0; i < n; ++i) all[i] = every_other ? 2 * i : i;
+  state.SetLabel(std::string(kernels[which].name) + (every_other ? ", every other instance" : ""));
+  int k = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(kernels[which].best(KeyHash(k++), fleet->placement_seeds(), all.data(), n));
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
+}
+BENCHMARK(BM_RendezvousBest)->ArgsProduct({{0, 1}, {64, 1024, 10000}, {0, 1}});
 
 }  // namespace
 }  // namespace prefix_router::bench

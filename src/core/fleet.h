@@ -93,6 +93,8 @@ class FleetSnapshot {
   uint32_t weight(uint32_t i) const { return weights_[i]; }
   // A 64-bit identity derived from the name only (no per-process seed).
   uint64_t placement_seed(uint32_t i) const { return seeds_[i]; }
+  // Every instance's placement_seed, by index (for scans over many candidates).
+  const uint64_t* placement_seeds() const { return seeds_.data(); }
   InstanceState& state(uint32_t i) const { return *states_[i]; }
   const std::shared_ptr<InstanceState>& shared_state(uint32_t i) const { return states_[i]; }
   bool uniform_weights() const { return uniform_weights_; }

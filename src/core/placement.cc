@@ -20,17 +20,9 @@ uint64_t WeightedPreferenceScore(uint64_t h, uint32_t weight) {
 
 uint32_t MostPreferred(uint64_t key_hash, const FleetSnapshot& fleet, std::span<const uint32_t> candidates) {
   if (fleet.uniform_weights()) {  // the score is the hash: one mix per candidate, nothing else
-    uint32_t best = candidates[0];
-    uint64_t best_score = RendezvousHash(key_hash, fleet.placement_seed(best));
-    for (size_t k = 1; k < candidates.size(); ++k) {
-      const uint32_t i = candidates[k];
-      const uint64_t s = RendezvousHash(key_hash, fleet.placement_seed(i));
-      if (s > best_score || (s == best_score && i < best)) {
-        best = i;
-        best_score = s;
-      }
-    }
-    return best;
+    const size_t k =
+        rendezvous_scan::Best().best(key_hash, fleet.placement_seeds(), candidates.data(), candidates.size());
+    return candidates[k];
   }
   uint32_t best = candidates[0];
   uint64_t best_score = PreferenceScore(key_hash, fleet, best);
@@ -46,6 +38,11 @@ uint32_t MostPreferred(uint64_t key_hash, const FleetSnapshot& fleet, std::span<
 }
 
 TopTwo TwoMostPreferred(uint64_t key_hash, const FleetSnapshot& fleet, std::span<const uint32_t> candidates) {
+  if (fleet.uniform_weights()) {
+    const rendezvous_scan::BestTwo top =
+        rendezvous_scan::Best().best_two(key_hash, fleet.placement_seeds(), candidates.data(), candidates.size());
+    return {candidates[top.first], top.second == rendezvous_scan::kNone ? UINT32_MAX : candidates[top.second]};
+  }
   uint32_t first = candidates[0], second = UINT32_MAX;
   uint64_t first_score = PreferenceScore(key_hash, fleet, first), second_score = 0;
   for (size_t k = 1; k < candidates.size(); ++k) {
@@ -89,14 +86,26 @@ void PreferenceOrder::Reset(uint64_t key_hash, const FleetSnapshot& fleet, std::
   // The first two ranks, which most spills stop at, are found in the scoring pass itself.
   const auto before = [](const Scored& a, const Scored& b) { return Before(a.index, a.score, b.index, b.score); };
   size_t first = 0, second = SIZE_MAX;
-  for (size_t k = 0; k < candidates.size(); ++k) {
-    scored_[k] = {PreferenceScore(key_hash, fleet, candidates[k]), candidates[k]};
-    if (k == 0) continue;
-    if (before(scored_[k], scored_[first])) {
-      second = first;
-      first = k;
-    } else if (second == SIZE_MAX || before(scored_[k], scored_[second])) {
-      second = k;
+  if (fleet.uniform_weights()) {
+    // Equal weights: the scores and the first two come from vector scans (core/rendezvous_scan.h).
+    const rendezvous_scan::Kernel& scan = rendezvous_scan::Best();
+    const uint64_t* seeds = fleet.placement_seeds();
+    scores_.resize(candidates.size());
+    scan.scores(key_hash, seeds, candidates.data(), candidates.size(), scores_.data());
+    for (size_t k = 0; k < candidates.size(); ++k) scored_[k] = {scores_[k], candidates[k]};
+    const rendezvous_scan::BestTwo top = scan.best_two(key_hash, seeds, candidates.data(), candidates.size());
+    first = top.first;
+    second = top.second == rendezvous_scan::kNone ? SIZE_MAX : top.second;
+  } else {
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      scored_[k] = {PreferenceScore(key_hash, fleet, candidates[k]), candidates[k]};
+      if (k == 0) continue;
+      if (before(scored_[k], scored_[first])) {
+        second = first;
+        first = k;
+      } else if (second == SIZE_MAX || before(scored_[k], scored_[second])) {
+        second = k;
+      }
     }
   }
   std::swap(scored_[0], scored_[first]);

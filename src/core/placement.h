@@ -11,7 +11,8 @@
 //     weights (weight w_i wins with probability w_i / sum(w), using the score -ln(u)/w);
 //   - deterministic across processes: scores depend on names and keys only;
 //   - a full preference order, so overflow and retries go to a stable second home.
-// Cost: one 64-bit mix per candidate for the first choice (plus a log when weights differ);
+// Cost: one 64-bit mix per candidate for the first choice (plus a log when weights differ), 4 or
+// 8 candidates at a time with equal weights (core/rendezvous_scan.h);
 // when the first choice cannot take the request, the preference order is extended only as far
 // as the decision reads it (PreferenceOrder), not sorted whole.
 //
@@ -24,19 +25,9 @@
 #include <vector>
 
 #include "core/fleet.h"
+#include "core/rendezvous_scan.h"  // RendezvousHash
 
 namespace prefix_router {
-
-// A well-mixed 64-bit score for (key, instance seed).
-inline uint64_t RendezvousHash(uint64_t key_hash, uint64_t instance_seed) {
-  uint64_t x = key_hash ^ instance_seed;
-  x ^= x >> 27;
-  x *= 0x3C79AC492BA7B653ULL;
-  x ^= x >> 33;
-  x *= 0x1C69B3F74AC4AE35ULL;
-  x ^= x >> 27;
-  return x;
-}
 
 // Preference of instance `i` for the key: higher is preferred. With uniform weights it is the
 // rendezvous hash itself; otherwise an order-preserving encoding of -ln(u)/w (lower wins).
@@ -99,6 +90,7 @@ class PreferenceOrder {
   void Extend(size_t count);
 
   std::vector<Scored> scored_;
+  std::vector<uint64_t> scores_;  // equal weights: the scan's scores, before pairing
   size_t sorted_ = 0;  // scored_[0, sorted_) is in preference order and ranks before the rest
 };
 

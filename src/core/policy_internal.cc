@@ -8,6 +8,7 @@
 
 #include "core/kv_index.h"
 #include "core/placement.h"
+#include "core/rendezvous_scan.h"
 
 namespace prefix_router::policy_internal {
 
@@ -192,9 +193,16 @@ CostPick PickByCostLoop(const RouteRequest& r, const FleetSnapshot& f, std::span
                                                         over_share, queued);
   };
   // The positions sharing the best (below, cost) so far, in order: the tie pass hashes only them.
-  thread_local std::vector<uint32_t> tied_buf;
+  // With equal weights their instances too, for a vector scan of the ties (core/rendezvous_scan.h).
+  thread_local std::vector<uint32_t> tied_buf, tied_instances_buf;
   if (tied_buf.size() < c.size()) tied_buf.resize(c.size());
   uint32_t* const tied = tied_buf.data();
+  uint32_t* tied_instances = nullptr;
+  if (f.uniform_weights()) {
+    if (tied_instances_buf.size() < c.size()) tied_instances_buf.resize(c.size());
+    tied_instances = tied_instances_buf.data();
+    tied_instances[0] = c[0];
+  }
   size_t ties = 1;
   size_t best = 0;
   tied[0] = 0;
@@ -207,12 +215,17 @@ CostPick PickByCostLoop(const RouteRequest& r, const FleetSnapshot& f, std::span
       best = k;
       best_rank = x;
       ties = 0;
+      if (tied_instances) tied_instances[ties] = c[k];
       tied[ties++] = static_cast<uint32_t>(k);
     } else if (x.below == best_rank.below && x.cost == best_rank.cost) {
+      if (tied_instances) tied_instances[ties] = c[k];
       tied[ties++] = static_cast<uint32_t>(k);
     }
   }
-  if (ties > 1) {  // ties go to the key's rendezvous preference; equal scores to the first
+  if (ties > 1 && tied_instances) {  // ties go to the key's rendezvous preference
+    // c is in index order, so the scan's tie-break (the lower index) is the first, as below.
+    best = tied[rendezvous_scan::Best().best(r.key.placement_hash(), f.placement_seeds(), tied_instances, ties)];
+  } else if (ties > 1) {  // ties go to the key's rendezvous preference; equal scores to the first
     const uint64_t key = r.key.placement_hash();
     uint64_t best_score = PreferenceScore(key, f, c[best]);
     for (size_t j = 1; j < ties; ++j) {

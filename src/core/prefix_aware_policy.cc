@@ -13,6 +13,7 @@
 #include "core/key_homes.h"
 #include "core/placement.h"
 #include "core/policy_internal.h"
+#include "core/rendezvous_scan.h"
 #include "core/rng.h"
 
 namespace prefix_router {
@@ -206,8 +207,8 @@ class PrefixAwarePolicy final : public Policy {
   }
 
   // The candidate with placement seed `home_seed` and its rank in the key's order; nullopt when
-  // it is not a candidate. With uniform weights its score follows from the seed alone, so one
-  // pass both finds it and counts the candidates ranked before it.
+  // it is not a candidate. With uniform weights its score follows from the seed alone: it is
+  // found by its seed and ranked by counting the candidates that score higher.
   struct Home {
     uint32_t instance;
     uint32_t rank;
@@ -220,18 +221,12 @@ class PrefixAwarePolicy final : public Policy {
       }
       return std::nullopt;
     }
-    const uint64_t home_score = RendezvousHash(key, home_seed);
-    uint32_t home = UINT32_MAX, before = 0;  // RankOf's count: the candidates scoring higher
-    for (uint32_t j : c) {
-      const uint64_t seed = f.placement_seed(j);
-      if (seed == home_seed) {
-        home = j;
-        continue;
-      }
-      before += RendezvousHash(key, seed) > home_score;
-    }
-    if (home == UINT32_MAX) return std::nullopt;
-    return Home{home, before};
+    const std::optional<size_t> at = policy_internal::CandidatePosition(f, c, home_seed);
+    if (!at) return std::nullopt;
+    // Its rank: the candidates scoring higher (a vector scan, core/rendezvous_scan.h).
+    const size_t before = rendezvous_scan::Best().count_above(key, f.placement_seeds(), c.data(), c.size(),
+                                                               RendezvousHash(key, home_seed), home_seed);
+    return Home{c[*at], static_cast<uint32_t>(before)};
   }
 
   static uint32_t RankOf(uint64_t key, const FleetSnapshot& f, std::span<const uint32_t> c, uint32_t i) {
