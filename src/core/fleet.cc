@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <new>
 #include <set>
 
 namespace prefix_router {
@@ -35,6 +36,7 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<I
   snap->specs_ = std::move(specs);
   snap->seeds_.reserve(n);
   snap->states_.reserve(n);
+  snap->live_.reserve(n);
   snap->all_.reserve(n);
   // The states of instances new to this snapshot come from one array (each entry shares its
   // ownership): a decision walks the candidates' states in index order, and separate allocations
@@ -44,8 +46,28 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<I
   for (uint32_t i = 0; i < n; ++i) {
     if (previous == nullptr || !previous->Find(snap->specs_[i].name)) ++added;
   }
-  std::shared_ptr<std::unique_ptr<InstanceState[]>> block;
-  if (added > 0) block = std::make_shared<std::unique_ptr<InstanceState[]>>(new InstanceState[added]);
+  // Their LiveLoads likewise, densely, in a second array (fleet.h says why).
+  struct Block {
+    explicit Block(uint32_t n)
+        : count(n),
+          live(new LiveLoad[n]),
+          states(static_cast<InstanceState*>(
+              ::operator new[](n * sizeof(InstanceState), std::align_val_t{alignof(InstanceState)}))) {
+      // Built in place: a state refers to its LiveLoad, so there is no default to build first.
+      for (uint32_t k = 0; k < n; ++k) new (&states[k]) InstanceState(live[k]);
+    }
+    ~Block() {
+      for (uint32_t k = 0; k < count; ++k) states[k].~InstanceState();
+      ::operator delete[](states, std::align_val_t{alignof(InstanceState)});
+    }
+    Block(const Block&) = delete;
+    Block& operator=(const Block&) = delete;
+    uint32_t count;
+    std::unique_ptr<LiveLoad[]> live;
+    InstanceState* states;
+  };
+  std::shared_ptr<Block> block;
+  if (added > 0) block = std::make_shared<Block>(added);
   uint32_t next_added = 0;
   for (uint32_t i = 0; i < n; ++i) {
     const InstanceSpec& s = snap->specs_[i];
@@ -56,11 +78,18 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<I
     if (previous) {
       if (auto j = previous->Find(s.name)) state = previous->states_[*j];
     }
-    if (!state) state = std::shared_ptr<InstanceState>(block, &(*block)[next_added++]);
+    if (!state) state = std::shared_ptr<InstanceState>(block, &block->states[next_added++]);
+    snap->live_.push_back(&state->live);
     snap->states_.push_back(std::move(state));
     snap->all_.push_back(i);
     if (s.weight != snap->specs_[0].weight) snap->uniform_weights_ = false;
     if (s.serves.empty() && !s.serves_only_listed) snap->wildcard_.push_back(i);
+  }
+  if (n > 0) {
+    snap->dense_live_ = snap->live_[0];
+    for (uint32_t i = 0; i < n; ++i) {
+      if (snap->live_[i] != snap->live_[0] + i) snap->dense_live_ = nullptr;
+    }
   }
   // Build served name -> instances, with wildcard instances merged into every list.
   std::set<std::string, std::less<>> names;

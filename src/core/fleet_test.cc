@@ -177,15 +177,16 @@ TEST(FleetTest, StateCarriesOverToNextSnapshotByName) {
   EXPECT_TRUE(again->state(0).available.load());
 }
 
-// The states of the instances a snapshot adds sit side by side, a cache line each (decisions read
-// them in index order; request threads write neighbours), and FindSeed maps seeds to indices.
+// The states of the instances a snapshot adds sit side by side, whole cache lines each (request
+// threads write neighbours), and FindSeed maps seeds to indices.
 TEST(FleetTest, NewStatesAreContiguousLinesAndSeedsAreFound) {
+  static_assert(sizeof(InstanceState) % 64 == 0);
   auto f1 = MakeFleet({Spec("a"), Spec("b"), Spec("c")});
   for (uint32_t i = 0; i < 3; ++i) {
     const auto addr = reinterpret_cast<uintptr_t>(f1->shared_state(i).get());
     EXPECT_EQ(addr % 64, 0u);
     if (i > 0) {
-      EXPECT_EQ(addr - reinterpret_cast<uintptr_t>(f1->shared_state(i - 1).get()), 64u);
+      EXPECT_EQ(addr - reinterpret_cast<uintptr_t>(f1->shared_state(i - 1).get()), sizeof(InstanceState));
     }
     EXPECT_EQ(f1->FindSeed(f1->placement_seed(i)), i);
   }
@@ -195,7 +196,7 @@ TEST(FleetTest, NewStatesAreContiguousLinesAndSeedsAreFound) {
   EXPECT_EQ(f2->shared_state(1).get(), f1->shared_state(1).get());
   EXPECT_EQ(reinterpret_cast<uintptr_t>(f2->shared_state(2).get()) -
                 reinterpret_cast<uintptr_t>(f2->shared_state(0).get()),
-            64u);
+            sizeof(InstanceState));
   EXPECT_EQ(f2->FindSeed(f1->placement_seed(1)), 1u);
   EXPECT_FALSE(f2->FindSeed(f1->placement_seed(0)).has_value());
   // The array outlives the snapshots while one of its states is held.
@@ -204,6 +205,43 @@ TEST(FleetTest, NewStatesAreContiguousLinesAndSeedsAreFound) {
   f2.reset();
   kept->in_flight.store(7);
   EXPECT_EQ(kept->in_flight.load(), 7);
+}
+
+// What decisions read of each instance (LiveLoad) is its state's own, kept as one dense array in
+// index order for the instances a snapshot creates, and carried with the state to later
+// snapshots; a snapshot whose instances came from several arrays, or out of their order, has no
+// dense array.
+TEST(FleetTest, LiveLoadsAreTheStatesAndDenseWhenCreatedTogether) {
+  auto f1 = MakeFleet({Spec("a"), Spec("b"), Spec("c")});
+  ASSERT_NE(f1->dense_live(), nullptr);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(&f1->live(i), &f1->state(i).live);
+    EXPECT_EQ(&f1->live(i), f1->dense_live() + i);
+    EXPECT_EQ(&f1->live(i).in_flight, &f1->state(i).in_flight);
+  }
+  f1->state(1).in_flight.store(3);
+  f1->state(2).drained.store(true);
+  EXPECT_EQ(f1->live(1).in_flight.load(), 3);
+  EXPECT_FALSE(f1->live(2).routable());
+  EXPECT_FALSE(f1->state(2).routable());
+
+  auto grown = MakeFleet({Spec("a"), Spec("b"), Spec("c"), Spec("d")}, f1.get());
+  EXPECT_EQ(grown->dense_live(), nullptr);  // d's LiveLoad is in another array
+  EXPECT_EQ(grown->live(1).in_flight.load(), 3);
+  EXPECT_EQ(&grown->live(1), &f1->live(1));
+  EXPECT_EQ(&grown->live(3), &grown->state(3).live);
+
+  auto reordered = MakeFleet({Spec("b"), Spec("a"), Spec("c")}, f1.get());
+  EXPECT_EQ(reordered->dense_live(), nullptr);
+  auto same = MakeFleet({Spec("a"), Spec("b"), Spec("c")}, f1.get());
+  EXPECT_EQ(same->dense_live(), f1->dense_live());
+
+  // A state made alone has its own.
+  InstanceState alone;
+  alone.in_flight.store(5);
+  alone.available.store(false);
+  EXPECT_EQ(alone.live.in_flight.load(), 5);
+  EXPECT_FALSE(alone.live.routable());
 }
 
 // Without `previous` every instance gets fresh state, even if another snapshot has its name.

@@ -4,6 +4,7 @@
 
 #include <cassert>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "core/kv_index.h"
@@ -15,16 +16,19 @@ namespace prefix_router::policy_internal {
 namespace {
 
 // Candidates' pass over the eligible instances, specialised so that the common case (no
-// exclusions to skip) tests nothing else per instance: on 10,000 instances it is most of what a
-// prefix-aware decision costs.
-template <bool kSkipExcluded, bool kTotals>
+// exclusions to skip, equal weights, the default pool of every instance) reads nothing else per
+// instance than its LiveLoad (dense: fleet.h): on 10,000 instances this pass was most of what a
+// prefix-aware decision cost. kEveryInstance: `eligible` is 0..size-1, so the position is the
+// index.
+template <bool kSkipExcluded, bool kTotals, bool kUniform, bool kEveryInstance>
 size_t FillCandidates(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> eligible, uint32_t* out,
                       CandidateTotals& sums) {
   size_t n = 0;
   int64_t in_flight = 0, weight = 0;
-  const bool uniform = f.uniform_weights();
-  for (uint32_t i : eligible) {
-    const InstanceState& st = f.state(i);
+  const size_t count = eligible.size();
+  for (size_t k = 0; k < count; ++k) {
+    const auto i = kEveryInstance ? static_cast<uint32_t>(k) : eligible[k];
+    const LiveLoad& st = f.live(i);
     if (!st.routable()) continue;
     if constexpr (kSkipExcluded) {
       if (IsExcluded(r, i)) continue;
@@ -32,15 +36,50 @@ size_t FillCandidates(const RouteRequest& r, const FleetSnapshot& f, std::span<c
     out[n++] = i;
     if constexpr (kTotals) {
       in_flight += std::max<int32_t>(0, st.in_flight.load(std::memory_order_relaxed));
-      if (!uniform) weight += f.weight(i);
+      if constexpr (!kUniform) weight += f.weight(i);
     }
   }
   if constexpr (kTotals) {
     sums.in_flight = in_flight;
     // Equal weights: their sum without reading each.
-    sums.weight = uniform ? (n == 0 ? 0 : int64_t{f.weight(out[0])} * static_cast<int64_t>(n)) : weight;
+    sums.weight = kUniform ? (n == 0 ? 0 : int64_t{f.weight(out[0])} * static_cast<int64_t>(n)) : weight;
   }
   return n;
+}
+
+// FillCandidates for the given flags.
+template <bool kSkipExcluded, bool kTotals>
+size_t FillCandidatesFor(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> eligible,
+                         uint32_t* out, CandidateTotals& sums) {
+  // Eligible instances are distinct indices below size(): as many as the fleet means all of them.
+  const bool every = eligible.size() == f.size();
+  if (every && !kSkipExcluded && f.uniform_weights() && f.dense_live() != nullptr) {
+    // The usual case at scale: one pass over the dense array without a branch per instance; if
+    // every instance is routable, the candidates are 0..size-1.
+    const LiveLoad* live = f.dense_live();
+    const size_t count = eligible.size();
+    bool all = true;
+    int64_t in_flight = 0;
+    for (size_t k = 0; k < count; ++k) {
+      // routable() without its short-circuit: both flags read, no branch.
+      all &= live[k].available.load(std::memory_order_relaxed) & !live[k].drained.load(std::memory_order_relaxed);
+      if constexpr (kTotals) in_flight += std::max<int32_t>(0, live[k].in_flight.load(std::memory_order_relaxed));
+    }
+    if (all) {
+      std::iota(out, out + count, 0u);
+      if constexpr (kTotals) {
+        sums.in_flight = in_flight;
+        sums.weight = count == 0 ? 0 : int64_t{f.weight(0)} * static_cast<int64_t>(count);
+      }
+      return count;
+    }
+  }
+  if (f.uniform_weights()) {
+    return every ? FillCandidates<kSkipExcluded, kTotals, true, true>(r, f, eligible, out, sums)
+                 : FillCandidates<kSkipExcluded, kTotals, true, false>(r, f, eligible, out, sums);
+  }
+  return every ? FillCandidates<kSkipExcluded, kTotals, false, true>(r, f, eligible, out, sums)
+               : FillCandidates<kSkipExcluded, kTotals, false, false>(r, f, eligible, out, sums);
 }
 
 }  // namespace
@@ -55,10 +94,11 @@ std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bo
   CandidateTotals sums;
   size_t n;
   if (skip_excluded) {
-    n = totals ? FillCandidates<true, true>(r, f, eligible, out, sums) : FillCandidates<true, false>(r, f, eligible, out, sums);
+    n = totals ? FillCandidatesFor<true, true>(r, f, eligible, out, sums)
+               : FillCandidatesFor<true, false>(r, f, eligible, out, sums);
   } else {
-    n = totals ? FillCandidates<false, true>(r, f, eligible, out, sums)
-               : FillCandidates<false, false>(r, f, eligible, out, sums);
+    n = totals ? FillCandidatesFor<false, true>(r, f, eligible, out, sums)
+               : FillCandidatesFor<false, false>(r, f, eligible, out, sums);
   }
   if (totals) *totals = sums;
   return {buf.data(), n};
@@ -158,7 +198,7 @@ template <bool kOverShare, bool kQueued, bool kUniform>
 inline CostRank RankCandidate(const FleetSnapshot& f, uint32_t i, size_t k, uint64_t cached, uint64_t prompt_tokens,
                               int32_t threshold, double load_weight, std::span<const uint8_t> over_share,
                               std::span<const double> queued) {
-  const InstanceState& st = f.state(i);
+  const LiveLoad& st = f.live(i);
   const int32_t in_flight = st.in_flight.load(std::memory_order_relaxed);
   bool below = in_flight < threshold;
   if constexpr (kOverShare) below = below && over_share[k] == 0;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -71,6 +72,65 @@ std::shared_ptr<const FleetSnapshot> Fleet(const std::vector<int>& ids, Rng& rng
     specs.push_back(std::move(s));
   }
   return std::move(FleetSnapshot::Create(std::move(specs))).value();
+}
+
+// Candidates equals its plain definition (eligible, routable, not excluded unless kept; the
+// in-flight sum clamped at 0 and the weight sum of those) whatever the fleet's shape: one dense
+// array of live loads or several, equal weights or not, the default pool or a named one, some
+// instances unavailable or drained, exclusions, negative counts.
+TEST(CandidatesTest, AgreesWithThePlainDefinition) {
+  Rng rng(11);
+  for (int round = 0; round < 400; ++round) {
+    const uint32_t n = 1 + static_cast<uint32_t>(rng.Uniform(40));
+    const bool weighted = rng.Uniform(2) == 1, grown = rng.Uniform(2) == 1;
+    std::vector<InstanceSpec> specs;
+    for (uint32_t i = 0; i < n; ++i) {
+      InstanceSpec s;
+      s.name = "i" + std::to_string(i);
+      s.weight = weighted ? 1 + static_cast<uint32_t>(rng.Uniform(3)) : 2;
+      if (rng.Uniform(3) == 0) s.serves = {"m"};
+      specs.push_back(std::move(s));
+    }
+    std::shared_ptr<const FleetSnapshot> f;
+    if (grown) {  // the first half from one snapshot, the rest added by a second: two arrays
+      std::vector<InstanceSpec> half(specs.begin(), specs.begin() + n / 2);
+      auto first = std::move(FleetSnapshot::Create(std::move(half))).value();
+      f = std::move(FleetSnapshot::Create(specs, first.get())).value();
+    } else {
+      f = std::move(FleetSnapshot::Create(specs)).value();
+    }
+    EXPECT_EQ(f->dense_live() != nullptr, !grown || n / 2 == 0);
+    for (uint32_t i = 0; i < n; ++i) {
+      f->state(i).in_flight.store(static_cast<int32_t>(rng.Uniform(6)) - 1);
+      if (rng.Uniform(5) == 0) f->state(i).available.store(false);
+      if (rng.Uniform(7) == 0) f->state(i).drained.store(true);
+    }
+    std::vector<uint32_t> exclude;
+    if (rng.Uniform(2) == 0) {
+      for (int e = 0; e < 3; ++e) exclude.push_back(static_cast<uint32_t>(rng.Uniform(n)));
+    }
+    RouteRequest r;
+    r.served_name = rng.Uniform(3) == 0 ? "m" : "";
+    r.exclude = exclude;
+    const bool keep_excluded = rng.Uniform(2) == 0;
+    std::vector<uint32_t> want;
+    CandidateTotals want_totals;
+    for (uint32_t i : f->Eligible(r.served_name)) {
+      if (!f->state(i).routable()) continue;
+      if (!keep_excluded && std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
+      want.push_back(i);
+      want_totals.in_flight += std::max(0, f->state(i).in_flight.load());
+      want_totals.weight += f->weight(i);
+    }
+    SCOPED_TRACE("round " + std::to_string(round));
+    CandidateTotals totals;
+    const std::span<uint32_t> got = Candidates(r, *f, keep_excluded, &totals);
+    EXPECT_EQ(std::vector<uint32_t>(got.begin(), got.end()), want);
+    EXPECT_EQ(totals.in_flight, want_totals.in_flight);
+    EXPECT_EQ(totals.weight, want_totals.weight);
+    const std::span<uint32_t> plain = Candidates(r, *f, keep_excluded);
+    EXPECT_EQ(std::vector<uint32_t>(plain.begin(), plain.end()), want);
+  }
 }
 
 // The meter recognises its snapshot by generation (O(1) per dispatch) and gives the counts of
