@@ -13,6 +13,33 @@ namespace {
 constexpr uint64_t kInstanceSeed = 0x696e7374616e6365ULL;  // "instance"
 }  // namespace
 
+int32_t LiveLoad::AddInFlight(int32_t delta, std::memory_order o) {
+  const int32_t before = in_flight_.fetch_add(delta, o);
+  CountInFlight(before, before + delta);
+  return before;
+}
+
+int32_t LiveLoad::ExchangeInFlight(int32_t value, std::memory_order o) {
+  const int32_t before = in_flight_.exchange(value, o);
+  CountInFlight(before, value);
+  return before;
+}
+
+void LiveLoad::CountInFlight(int32_t before, int32_t after) {
+  if (totals_ == nullptr) return;
+  totals_->in_flight.fetch_add(int64_t{after} - before, std::memory_order_relaxed);
+  if ((before < 0) != (after < 0)) totals_->negative.fetch_add(after < 0 ? 1 : -1, std::memory_order_relaxed);
+}
+
+bool LiveLoad::SetFlag(uint8_t flag, bool on, std::memory_order o) {
+  const uint8_t before = on ? flags_.fetch_or(flag, o) : flags_.fetch_and(static_cast<uint8_t>(~flag), o);
+  const uint8_t after = on ? (before | flag) : (before & static_cast<uint8_t>(~flag));
+  if (totals_ != nullptr && (before == 0) != (after == 0)) {
+    totals_->unroutable.fetch_add(after == 0 ? -1 : 1, std::memory_order_relaxed);
+  }
+  return (before & flag) != 0;
+}
+
 Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<InstanceSpec> specs,
                                                                    const FleetSnapshot* previous) {
   std::shared_ptr<FleetSnapshot> snap(new FleetSnapshot());
@@ -46,24 +73,29 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<I
   for (uint32_t i = 0; i < n; ++i) {
     if (previous == nullptr || !previous->Find(snap->specs_[i].name)) ++added;
   }
-  // Their LiveLoads likewise, densely, in a second array (fleet.h says why).
+  // Their LiveLoads likewise, densely, in a second array with its totals (fleet.h says why).
+  // Both are built in place: a state refers to its LiveLoad and a LiveLoad to the totals.
   struct Block {
     explicit Block(uint32_t n)
         : count(n),
-          live(new LiveLoad[n]),
+          live(static_cast<LiveLoad*>(::operator new[](n * sizeof(LiveLoad)))),
           states(static_cast<InstanceState*>(
               ::operator new[](n * sizeof(InstanceState), std::align_val_t{alignof(InstanceState)}))) {
-      // Built in place: a state refers to its LiveLoad, so there is no default to build first.
+      totals.size = n;
+      for (uint32_t k = 0; k < n; ++k) new (&live[k]) LiveLoad(&totals);
       for (uint32_t k = 0; k < n; ++k) new (&states[k]) InstanceState(live[k]);
     }
     ~Block() {
       for (uint32_t k = 0; k < count; ++k) states[k].~InstanceState();
+      for (uint32_t k = 0; k < count; ++k) live[k].~LiveLoad();
       ::operator delete[](states, std::align_val_t{alignof(InstanceState)});
+      ::operator delete[](live);
     }
     Block(const Block&) = delete;
     Block& operator=(const Block&) = delete;
     uint32_t count;
-    std::unique_ptr<LiveLoad[]> live;
+    LiveTotals totals;
+    LiveLoad* live;
     InstanceState* states;
   };
   std::shared_ptr<Block> block;
@@ -74,6 +106,7 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<I
     snap->seeds_.push_back(XXH3_64bits_withSeed(s.name.data(), s.name.size(), kInstanceSeed));
     snap->by_seed_.emplace(snap->seeds_.back(), i);
     snap->weights_.push_back(s.weight);
+    snap->total_weight_ += s.weight;
     std::shared_ptr<InstanceState> state;
     if (previous) {
       if (auto j = previous->Find(s.name)) state = previous->states_[*j];
@@ -86,9 +119,15 @@ Result<std::shared_ptr<const FleetSnapshot>> FleetSnapshot::Create(std::vector<I
     if (s.serves.empty() && !s.serves_only_listed) snap->wildcard_.push_back(i);
   }
   if (n > 0) {
-    snap->dense_live_ = snap->live_[0];
-    for (uint32_t i = 0; i < n; ++i) {
-      if (snap->live_[i] != snap->live_[0] + i) snap->dense_live_ = nullptr;
+    // Every instance from one array, in its order: dense. The totals are then the fleet's when
+    // that array holds no one else (this snapshot made it, or it is an earlier one's, whole).
+    const LiveLoad* base = snap->live_[0];
+    const LiveTotals* totals = base->totals();
+    bool dense = totals != nullptr;
+    for (uint32_t i = 0; i < n && dense; ++i) dense = snap->live_[i]->totals() == totals && snap->live_[i] == base + i;
+    if (dense) {
+      snap->dense_live_ = base;
+      if (totals->size == n) snap->dense_totals_ = totals;
     }
   }
   // Build served name -> instances, with wildcard instances merged into every list.

@@ -217,17 +217,16 @@ TEST(FleetTest, LiveLoadsAreTheStatesAndDenseWhenCreatedTogether) {
   for (uint32_t i = 0; i < 3; ++i) {
     EXPECT_EQ(&f1->live(i), &f1->state(i).live);
     EXPECT_EQ(&f1->live(i), f1->dense_live() + i);
-    EXPECT_EQ(&f1->live(i).in_flight, &f1->state(i).in_flight);
   }
   f1->state(1).in_flight.store(3);
   f1->state(2).drained.store(true);
-  EXPECT_EQ(f1->live(1).in_flight.load(), 3);
+  EXPECT_EQ(f1->live(1).in_flight(), 3);
   EXPECT_FALSE(f1->live(2).routable());
   EXPECT_FALSE(f1->state(2).routable());
 
   auto grown = MakeFleet({Spec("a"), Spec("b"), Spec("c"), Spec("d")}, f1.get());
   EXPECT_EQ(grown->dense_live(), nullptr);  // d's LiveLoad is in another array
-  EXPECT_EQ(grown->live(1).in_flight.load(), 3);
+  EXPECT_EQ(grown->live(1).in_flight(), 3);
   EXPECT_EQ(&grown->live(1), &f1->live(1));
   EXPECT_EQ(&grown->live(3), &grown->state(3).live);
 
@@ -235,13 +234,53 @@ TEST(FleetTest, LiveLoadsAreTheStatesAndDenseWhenCreatedTogether) {
   EXPECT_EQ(reordered->dense_live(), nullptr);
   auto same = MakeFleet({Spec("a"), Spec("b"), Spec("c")}, f1.get());
   EXPECT_EQ(same->dense_live(), f1->dense_live());
+  EXPECT_EQ(same->dense_totals(), f1->dense_totals());
+  // c left: a and b are still the array's first two, in order, but the array's totals count c.
+  auto fewer = MakeFleet({Spec("a"), Spec("b")}, f1.get());
+  EXPECT_EQ(fewer->dense_live(), f1->dense_live());
+  EXPECT_EQ(fewer->dense_totals(), nullptr);
 
   // A state made alone has its own.
   InstanceState alone;
   alone.in_flight.store(5);
   alone.available.store(false);
-  EXPECT_EQ(alone.live.in_flight.load(), 5);
+  EXPECT_EQ(alone.live.in_flight(), 5);
   EXPECT_FALSE(alone.live.routable());
+}
+
+// The array's totals move by exactly what each change does, through every way of changing a
+// count or a flag: the sum of in-flight counts, how many are negative, how many are unroutable.
+TEST(FleetTest, LiveTotalsFollowEveryChange) {
+  auto f = MakeFleet({Spec("a"), Spec("b"), Spec("c")});
+  const LiveTotals* t = f->dense_totals();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->size, 3u);
+  const auto expect = [&](int64_t in_flight, int32_t negative, int32_t unroutable) {
+    EXPECT_EQ(t->in_flight.load(), in_flight);
+    EXPECT_EQ(t->negative.load(), negative);
+    EXPECT_EQ(t->unroutable.load(), unroutable);
+  };
+  expect(0, 0, 0);
+  f->state(0).in_flight.fetch_add(3);
+  f->state(1).in_flight.store(2);
+  expect(5, 0, 0);
+  EXPECT_EQ(f->state(1).in_flight.exchange(-1), 2);
+  expect(2, 1, 0);
+  f->state(1).in_flight.fetch_add(1);  // -1 -> 0: no longer negative
+  f->state(0).in_flight.fetch_sub(4);  // 3 -> -1
+  expect(-1, 1, 0);
+  f->state(0).in_flight.store(0);
+  expect(0, 0, 0);
+  f->state(2).available.store(false);
+  f->state(2).drained.store(true);  // unroutable already: counted once
+  expect(0, 0, 1);
+  EXPECT_FALSE(f->state(2).available.exchange(true));  // still drained
+  expect(0, 0, 1);
+  EXPECT_TRUE(f->state(2).drained.exchange(false));
+  expect(0, 0, 0);
+  EXPECT_TRUE(f->state(2).routable());
+  f->state(2).available.store(true);  // no change
+  expect(0, 0, 0);
 }
 
 // Without `previous` every instance gets fresh state, even if another snapshot has its name.

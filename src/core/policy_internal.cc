@@ -15,9 +15,8 @@ namespace prefix_router::policy_internal {
 
 namespace {
 
-// Candidates' pass over the eligible instances, specialised so that the common case (no
-// exclusions to skip, equal weights, the default pool of every instance) reads nothing else per
-// instance than its LiveLoad (dense: fleet.h): on 10,000 instances this pass was most of what a
+// Candidates' pass over the eligible instances (when the array's totals cannot answer, below),
+// specialised on what it must skip and sum: on 10,000 instances this pass was most of what a
 // prefix-aware decision cost. kEveryInstance: `eligible` is 0..size-1, so the position is the
 // index.
 template <bool kSkipExcluded, bool kTotals, bool kUniform, bool kEveryInstance>
@@ -35,7 +34,7 @@ size_t FillCandidates(const RouteRequest& r, const FleetSnapshot& f, std::span<c
     }
     out[n++] = i;
     if constexpr (kTotals) {
-      in_flight += std::max<int32_t>(0, st.in_flight.load(std::memory_order_relaxed));
+      in_flight += std::max<int32_t>(0, st.in_flight(std::memory_order_relaxed));
       if constexpr (!kUniform) weight += f.weight(i);
     }
   }
@@ -53,23 +52,17 @@ size_t FillCandidatesFor(const RouteRequest& r, const FleetSnapshot& f, std::spa
                          uint32_t* out, CandidateTotals& sums) {
   // Eligible instances are distinct indices below size(): as many as the fleet means all of them.
   const bool every = eligible.size() == f.size();
-  if (every && !kSkipExcluded && f.uniform_weights() && f.dense_live() != nullptr) {
-    // The usual case at scale: one pass over the dense array without a branch per instance; if
-    // every instance is routable, the candidates are 0..size-1.
-    const LiveLoad* live = f.dense_live();
-    const size_t count = eligible.size();
-    bool all = true;
-    int64_t in_flight = 0;
-    for (size_t k = 0; k < count; ++k) {
-      // routable() without its short-circuit: both flags read, no branch.
-      all &= live[k].available.load(std::memory_order_relaxed) & !live[k].drained.load(std::memory_order_relaxed);
-      if constexpr (kTotals) in_flight += std::max<int32_t>(0, live[k].in_flight.load(std::memory_order_relaxed));
-    }
-    if (all) {
+  if (every && !kSkipExcluded && f.dense_totals() != nullptr) {
+    // The usual case at scale: the default pool of a fleet whose live loads are one array, every
+    // instance routable and no count negative: the candidates are 0..size-1 and the array's
+    // totals are theirs, kept by every change (fleet.h), so no instance is read.
+    const LiveTotals& t = *f.dense_totals();
+    if (t.unroutable.load(std::memory_order_relaxed) == 0 && (!kTotals || t.negative.load(std::memory_order_relaxed) == 0)) {
+      const size_t count = eligible.size();
       std::iota(out, out + count, 0u);
       if constexpr (kTotals) {
-        sums.in_flight = in_flight;
-        sums.weight = count == 0 ? 0 : int64_t{f.weight(0)} * static_cast<int64_t>(count);
+        sums.in_flight = t.in_flight.load(std::memory_order_relaxed);
+        sums.weight = f.total_weight();
       }
       return count;
     }
@@ -193,20 +186,19 @@ struct CostRank {
   bool below;
   double cost;
 };
-// kUniform: every weight is 1.
+// kUniform: every weight is 1. `st` is instance i's LiveLoad.
 template <bool kOverShare, bool kQueued, bool kUniform>
-inline CostRank RankCandidate(const FleetSnapshot& f, uint32_t i, size_t k, uint64_t cached, uint64_t prompt_tokens,
-                              int32_t threshold, double load_weight, std::span<const uint8_t> over_share,
-                              std::span<const double> queued) {
-  const LiveLoad& st = f.live(i);
-  const int32_t in_flight = st.in_flight.load(std::memory_order_relaxed);
+inline CostRank RankCandidate(const LiveLoad& st, const FleetSnapshot& f, uint32_t i, size_t k, uint64_t cached,
+                              uint64_t prompt_tokens, int32_t threshold, double load_weight,
+                              std::span<const uint8_t> over_share, std::span<const double> queued) {
+  const int32_t in_flight = st.in_flight(std::memory_order_relaxed);
   bool below = in_flight < threshold;
   if constexpr (kOverShare) below = below && over_share[k] == 0;
   const double uncached = prompt_tokens > cached ? static_cast<double>(prompt_tokens - cached) : 0;
   // Load(f, i, LoadMeasure::kPromptTokens), from the in-flight count read above.
   const double load =
       static_cast<double>(int64_t{std::max<int32_t>(0, in_flight)} +
-                          std::max<int64_t>(0, st.outstanding_tokens.load(std::memory_order_relaxed)));
+                          std::max<int64_t>(0, st.outstanding_tokens().load(std::memory_order_relaxed)));
   const double q = kQueued ? queued[k] : 0;
   if constexpr (kUniform) return {below, uncached + q + load_weight * load};
   // x / 1 == x exactly: the divisions are skipped for the default weight, not approximated.
@@ -215,58 +207,64 @@ inline CostRank RankCandidate(const FleetSnapshot& f, uint32_t i, size_t k, uint
 }
 
 // PickByCost's passes for one combination of inputs (share flags present, queued tokens present,
-// uniform weights). Two passes: the best (below the threshold first, then the lowest cost), then,
-// only if several candidates share it, the key's rendezvous score among those (one hash each):
-// a decision with one cheapest instance hashes nothing. The first pass keeps the positions tied
-// with the best so far (the list restarts at each new best), so the second visits only those.
+// uniform weights, and kIdentity: the candidates are every instance of a dense fleet, so
+// position k is instance k and its LiveLoad is the array's k-th). Two passes: the best (below the
+// threshold first, then the lowest cost), then, only if several candidates share it, the key's
+// rendezvous score among those: a decision with one cheapest instance hashes nothing. The first
+// pass keeps the positions tied with the best so far (the list restarts at each new best), so
+// the second visits only those (with equal weights, a vector scan: core/rendezvous_scan.h).
 struct CostPick {
   size_t best;      // position in c
   bool below;       // its rank
   uint64_t longest; // the most cached tokens of any candidate
 };
-template <bool kOverShare, bool kQueued, bool kUniform>
+template <bool kOverShare, bool kQueued, bool kUniform, bool kIdentity>
 CostPick PickByCostLoop(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> c,
-                      std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold, double load_weight,
-                      std::span<const uint8_t> over_share, std::span<const double> queued) {
+                        std::span<const uint64_t> cached, uint64_t prompt_tokens, int32_t threshold,
+                        double load_weight, std::span<const uint8_t> over_share, std::span<const double> queued) {
+  const size_t n = c.size();
+  const LiveLoad* const dense = kIdentity ? f.dense_live() : nullptr;
   const auto rank = [&](size_t k) {
-    return RankCandidate<kOverShare, kQueued, kUniform>(f, c[k], k, cached[k], prompt_tokens, threshold, load_weight,
-                                                        over_share, queued);
+    const uint32_t i = kIdentity ? static_cast<uint32_t>(k) : c[k];
+    return RankCandidate<kOverShare, kQueued, kUniform>(kIdentity ? dense[k] : f.live(i), f, i, k, cached[k],
+                                                        prompt_tokens, threshold, load_weight, over_share, queued);
   };
-  // The positions sharing the best (below, cost) so far, in order: the tie pass hashes only them.
-  // With equal weights their instances too, for a vector scan of the ties (core/rendezvous_scan.h).
-  thread_local std::vector<uint32_t> tied_buf, tied_instances_buf;
-  if (tied_buf.size() < c.size()) tied_buf.resize(c.size());
+  // The positions sharing the best (below, cost) so far, in order: the tie pass reads only them.
+  thread_local std::vector<uint32_t> tied_buf;
+  if (tied_buf.size() < n) tied_buf.resize(n);
   uint32_t* const tied = tied_buf.data();
-  uint32_t* tied_instances = nullptr;
-  if (f.uniform_weights()) {
-    if (tied_instances_buf.size() < c.size()) tied_instances_buf.resize(c.size());
-    tied_instances = tied_instances_buf.data();
-    tied_instances[0] = c[0];
-  }
-  size_t ties = 1;
+  uint32_t* tie_end = tied;
+  *tie_end++ = 0;
   size_t best = 0;
-  tied[0] = 0;
   CostRank best_rank = rank(0);
   uint64_t longest = cached[0];
-  for (size_t k = 1; k < c.size(); ++k) {
+  for (size_t k = 1; k < n; ++k) {
     longest = std::max(longest, cached[k]);
     const CostRank x = rank(k);
     if ((x.below && !best_rank.below) || (x.below == best_rank.below && x.cost < best_rank.cost)) {
       best = k;
       best_rank = x;
-      ties = 0;
-      if (tied_instances) tied_instances[ties] = c[k];
-      tied[ties++] = static_cast<uint32_t>(k);
+      tie_end = tied;
+      *tie_end++ = static_cast<uint32_t>(k);
     } else if (x.below == best_rank.below && x.cost == best_rank.cost) {
-      if (tied_instances) tied_instances[ties] = c[k];
-      tied[ties++] = static_cast<uint32_t>(k);
+      *tie_end++ = static_cast<uint32_t>(k);
     }
   }
-  if (ties > 1 && tied_instances) {  // ties go to the key's rendezvous preference
-    // c is in index order, so the scan's tie-break (the lower index) is the first, as below.
-    best = tied[rendezvous_scan::Best().best(r.key.placement_hash(), f.placement_seeds(), tied_instances, ties)];
-  } else if (ties > 1) {  // ties go to the key's rendezvous preference; equal scores to the first
-    const uint64_t key = r.key.placement_hash();
+  const auto ties = static_cast<size_t>(tie_end - tied);
+  if (ties <= 1) return {best, best_rank.below, longest};
+  // Ties go to the key's rendezvous preference.
+  const uint64_t key = r.key.placement_hash();
+  if (f.uniform_weights()) {
+    // c is in index order, so the scan's tie-break (the lower index) is the first position.
+    const uint32_t* instances = tied;  // kIdentity: the positions are the instances
+    if constexpr (!kIdentity) {
+      thread_local std::vector<uint32_t> tied_instances;
+      if (tied_instances.size() < ties) tied_instances.resize(ties);
+      for (size_t j = 0; j < ties; ++j) tied_instances[j] = c[tied[j]];
+      instances = tied_instances.data();
+    }
+    best = tied[rendezvous_scan::Best().best(key, f.placement_seeds(), instances, ties)];
+  } else {  // equal scores to the first
     uint64_t best_score = PreferenceScore(key, f, c[best]);
     for (size_t j = 1; j < ties; ++j) {
       const uint64_t score = PreferenceScore(key, f, c[tied[j]]);
@@ -286,8 +284,12 @@ Decision PickByCost(const RouteRequest& r, const FleetSnapshot& f, std::span<con
                     std::span<const uint8_t> over_share, std::span<const double> queued) {
   // `uniform`: every weight is 1 (equal weights of another value still divide the load terms).
   const bool share = !over_share.empty(), q = !queued.empty(), uniform = f.uniform_weights() && f.weight(c[0]) == 1;
+  // kIdentity: c is every instance of a dense fleet (c ascending and as long as the fleet).
+  const bool identity = f.dense_live() != nullptr && c.size() == f.size();
   const auto loop = [&]<bool S, bool Q, bool U>() {
-    return PickByCostLoop<S, Q, U>(r, f, c, cached, prompt_tokens, threshold, load_weight, over_share, queued);
+    return identity
+               ? PickByCostLoop<S, Q, U, true>(r, f, c, cached, prompt_tokens, threshold, load_weight, over_share, queued)
+               : PickByCostLoop<S, Q, U, false>(r, f, c, cached, prompt_tokens, threshold, load_weight, over_share, queued);
   };
   CostPick p;
   if (share) {

@@ -32,7 +32,7 @@ inline bool IsExcluded(const RouteRequest& r, uint32_t i) {
 }
 
 inline int32_t InFlight(const FleetSnapshot& f, uint32_t i) {
-  return f.live(i).in_flight.load(std::memory_order_relaxed);
+  return f.live(i).in_flight(std::memory_order_relaxed);
 }
 
 // The load compared where "least loaded" decides: in-flight requests, or their estimated prompt
@@ -52,7 +52,7 @@ inline int64_t Load(const FleetSnapshot& f, uint32_t i, LoadMeasure m) {
     const int64_t since = sent > at_report ? static_cast<int64_t>(sent - at_report) : 0;
     return int64_t{std::max(0, running)} + std::max(0, waiting) + since;
   }
-  return requests + std::max<int64_t>(0, f.live(i).outstanding_tokens.load(std::memory_order_relaxed));
+  return requests + std::max<int64_t>(0, f.live(i).outstanding_tokens().load(std::memory_order_relaxed));
 }
 
 // What the load bounds read of the candidates, summed in Candidates' pass over them (on large
@@ -131,7 +131,7 @@ class Departures {
 
 // cache-aware's decision (docs/policies.md) once each candidate's cached tokens are known: below
 // the threshold first, then the lowest cost, ties to the key's rendezvous preference.
-// REQUIRES: !c.empty(), cached.size() == c.size()
+// REQUIRES: !c.empty(), cached.size() == c.size(), c ascending without repeats (as Candidates)
 // `over_share` (empty, or one flag per candidate): candidates over their share, which rank with
 // those at the threshold. `queued` (empty, or one per candidate): the prompt tokens the instance
 // still has to compute for requests already sent there (PrefillQueue).

@@ -82,7 +82,9 @@ TEST(CandidatesTest, AgreesWithThePlainDefinition) {
   Rng rng(11);
   for (int round = 0; round < 400; ++round) {
     const uint32_t n = 1 + static_cast<uint32_t>(rng.Uniform(40));
-    const bool weighted = rng.Uniform(2) == 1, grown = rng.Uniform(2) == 1;
+    const bool weighted = rng.Uniform(2) == 1;
+    const uint32_t shape = rng.Uniform(3);  // 0: one snapshot, 1: grown from a smaller one, 2: shrunk
+    const bool grown = shape == 1;
     std::vector<InstanceSpec> specs;
     for (uint32_t i = 0; i < n; ++i) {
       InstanceSpec s;
@@ -96,10 +98,19 @@ TEST(CandidatesTest, AgreesWithThePlainDefinition) {
       std::vector<InstanceSpec> half(specs.begin(), specs.begin() + n / 2);
       auto first = std::move(FleetSnapshot::Create(std::move(half))).value();
       f = std::move(FleetSnapshot::Create(specs, first.get())).value();
+    } else if (shape == 2) {  // two more instances first, then without them: the array's totals count them
+      std::vector<InstanceSpec> more = specs;
+      more.push_back(InstanceSpec{"extra-1"});
+      more.push_back(InstanceSpec{"extra-2"});
+      auto first = std::move(FleetSnapshot::Create(std::move(more))).value();
+      first->state(n).in_flight.store(5);
+      first->state(n + 1).available.store(false);
+      f = std::move(FleetSnapshot::Create(specs, first.get())).value();
     } else {
       f = std::move(FleetSnapshot::Create(specs)).value();
     }
     EXPECT_EQ(f->dense_live() != nullptr, !grown || n / 2 == 0);
+    EXPECT_EQ(f->dense_totals() != nullptr, shape == 0 || (grown && n / 2 == 0));
     for (uint32_t i = 0; i < n; ++i) {
       f->state(i).in_flight.store(static_cast<int32_t>(rng.Uniform(6)) - 1);
       if (rng.Uniform(5) == 0) f->state(i).available.store(false);
@@ -279,8 +290,8 @@ TEST(PickByCostTest, AgreesWithThePlainReferenceInEveryCase) {
     }
     auto fleet = FleetSnapshot::Create(std::move(specs)).value();
     std::vector<uint32_t> c;
-    for (uint32_t i = 0; i < n; ++i) {
-      if (n == 1 || rng(5) != 0) c.push_back(i);
+    for (uint32_t i = 0; i < n; ++i) {  // every instance in a quarter of the steps (the dense fleet's pass)
+      if (n == 1 || step % 4 == 0 || rng(5) != 0) c.push_back(i);
     }
     if (c.empty()) c.push_back(0);
     for (uint32_t i = 0; i < n; ++i) {
