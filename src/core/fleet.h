@@ -115,13 +115,15 @@ class InFlightRef {
  private:
   LiveLoad& live_;
 };
-class AvailableRef {
+// A flag of a LiveLoad (its getter and setter) as a std::atomic<bool>.
+template <bool (LiveLoad::*kGet)(std::memory_order) const, bool (LiveLoad::*kSet)(bool, std::memory_order)>
+class FlagRef {
  public:
-  explicit AvailableRef(LiveLoad& live) : live_(live) {}
-  bool load(std::memory_order o = std::memory_order_seq_cst) const { return live_.available(o); }
-  void store(bool v, std::memory_order o = std::memory_order_seq_cst) { live_.SetAvailable(v, o); }
-  bool exchange(bool v, std::memory_order o = std::memory_order_seq_cst) { return live_.SetAvailable(v, o); }
-  AvailableRef& operator=(bool v) {
+  explicit FlagRef(LiveLoad& live) : live_(live) {}
+  bool load(std::memory_order o = std::memory_order_seq_cst) const { return (live_.*kGet)(o); }
+  void store(bool v, std::memory_order o = std::memory_order_seq_cst) { (live_.*kSet)(v, o); }
+  bool exchange(bool v, std::memory_order o = std::memory_order_seq_cst) { return (live_.*kSet)(v, o); }
+  FlagRef& operator=(bool v) {
     store(v);
     return *this;
   }
@@ -130,21 +132,8 @@ class AvailableRef {
  private:
   LiveLoad& live_;
 };
-class DrainedRef {
- public:
-  explicit DrainedRef(LiveLoad& live) : live_(live) {}
-  bool load(std::memory_order o = std::memory_order_seq_cst) const { return live_.drained(o); }
-  void store(bool v, std::memory_order o = std::memory_order_seq_cst) { live_.SetDrained(v, o); }
-  bool exchange(bool v, std::memory_order o = std::memory_order_seq_cst) { return live_.SetDrained(v, o); }
-  DrainedRef& operator=(bool v) {
-    store(v);
-    return *this;
-  }
-  operator bool() const { return load(); }
-
- private:
-  LiveLoad& live_;
-};
+using AvailableRef = FlagRef<&LiveLoad::available, &LiveLoad::SetAvailable>;
+using DrainedRef = FlagRef<&LiveLoad::drained, &LiveLoad::SetDrained>;
 
 // Live state of one instance, shared by every snapshot that contains it. Aligned to a cache line:
 // request threads update different instances' counters (dispatched, the engine's reports), so

@@ -29,13 +29,17 @@
 
 namespace prefix_router {
 
+// RendezvousHash's multipliers (the vector kernels repeat its steps).
+inline constexpr uint64_t kRendezvousMul1 = 0x3C79AC492BA7B653ULL;
+inline constexpr uint64_t kRendezvousMul2 = 0x1C69B3F74AC4AE35ULL;
+
 // A well-mixed 64-bit score for (key, instance seed).
 inline uint64_t RendezvousHash(uint64_t key_hash, uint64_t instance_seed) {
   uint64_t x = key_hash ^ instance_seed;
   x ^= x >> 27;
-  x *= 0x3C79AC492BA7B653ULL;
+  x *= kRendezvousMul1;
   x ^= x >> 33;
-  x *= 0x1C69B3F74AC4AE35ULL;
+  x *= kRendezvousMul2;
   x ^= x >> 27;
   return x;
 }
