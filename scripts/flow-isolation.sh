@@ -7,6 +7,11 @@
 #   flood-M     a:0:0.5,b:0:5 at max_in_flight M: the knee ceiling, and 2/3, 1/2, 1/3, 1/5 of it
 # For each, a's TTFT P90 against normal's, and where a's time went: its hit rate, its P90 wait in
 # the gateway's queue and in the engines' queues; and the completed requests per second.
+# Then the per-tenant bound (flow_control.max_in_flight_per_tenant), at the knee ceiling: B set to
+# 1, 1.5, 2, 3 and 4 times what a tenant holds in flight on average at its half (Little's law,
+# normal's tenant.a.in_flight_mean over the seeds, measured, not typed), both at their half and
+# with b at 10x under the same B: a's P90 change (the criterion), and b's and the pool's
+# completed requests per second (what the bound gives up).
 # With --oracle it also runs the flood at the knee ceiling with engines that schedule by priority
 # as vLLM's --scheduling-policy priority does (waiting requests by priority then arrival; the
 # lowest priority preempted first) and tenant a always first: the patch
@@ -16,7 +21,7 @@
 #
 # Usage: scripts/flow-isolation.sh [--oracle]   (after scripts/flow-control.sh: its knee runs)
 #   PREFIX_ROUTER, FLOW_OUT, FLOW_JOBS as scripts/flow-common.sh; FLOW_SEEDS (1,2,3).
-# Writes FLOW_OUT/isolation/<run>.json and .txt and FLOW_OUT/isolation/table.md (printed).
+# Writes FLOW_OUT/isolation/<run>.json and .txt, FLOW_OUT/isolation/table.md and bounds.md (printed).
 # Measured on 2026-12-05 on the 2-core VM: about 4 minutes of wall time without --oracle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +64,54 @@ main() {
     run "$oracle_tree/build/src/prefix-router" "oracle-$ceiling" --tenants a:0:0.5,b:0:5 --max-in-flight "$ceiling"
   fi
   (( ${#pids[@]} == 0 )) || wait "${pids[@]}"
+  pids=()
+  # The per-tenant bounds: multiples of a tenant's mean in flight at its half.
+  local bounds
+  read -r -a bounds < <(python3 - "$out/normal.json" <<'PY'
+import json, math, sys
+runs = json.load(open(sys.argv[1]))
+mean = sum(r["extra"]["tenant.a.in_flight_mean"] for r in runs) / len(runs)
+print(" ".join(str(math.ceil(f * mean)) for f in (1, 1.5, 2, 3, 4)))
+PY
+)
+  for b in "${bounds[@]}"; do
+    run "$bin" "normal-bound-$b" --tenants a:0:0.5,b:0:0.5 --max-in-flight "$ceiling" --max-in-flight-per-tenant "$b"
+    run "$bin" "flood-bound-$b" --tenants a:0:0.5,b:0:5 --max-in-flight "$ceiling" --max-in-flight-per-tenant "$b"
+  done
+  (( ${#pids[@]} == 0 )) || wait "${pids[@]}"
+  python3 - "$out" "${bounds[@]}" > "$out/bounds.md" <<'PY'
+import json, sys
+out, bounds = sys.argv[1], sys.argv[2:]
+def runs(name):
+    return {r["seed"]: r for r in json.load(open(f"{out}/{name}.json"))}
+normal = runs("normal")
+mean = sum(r["extra"]["tenant.a.in_flight_mean"] for r in normal.values()) / len(normal)
+print(f"a tenant at its half holds {mean:.1f} requests in flight on average (normal, seeds "
+      f"{','.join(str(s) for s in sorted(normal))}); bounds of 1, 1.5, 2, 3 and 4 times that:\n")
+print("| max_in_flight_per_tenant | seed | a's P90, both at their half | a's P90, b at 10x | change "
+      "| a's 429s | a's gateway queue P90 | b completed/s (at its half) | completed/s (both at half) |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for b in bounds:
+    half, flood = runs(f"normal-bound-{b}"), runs(f"flood-bound-{b}")
+    for seed in sorted(half):
+        h, f = half[seed], flood[seed]
+        hp, fp = h["extra"]["tenant.a.ttft_p90_s"], f["extra"]["tenant.a.ttft_p90_s"]
+        print(f"| {b} | {seed} | {hp:.3f} s | {fp:.3f} s | {100 * (fp / hp - 1):+.1f}% | "
+              f"{f['extra']['tenant.a.refused']:.0f} | {f['extra']['tenant.a.queue_wait_p90_s']:.3f} s | "
+              f"{f['extra']['tenant.b.throughput_rps']:.1f} ({h['extra']['tenant.b.throughput_rps']:.1f}) | "
+              f"{f['throughput_rps']:.1f} ({h['throughput_rps']:.1f}) |")
+print("\nChecks (the criterion: b at 10x raises a's P90 by at most 20% against both at their half):\n")
+for b in bounds:
+    half, flood = runs(f"normal-bound-{b}"), runs(f"flood-bound-{b}")
+    for seed in sorted(half):
+        hp = half[seed]["extra"]["tenant.a.ttft_p90_s"]
+        change = 100 * (flood[seed]["extra"]["tenant.a.ttft_p90_s"] / hp - 1)
+        held = half[seed]["extra"]["tenant.a.queue_wait_p90_s"]
+        verdict = "VOID" if held > 0 else "PASS" if change <= 20 else "FAIL"
+        why = f" (void: the bound already holds a at its half, queue wait P90 {held:.3f} s)" if held > 0 else ""
+        print(f"- {verdict}: max_in_flight_per_tenant {b} ({int(b) / mean:.1f}x), seed {seed}: "
+              f"{change:+.1f}%{why}")
+PY
   python3 - "$out" "${ceilings[@]}" > "$out/table.md" <<'PY'
 import json, os, sys
 out, ceilings = sys.argv[1], sys.argv[2:]
@@ -85,5 +138,7 @@ for label, name in rows:
         row(label, r, normal[seed]["extra"]["tenant.a.ttft_p90_s"])
 PY
   cat "$out/table.md"
+  echo
+  cat "$out/bounds.md"
 }
 main "$@"

@@ -112,8 +112,9 @@ int RunSimulate(const SimulateArgs& a, const std::string& command_line) {
   } else {
     return Fail("--saturation: '" + a.saturation + "' is not one of pool, in-flight");
   }
-  if (a.flow.max_queue > 0 && a.max_in_flight == 0 && spec.base.routing.flow_control.saturation == FlowSaturation::kPool) {
-    return Fail("--max-queue needs --max-in-flight or --saturation in-flight");
+  if (a.flow.max_queue > 0 && a.max_in_flight == 0 && a.flow.max_in_flight_per_tenant == 0 &&
+      spec.base.routing.flow_control.saturation == FlowSaturation::kPool) {
+    return Fail("--max-queue needs --max-in-flight, --max-in-flight-per-tenant or --saturation in-flight");
   }
   if (Status s = spec.base.routing.Validate(); !s.ok()) return Fail(s.message());
   if (!a.tenants.empty()) {
@@ -318,6 +319,11 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-queue-wait", a->flow.max_queue_wait,
                   "Flow control: seconds a request may wait before it is refused")
+      ->capture_default_str();
+  cmd->add_option("--max-in-flight-per-tenant", a->flow.max_in_flight_per_tenant,
+                  "Flow control: requests one tenant may have in flight at each gateway; more wait in the queue "
+                  "(or get 429 with --max-queue 0) while other tenants' requests pass them "
+                  "(routing.flow_control.max_in_flight_per_tenant; 0 = no bound)")
       ->capture_default_str();
   cmd->add_option("--saturation", a->saturation,
                   "Flow control: when a gateway's pool is saturated besides --max-in-flight: pool (only there), "

@@ -65,7 +65,10 @@ FlowQueue::PushResult FlowQueue::Push(FlowItem item) {
   if (joins && options_.fairness) tenant.counter = std::max(tenant.counter, LowestBacklogged(band));
   const uint64_t id = item.id;
   const uint64_t seq = next_seq_++;
-  if (joins) band.backlogged.emplace(tenant.counter, seq, flow);
+  if (joins) {
+    tenant.blocked = AtBound(flow);
+    if (!tenant.blocked) band.backlogged.emplace(tenant.counter, seq, flow);
+  }
   tenant.queue.push_back(id);
   if (options_.deadlines && item.deadline != kNoFlowDeadline) tenant.deadlines.emplace(item.deadline, id);
   band.arrivals.push_back(id);
@@ -78,13 +81,77 @@ FlowQueue::PushResult FlowQueue::Push(FlowItem item) {
 }
 
 std::optional<FlowItem> FlowQueue::Pop(double now) {
-  if (bands_.empty()) return std::nullopt;
-  const Band& band = bands_.begin()->second;
-  const std::string& name = std::get<2>(*band.backlogged.begin());
-  const Tenant& tenant = band.tenants.at(name);
-  // The earliest deadline not yet passed, else the oldest.
-  auto live = tenant.deadlines.upper_bound({now, std::numeric_limits<uint64_t>::max()});
-  return Take(live != tenant.deadlines.end() ? live->second : tenant.queue.front(), /*charge=*/true);
+  // The highest band with a tenant that is not blocked (without a bound: the highest band).
+  for (const auto& [number, band] : bands_) {
+    if (band.backlogged.empty()) continue;
+    const std::string& name = std::get<2>(*band.backlogged.begin());
+    const Tenant& tenant = band.tenants.at(name);
+    // The earliest deadline not yet passed, else the oldest.
+    auto live = tenant.deadlines.upper_bound({now, std::numeric_limits<uint64_t>::max()});
+    FlowItem out = Take(live != tenant.deadlines.end() ? live->second : tenant.queue.front(), /*charge=*/true);
+    Started(out.tenant);
+    return out;
+  }
+  return std::nullopt;
+}
+
+bool FlowQueue::ready() const {
+  for (const auto& [number, band] : bands_) {
+    if (!band.backlogged.empty()) return true;
+  }
+  return false;
+}
+
+bool FlowQueue::AtBound(std::string_view tenant) const {
+  return options_.max_in_flight_per_tenant > 0 && in_flight(tenant) >= options_.max_in_flight_per_tenant;
+}
+
+uint32_t FlowQueue::in_flight(std::string_view tenant) const {
+  if (tenant_in_flight_.empty()) return 0;
+  auto it = tenant_in_flight_.find(std::string(tenant));
+  return it == tenant_in_flight_.end() ? 0 : it->second;
+}
+
+void FlowQueue::Started(const std::string& tenant) {
+  if (options_.max_in_flight_per_tenant == 0) return;
+  if (++tenant_in_flight_[tenant] == options_.max_in_flight_per_tenant) {
+    ++at_bound_;
+    Block(tenant);
+  }
+}
+
+void FlowQueue::Finished(const std::string& tenant) {
+  if (options_.max_in_flight_per_tenant == 0) return;
+  auto it = tenant_in_flight_.find(tenant);
+  if (it == tenant_in_flight_.end()) return;  // went in flight before this queue counted
+  if (it->second-- == options_.max_in_flight_per_tenant) {
+    --at_bound_;
+    Unblock(tenant);
+  }
+  if (it->second == 0) tenant_in_flight_.erase(it);
+}
+
+void FlowQueue::Block(const std::string& tenant) {
+  for (auto& [number, band] : bands_) {
+    auto it = band.tenants.find(tenant);
+    if (it == band.tenants.end() || it->second.queue.empty() || it->second.blocked) continue;
+    Tenant& t = it->second;
+    band.backlogged.erase({t.counter, items_.at(t.queue.front()).seq, tenant});
+    t.blocked = true;
+  }
+}
+
+void FlowQueue::Unblock(const std::string& tenant) {
+  for (auto& [number, band] : bands_) {
+    auto it = band.tenants.find(tenant);
+    if (it == band.tenants.end() || !it->second.blocked) continue;
+    Tenant& t = it->second;
+    t.blocked = false;
+    // As a tenant that starts waiting: time at its own bound is not credit against the others.
+    if (options_.fairness) t.counter = std::max(t.counter, LowestBacklogged(band));
+    band.backlogged.emplace(t.counter, items_.at(t.queue.front()).seq, tenant);
+    Prune(band);
+  }
 }
 
 bool FlowQueue::Remove(uint64_t id) {
@@ -129,7 +196,7 @@ FlowItem FlowQueue::Take(uint64_t id, bool charge) {
   Tenant& tenant = band.tenants.at(name);
   // The tenant's place among the backlogged is keyed by its counter and its oldest request: out
   // while either may change (deadlines take a request that is not the oldest), back in below.
-  band.backlogged.erase({tenant.counter, items_.at(tenant.queue.front()).seq, name});
+  if (!tenant.blocked) band.backlogged.erase({tenant.counter, items_.at(tenant.queue.front()).seq, name});
   tenant.queue.erase(node.in_tenant);
   if (node.item.deadline != kNoFlowDeadline) tenant.deadlines.erase({node.item.deadline, id});
   band.arrivals.erase(node.in_band);
@@ -139,12 +206,13 @@ FlowItem FlowQueue::Take(uint64_t id, bool charge) {
   if (charge && options_.fairness) tenant.counter += static_cast<double>(std::max<uint64_t>(1, node.item.tokens));
   FlowItem out = std::move(node.item);
   items_.erase(node_at);
+  if (tenant.queue.empty()) tenant.blocked = false;  // blocked is for tenants with requests queued
   if (band.arrivals.empty()) {  // the band is empty: its counters are forgotten
     bands_.erase(band_at);
     return out;
   }
   if (!tenant.queue.empty()) {
-    band.backlogged.emplace(tenant.counter, items_.at(tenant.queue.front()).seq, name);
+    if (!tenant.blocked) band.backlogged.emplace(tenant.counter, items_.at(tenant.queue.front()).seq, name);
   } else if (tenant.counter > LowestBacklogged(band)) {
     band.idle.emplace(tenant.counter, name);
   } else {

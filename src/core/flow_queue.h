@@ -33,7 +33,21 @@
 // been charged more than the lowest backlogged counter (the others are forgotten: joining again
 // lifts them to that counter anyway); at most kMaxIdleTenants of those per band (beyond it the
 // lowest are forgotten, which only lets them rejoin at the lowest counter). A band that empties
-// forgets its counters: fairness is between tenants that wait at the same time.
+// forgets its counters: fairness is between tenants that wait at the same time. With a per-tenant
+// bound, also one count for each tenant with requests in flight.
+//
+// Per-tenant bound (max_in_flight_per_tenant > 0): a tenant holds at most that many requests in
+// flight in the pool. The caller reports each request that goes in flight without the queue
+// (Started) and each that ends (Finished); Pop counts those it lets out. A tenant at its bound is
+// *blocked*: its queued requests stay (and wait out their max_queue_wait) while Pop passes over
+// it to the next tenant in fairness order, and an arriving request of it waits even when the pool
+// has room (the caller asks AtBound). When one of its requests ends it rejoins the order, at least
+// at the lowest counter of those waiting, as a tenant that starts waiting does (time spent at its
+// own bound is not service the queue denied it). The bound reserves room: a tenant within its
+// bound never waits for one that floods, which the fair order alone cannot give (a fair order is
+// not a free slot). It is not work-conserving: a flood waits while the engines could take more,
+// which is the operator's choice of the bound (docs/flow-control.md measures the trade). Flows
+// are tenants whenever the bound is set (the configuration requires fairness with it).
 //
 // The queue decides when, not where: the caller routes a request that leaves with the load it
 // sees then. Time is the caller's clock in seconds (steady time in the gateway, model time in the
@@ -90,6 +104,7 @@ struct FlowQueueOptions {
   // "" = none. The gateway reads it when classifying a request; the queue does not.
   std::string objectives;
   FlowSaturation saturation = FlowSaturation::kPool;
+  uint32_t max_in_flight_per_tenant = 0;  // requests one tenant may hold in flight; 0 = no bound
   bool operator==(const FlowQueueOptions&) const = default;
 };
 
@@ -167,6 +182,22 @@ class FlowQueue {
   std::optional<double> Waited(uint64_t id, double now) const;
   // How long the oldest queued request has waited at `now`; nullopt when the queue is empty.
   std::optional<double> OldestWaited(double now) const;
+  // Whether Pop would let a request out: one is queued whose tenant is within its bound.
+  bool ready() const;
+
+  // The per-tenant bound (no-ops without one). Pop counts the requests it lets out itself.
+  // Whether `tenant` holds max_in_flight_per_tenant requests in flight (false without a bound).
+  bool AtBound(std::string_view tenant) const;
+  // A request of `tenant` went in flight without the queue.
+  void Started(const std::string& tenant);
+  // A request of `tenant` that went in flight (Started, or let out by Pop) ended. A tenant this
+  // queue does not count (its requests went in flight before a new queue replaced an old one)
+  // is ignored.
+  void Finished(const std::string& tenant);
+  // Requests in flight of `tenant`, as counted here (0 without a bound).
+  uint32_t in_flight(std::string_view tenant) const;
+  // Tenants at their bound.
+  size_t tenants_at_bound() const { return at_bound_; }
 
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
@@ -181,10 +212,12 @@ class FlowQueue {
     std::list<uint64_t> queue;  // ids, oldest first
     std::set<std::pair<double, uint64_t>> deadlines;  // (deadline, id) of those that have one
     double counter = 0;
+    bool blocked = false;  // queued, at its in-flight bound: out of `backlogged` until one ends
   };
   struct Band {
     std::unordered_map<std::string, Tenant> tenants;
-    std::set<std::tuple<double, uint64_t, std::string>> backlogged;  // (counter, head's seq, tenant)
+    // (counter, head's seq, tenant) of those with requests queued and not blocked
+    std::set<std::tuple<double, uint64_t, std::string>> backlogged;
     std::set<std::pair<double, std::string>> idle;                   // (counter, tenant): charged above the lowest
     std::list<uint64_t> arrivals;  // ids, oldest first (displacement takes the newest)
     uint64_t bytes = 0;            // of its queued bodies
@@ -198,10 +231,16 @@ class FlowQueue {
   // Takes `id` out of every structure; `charge`: add its tokens to its tenant's counter.
   FlowItem Take(uint64_t id, bool charge);
   // The flow `item` is ordered in: its tenant, or the band's one flow without fairness.
-  const std::string& FlowOf(const FlowItem& item) const { return options_.fairness ? item.tenant : kOneFlow; }
+  const std::string& FlowOf(const FlowItem& item) const {
+    return options_.fairness || options_.max_in_flight_per_tenant > 0 ? item.tenant : kOneFlow;
+  }
   static inline const std::string kOneFlow;  // every request's flow without fairness
   double LowestBacklogged(const Band& b) const;
   void Prune(Band& b);
+  // `tenant` reached its bound: out of the order of every band it waits in.
+  void Block(const std::string& tenant);
+  // `tenant` fell below its bound: back in the order, at least at the lowest waiting counter.
+  void Unblock(const std::string& tenant);
 
   FlowQueueOptions options_;
   std::map<int32_t, Band, std::greater<>> bands_;  // highest first
@@ -209,6 +248,8 @@ class FlowQueue {
   std::list<uint64_t> all_;  // ids in arrival order (expiry)
   uint64_t bytes_ = 0;
   uint64_t next_seq_ = 0;
+  std::unordered_map<std::string, uint32_t> tenant_in_flight_;  // with a bound: those with any in flight
+  size_t at_bound_ = 0;
 };
 
 }  // namespace prefix_router

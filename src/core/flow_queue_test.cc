@@ -347,5 +347,160 @@ TEST(FlowQueueTest, RandomOperationsKeepTheAccounts) {
   }
 }
 
+FlowQueueOptions Bounded(uint32_t bound, bool fairness = true) {
+  FlowQueueOptions o = Options(100000, 0, 10, fairness);
+  o.max_in_flight_per_tenant = bound;
+  return o;
+}
+
+// A tenant at its bound is passed over: the other tenant's requests leave while it waits, and it
+// rejoins when one of its own ends. Requests that went in flight without the queue count too.
+TEST(FlowQueueTest, TenantAtItsBoundIsPassedOver) {
+  FlowQueue q(Bounded(2));
+  uint64_t id = 0;
+  for (int i = 0; i < 10; ++i) q.Push(Item(++id, 0, "heavy"));
+  for (int i = 0; i < 3; ++i) q.Push(Item(++id, 0, "light"));
+  std::vector<std::string> order;
+  while (auto item = q.Pop()) order.push_back(item->tenant);
+  EXPECT_EQ(order, (std::vector<std::string>{"heavy", "light", "heavy", "light"}));
+  EXPECT_FALSE(q.ready());
+  EXPECT_EQ(q.size(), 9u);  // still queued: they wait, and their wait runs
+  EXPECT_TRUE(q.AtBound("heavy"));
+  EXPECT_TRUE(q.AtBound("light"));
+  EXPECT_FALSE(q.AtBound("other"));
+  EXPECT_EQ(q.tenants_at_bound(), 2u);
+  q.Finished("light");
+  EXPECT_TRUE(q.ready());
+  EXPECT_EQ(q.Pop()->tenant, "light");
+  EXPECT_FALSE(q.Pop());
+  q.Finished("heavy");
+  q.Finished("heavy");
+  EXPECT_EQ(q.in_flight("heavy"), 0u);
+  EXPECT_EQ(q.Pop()->tenant, "heavy");
+  EXPECT_EQ(q.Pop()->tenant, "heavy");
+  EXPECT_FALSE(q.Pop());
+  // A newcomer of a tenant at its bound waits behind it; one started without the queue counts.
+  q.Started("new");
+  q.Started("new");
+  EXPECT_TRUE(q.AtBound("new"));
+  q.Push(Item(++id, 0, "new"));
+  EXPECT_FALSE(q.ready());
+  q.Finished("new");
+  EXPECT_EQ(q.Pop()->id, id);
+  // Ends this queue did not count (a queue made by a reload) are ignored.
+  q.Finished("unknown");
+  EXPECT_EQ(q.in_flight("unknown"), 0u);
+  // Higher bands first among the tenants within their bound.
+  FlowQueue bands(Bounded(1));
+  bands.Push(Item(1, 1, "a"));
+  bands.Push(Item(2, 1, "a"));
+  bands.Push(Item(3, 0, "b"));
+  EXPECT_EQ(bands.Pop()->id, 1u);
+  EXPECT_EQ(bands.Pop()->id, 3u);  // a is at its bound: band 0's b goes
+  bands.Finished("a");
+  EXPECT_EQ(bands.Pop()->id, 2u);
+  // Without a bound nothing is counted.
+  FlowQueue plain(Options(10));
+  plain.Started("a");
+  EXPECT_FALSE(plain.AtBound("a"));
+  EXPECT_EQ(plain.in_flight("a"), 0u);
+}
+
+// A tenant held at its bound while another is served does not bank the time as credit: when it
+// is let back in, it takes turns with the other rather than a run of requests.
+TEST(FlowQueueTest, TimeAtTheBoundIsNotSavedAsCredit) {
+  FlowQueue q(Bounded(1));
+  uint64_t id = 0;
+  for (int i = 0; i < 100; ++i) q.Push(Item(++id, 0, "held", 100));
+  for (int i = 0; i < 100; ++i) q.Push(Item(++id, 0, "other", 100));
+  ASSERT_EQ(q.Pop()->tenant, "held");
+  // "held" stays at its bound while "other" is let out 50 times (each ending at once).
+  for (int i = 0; i < 50; ++i) {
+    auto item = q.Pop();
+    ASSERT_EQ(item->tenant, "other");
+    q.Finished("other");
+  }
+  q.Finished("held");
+  int held = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto item = q.Pop();
+    held += item->tenant == "held";
+    q.Finished(item->tenant);
+  }
+  EXPECT_LE(held, 11);
+  EXPECT_GE(held, 9);
+}
+
+// Randomised with a bound: as RandomOperationsKeepTheAccounts, and Pop lets out a request exactly
+// when one is queued whose tenant is within its bound, from the highest such band, never taking
+// a tenant past its bound; the counts follow every start and end.
+TEST(FlowQueueTest, RandomOperationsWithABoundKeepTheAccounts) {
+  for (bool fairness : {true, false}) {
+    testing::TestLcg rng(fairness ? 23 : 24);
+    constexpr uint32_t kBound = 3;
+    FlowQueueOptions o = Options(60, 0, 3.0, fairness);
+    o.max_in_flight_per_tenant = kBound;
+    FlowQueue q(o);
+    std::map<uint64_t, FlowItem> queued;
+    std::map<std::string, uint32_t> in_flight;
+    std::vector<std::string> running;  // one entry per request in flight
+    uint64_t next = 1;
+    double now = 0;
+    for (int step = 0; step < 20000; ++step) {
+      now += 0.01 * static_cast<double>(rng(10));
+      const uint64_t op = rng(12);
+      const std::string tenant = "t" + std::to_string(rng(5));
+      if (op < 4) {
+        FlowItem item = Item(next++, static_cast<int32_t>(rng(3)), tenant, rng(2000), rng(400), now);
+        auto r = q.Push(item);
+        for (uint64_t gone : r.displaced) ASSERT_EQ(queued.erase(gone), 1u) << "step " << step;
+        if (r.verdict == FlowVerdict::kQueued) queued.emplace(item.id, item);
+      } else if (op < 7) {
+        int32_t top = -1;
+        for (const auto& [i, it] : queued) {
+          if (in_flight[it.tenant] < kBound) top = std::max(top, it.band);
+        }
+        ASSERT_EQ(q.ready(), top >= 0) << "step " << step;
+        auto item = q.Pop(now);
+        ASSERT_EQ(item.has_value(), top >= 0) << "step " << step;
+        if (!item) continue;
+        ASSERT_EQ(item->band, top) << "step " << step;
+        ASSERT_LT(in_flight[item->tenant], kBound) << "step " << step;
+        ASSERT_EQ(queued.erase(item->id), 1u) << "step " << step;
+        ++in_flight[item->tenant];
+        running.push_back(item->tenant);
+      } else if (op < 8) {
+        if (in_flight[tenant] < kBound) {  // as the caller: a slot without the queue only within the bound
+          ASSERT_FALSE(q.AtBound(tenant)) << "step " << step;
+          q.Started(tenant);
+          ++in_flight[tenant];
+          running.push_back(tenant);
+        } else {
+          ASSERT_TRUE(q.AtBound(tenant)) << "step " << step;
+        }
+      } else if (op < 10) {
+        if (running.empty()) continue;
+        const size_t at = rng(running.size());
+        const std::string done = running[at];
+        running.erase(running.begin() + static_cast<std::ptrdiff_t>(at));
+        --in_flight[done];
+        q.Finished(done);
+      } else if (op < 11) {
+        const uint64_t id = 1 + rng(next);
+        ASSERT_EQ(q.Remove(id), queued.erase(id) == 1) << "step " << step;
+      } else {
+        for (uint64_t gone : q.Expire(now)) ASSERT_EQ(queued.erase(gone), 1u) << "step " << step;
+      }
+      size_t at_bound = 0;
+      for (const auto& [t, n] : in_flight) {
+        ASSERT_EQ(q.in_flight(t), n) << "step " << step;
+        at_bound += n == kBound;
+      }
+      ASSERT_EQ(q.tenants_at_bound(), at_bound) << "step " << step;
+      ASSERT_EQ(q.size(), queued.size()) << "step " << step;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace prefix_router

@@ -159,6 +159,11 @@ Status RoutingOptions::Validate() const {
   if (!(fc.max_queue_wait > 0 && fc.max_queue_wait <= kMaxFlowQueueWait)) {
     return Status::InvalidArgument("flow_control.max_queue_wait: must be more than 0 and at most 3600 seconds");
   }
+  if (fc.max_in_flight_per_tenant > kMaxPoolInFlight) {
+    return Status::InvalidArgument(
+        "flow_control.max_in_flight_per_tenant: " + std::to_string(fc.max_in_flight_per_tenant) +
+        " is outside the allowed range " + Range(0, kMaxPoolInFlight) + " (0 = no bound)");
+  }
   if (Status s = ValidateFlowObjectives(fc.objectives); !s.ok()) return s;
   const CacheAwareOptions& ca = cache_aware;
   if (ca.block_bytes < 16 || ca.block_bytes > 65536) {

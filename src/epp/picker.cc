@@ -90,7 +90,7 @@ PickerStream::PickerStream(gateway::Gateway& gateway, PickerMetrics& metrics) : 
 PickerStream::~PickerStream() {
   if (queued()) {  // a ticket never handed to a wait (the stream failed as it queued): settled here
     gateway::Gateway::Admission a = TakeQueued();
-    if (a.flow->Leave(a.ticket) == PoolFlow::Waiter::State::kGranted) a.flow->Release();
+    if (a.flow->Leave(a.ticket) == PoolFlow::Waiter::State::kGranted) a.flow->Release(a.waiter->tenant);
   }
   Complete();
   if (!counted_outcome_) metrics_.streams.WithLabels({"abandoned"}).Inc();

@@ -324,6 +324,15 @@ std::vector<ConfigField> BuildSchema() {
        "requests in flight (the routing policy's notion of full), which bounds every engine's batch but sends "
        "a request let out wherever there is room, cached or not (docs/flow-control.md measures the cost)",
        "in-flight", ""}));
+  s.push_back(Routing<uint32_t>(
+      "flow_control.max_in_flight_per_tenant", K::kInteger,
+      [](auto& o) -> auto& { return o.flow_control.max_in_flight_per_tenant; },
+      {"0..1000000, 0 = no bound", "",
+       "flow control: requests one tenant (as for fairness) may have in flight in the pool; more wait in the "
+       "queue while the tenant's own requests run (with max_queue 0: 429), even when the pool has room, and the "
+       "queue lets out other tenants' requests past them. It keeps room for every tenant within its bound, "
+       "whatever another sends, at the cost of leaving capacity idle while a flood waits (docs/flow-control.md)",
+       "64", "1000001"}));
   s.push_back(Routing<bool>(
       "flow_control.fairness", K::kBoolean, [](auto& o) -> auto& { return o.flow_control.fairness; },
       {"true | false", "",

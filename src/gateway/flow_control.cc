@@ -32,7 +32,7 @@ bool PoolFlow::Saturated() const {
 }
 
 void PoolFlow::LetOut() {
-  while (!queue_.empty() && !Saturated()) {
+  while (queue_.ready() && !Saturated()) {
     std::optional<FlowItem> next = queue_.Pop(FlowSeconds(std::chrono::steady_clock::now()));
     if (!waiters_.contains(next->id)) continue;  // left already (cannot happen: Leave removes it)
     in_flight_->fetch_add(1, std::memory_order_relaxed);
@@ -44,9 +44,11 @@ void PoolFlow::LetOut() {
 PoolFlow::Entry PoolFlow::Enter(FlowItem item, const boost::asio::any_io_executor* ex) {
   std::lock_guard lock(mu_);
   Entry e;
-  // Not saturated and nobody waiting: a slot now (a newcomer never overtakes the queue).
-  if (queue_.empty() && !Saturated()) {
+  // Not saturated, nobody waiting who could leave, and its tenant within its bound: a slot now
+  // (a newcomer never overtakes the queue; it passes only those held at their tenant's bound).
+  if (!queue_.ready() && !queue_.AtBound(item.tenant) && !Saturated()) {
     in_flight_->fetch_add(1, std::memory_order_relaxed);
+    queue_.Started(item.tenant);
     e.outcome = Outcome::kAdmitted;
     return e;
   }
@@ -56,6 +58,7 @@ PoolFlow::Entry PoolFlow::Enter(FlowItem item, const boost::asio::any_io_executo
   }
   item.id = ++next_id_;
   const uint64_t id = item.id;
+  std::string tenant = bounds_tenants() ? item.tenant : std::string();
   FlowQueue::PushResult r = queue_.Push(std::move(item));
   for (uint64_t gone : r.displaced) Wake(gone, Waiter::State::kDisplaced);
   switch (r.verdict) {
@@ -67,6 +70,7 @@ PoolFlow::Entry PoolFlow::Enter(FlowItem item, const boost::asio::any_io_executo
   e.outcome = Outcome::kQueued;
   e.id = id;
   e.waiter = std::make_shared<Waiter>(*ex);
+  e.waiter->tenant = std::move(tenant);
   waiters_.emplace(id, e.waiter);
   // Room that came without a request ending (in-flight saturation: an instance added or back in
   // rotation) lets out what waits, in the queue's order; this request may be among them.
@@ -88,9 +92,10 @@ PoolFlow::Waiter::State PoolFlow::Leave(uint64_t id) {
   return state == Waiter::State::kQueued ? Waiter::State::kLeft : state;
 }
 
-void PoolFlow::Release() {
+void PoolFlow::Release(const std::string& tenant) {
   std::lock_guard lock(mu_);
   in_flight_->fetch_sub(1, std::memory_order_relaxed);
+  queue_.Finished(tenant);
   LetOut();
 }
 
@@ -107,7 +112,7 @@ size_t PoolFlow::queued() const {
 
 PoolFlow::Snapshot PoolFlow::TakeSnapshot(double now) const {
   std::lock_guard lock(mu_);
-  Snapshot s{options_, queue_.size(), queue_.bytes(), queue_.OldestWaited(now)};
+  Snapshot s{options_, queue_.size(), queue_.bytes(), queue_.OldestWaited(now), queue_.tenants_at_bound()};
   if (s.oldest_wait) s.oldest_wait = std::max(0.0, *s.oldest_wait);
   return s;
 }

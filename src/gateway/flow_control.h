@@ -6,6 +6,9 @@
 // Saturated: at max_in_flight (when set) or, with flow_control.saturation in-flight, when every
 // routable instance the pool can use holds concurrency_threshold requests (core/flow_queue.h).
 // A slot that ends is given back and lets out the next requests while the pool is not saturated.
+// With flow_control.max_in_flight_per_tenant, a request whose tenant holds that many slots waits
+// (or is refused, without a queue) even when the pool has room, and the queue passes over it
+// (core/flow_queue.h); the slot's end names its tenant so that the tenant's count goes down.
 // In-flight saturation also counts the requests let out that have not reached an instance yet
 // (they are on their way to their own threads), so that one free place is not granted twice;
 // and an arriving request lets out what waits when room came without an ending (an instance
@@ -58,6 +61,7 @@ class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
     boost::asio::steady_timer timer;
     enum class State { kQueued, kGranted, kDisplaced, kLeft };
     State state = State::kQueued;
+    std::string tenant;  // with a per-tenant bound: the request's tenant (for Release)
   };
 
   enum class Outcome {
@@ -82,8 +86,11 @@ class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
   // caller holds a slot. kQueued (its wait ran out, or its client went): it is taken out of the
   // queue here and becomes kLeft. kDisplaced: a higher priority took its place.
   Waiter::State Leave(uint64_t id);
-  // A slot's end: handed to the next request the queue lets out, or given back.
-  void Release();
+  // A slot's end: handed to the next request the queue lets out, or given back. `tenant`: the
+  // request's FlowItem::tenant when the pool bounds tenants (bounds_tenants(); a Waiter's
+  // `tenant`), else ignored.
+  void Release(const std::string& tenant = {});
+  bool bounds_tenants() const { return options_.max_in_flight_per_tenant > 0; }
 
   size_t queued() const;
   // The queue as the status page shows it, read at one moment under the lock.
@@ -92,6 +99,7 @@ class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
     size_t queued = 0;                  // requests waiting
     uint64_t queued_bytes = 0;          // their bodies
     std::optional<double> oldest_wait;  // seconds the oldest has waited; nullopt when none waits
+    size_t tenants_at_bound = 0;        // tenants holding max_in_flight_per_tenant slots
   };
   // `now`: FlowSeconds of the moment; a request that arrived after it counts as waiting 0 s.
   Snapshot TakeSnapshot(double now) const;
@@ -103,7 +111,8 @@ class PoolFlow : public std::enable_shared_from_this<PoolFlow> {
   void Wake(uint64_t id, Waiter::State state);
   // Whether an arriving request would wait. REQUIRES: mu_ held
   bool Saturated() const;
-  // Lets out queued requests while the pool is not saturated. REQUIRES: mu_ held
+  // Lets out queued requests (of tenants within their bound) while the pool is not saturated.
+  // REQUIRES: mu_ held
   void LetOut();
 
   const FlowQueueOptions options_;

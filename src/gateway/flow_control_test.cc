@@ -423,5 +423,78 @@ TEST(FlowControlTest, ConcurrentLoadKeepsTheCeilingAndLosesNothing) {
   ExpectNothingInFlight(*gw, fakes);
 }
 
+double AtBound(uint16_t port) { return pt::Metric(port, R"(prefix_router_queue_tenants_at_bound{pool="default"})"); }
+
+// flow_control.max_in_flight_per_tenant: a tenant holding its bound waits in the queue even though
+// the pool has room (no max_in_flight here), another tenant's request passes it, and the wait ends
+// when the tenant's own request ends. Counts and gauges go back to 0.
+TEST(FlowControlTest, TenantAtItsBoundWaitsWhileOtherTenantsPass) {
+  Fakes fakes = StartFakes({"a"});
+  fakes[0]->HoldResponses(true);
+  GatewayConfig config = ConfigFor(fakes);
+  config.routing.flow_control.max_queue = 10;
+  config.routing.flow_control.max_in_flight_per_tenant = 1;
+  auto gw = StartGateway(config);
+  ASSERT_NE(gw, nullptr);
+  const uint16_t port = gw->port();
+  auto send = [&](std::string tenant, std::string name, ClientResponse* out) {
+    pt::Headers h{{"x-gateway-inference-fairness-id", tenant}};
+    return std::thread([=] { *out = pt::Fetch(port, JsonRequest(kChat, ChatBody("m1", name), h)); });
+  };
+  ClientResponse a1, a2, b1;
+  std::thread t1 = send("a", "a1", &a1);
+  ASSERT_TRUE(Eventually([&] { return fakes[0]->in_progress() == 1; }, 10'000ms));
+  EXPECT_EQ(AtBound(port), 1);
+  std::thread t2 = send("a", "a2", &a2);
+  ASSERT_TRUE(Eventually([&] { return QueueLength(port) == 1; }, 10'000ms));
+  std::thread t3 = send("b", "b1", &b1);  // b is within its bound: past a's waiting request
+  ASSERT_TRUE(Eventually([&] { return fakes[0]->in_progress() == 2; }, 10'000ms));
+  EXPECT_EQ(QueueLength(port), 1);
+  EXPECT_EQ(AtBound(port), 2);
+  fakes[0]->HoldResponses(false);
+  for (std::thread* t : {&t1, &t2, &t3}) t->join();
+  for (const ClientResponse* r : {&a1, &a2, &b1}) EXPECT_EQ(r->status(), 200) << r->body();
+  std::vector<std::string> order;
+  for (const auto& r : fakes[0]->received()) {
+    order.emplace_back(boost::json::parse(r.body).at("messages").as_array().back().at("content").as_string());
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "a2"}));
+  EXPECT_EQ(QueueLength(port), 0);
+  EXPECT_EQ(AtBound(port), 0);
+  ExpectNothingInFlight(*gw, fakes);
+}
+
+// Without a queue, a request over its tenant's bound is refused at once (429, saying which bound),
+// while another tenant's is served.
+TEST(FlowControlTest, TenantBoundWithoutAQueueRefuses) {
+  Fakes fakes = StartFakes({"a"});
+  fakes[0]->HoldResponses(true);
+  GatewayConfig config = ConfigFor(fakes);
+  config.routing.flow_control.max_in_flight_per_tenant = 1;
+  auto gw = StartGateway(config);
+  ASSERT_NE(gw, nullptr);
+  const uint16_t port = gw->port();
+  const pt::Headers a{{"x-gateway-inference-fairness-id", "a"}};
+  ClientResponse held, other;
+  std::thread holder([&] { held = pt::Fetch(port, JsonRequest(kChat, ChatBody("m1", "held"), a)); });
+  ASSERT_TRUE(Eventually([&] { return fakes[0]->in_progress() == 1; }, 10'000ms));
+  const ClientResponse over = pt::Fetch(port, JsonRequest(kChat, ChatBody("m1", "over"), a));
+  EXPECT_EQ(over.status(), 429) << over.body();
+  EXPECT_NE(over.body().find("max_in_flight_per_tenant"), std::string::npos) << over.body();
+  EXPECT_EQ(Rejected(port, "queue_full"), 1);
+  std::thread b([&] {
+    other = pt::Fetch(port, JsonRequest(kChat, ChatBody("m1", "other"), {{"x-gateway-inference-fairness-id", "b"}}));
+  });
+  ASSERT_TRUE(Eventually([&] { return fakes[0]->in_progress() == 2; }, 10'000ms));
+  fakes[0]->HoldResponses(false);
+  holder.join();
+  b.join();
+  EXPECT_EQ(held.status(), 200) << held.body();
+  EXPECT_EQ(other.status(), 200) << other.body();
+  // The bound frees with the end of the tenant's request.
+  EXPECT_EQ(pt::Fetch(port, JsonRequest(kChat, ChatBody("m1", "again"), a)).status(), 200);
+  ExpectNothingInFlight(*gw, fakes);
+}
+
 }  // namespace
 }  // namespace prefix_router::gateway

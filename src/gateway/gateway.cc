@@ -182,11 +182,16 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config, std::shar
       self->metrics_->in_flight.WithLabels({name}).Set(0);
       self->metrics_->instance_up.WithLabels({name}).Set(0);
     }
-    if (state->default_pool.flow) {
-      self->metrics_->queue_length.WithLabels({"default"}).Set(static_cast<double>(state->default_pool.flow->queued()));
-    }
+    const auto queue_gauges = [&](const std::string& name, const PoolFlow& flow) {
+      const PoolFlow::Snapshot f = flow.TakeSnapshot(0);
+      self->metrics_->queue_length.WithLabels({name}).Set(static_cast<double>(f.queued));
+      if (f.options.max_in_flight_per_tenant > 0) {
+        self->metrics_->queue_tenants_at_bound.WithLabels({name}).Set(static_cast<double>(f.tenants_at_bound));
+      }
+    };
+    if (state->default_pool.flow) queue_gauges("default", *state->default_pool.flow);
     for (const auto& [name, pool] : state->pools) {
-      if (pool.flow) self->metrics_->queue_length.WithLabels({name}).Set(static_cast<double>(pool.flow->queued()));
+      if (pool.flow) queue_gauges(name, *pool.flow);
     }
     // The server keeps its own counts (the HTTP layer knows no metrics); the counter catches
     // up with them here, and only here, so the difference is never negative.

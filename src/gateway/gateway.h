@@ -158,18 +158,24 @@ class PoolSlot {
       : count_(std::move(count)), before_(count_->fetch_add(1, std::memory_order_relaxed)) {}
   // A slot a flow-controlled pool gave (PoolFlow::Enter admitted it, or its queue let it out):
   // already counted; its end goes through the flow, which hands it to the next waiting request.
-  static PoolSlot FromFlow(std::shared_ptr<PoolFlow> flow) {
+  // `tenant`: the request's, when the flow bounds tenants (PoolFlow::Release).
+  static PoolSlot FromFlow(std::shared_ptr<PoolFlow> flow, std::string tenant = {}) {
     PoolSlot s;
     s.flow_ = std::move(flow);
+    s.tenant_ = std::move(tenant);
     return s;
   }
   PoolSlot(PoolSlot&& other) noexcept
-      : count_(std::move(other.count_)), flow_(std::move(other.flow_)), before_(other.before_) {}
+      : count_(std::move(other.count_)),
+        flow_(std::move(other.flow_)),
+        tenant_(std::move(other.tenant_)),
+        before_(other.before_) {}
   PoolSlot& operator=(PoolSlot&& other) noexcept {
     if (this != &other) {
       Release();
       count_ = std::move(other.count_);
       flow_ = std::move(other.flow_);
+      tenant_ = std::move(other.tenant_);
       before_ = other.before_;
     }
     return *this;
@@ -180,7 +186,7 @@ class PoolSlot {
   void Release() {
     if (count_) count_->fetch_sub(1, std::memory_order_relaxed);
     count_.reset();
-    if (flow_) flow_->Release();
+    if (flow_) flow_->Release(tenant_);
     flow_.reset();
   }
   // Requests of the pool admitted before this one and not yet ended.
@@ -189,6 +195,7 @@ class PoolSlot {
  private:
   std::shared_ptr<std::atomic<int64_t>> count_;
   std::shared_ptr<PoolFlow> flow_;
+  std::string tenant_;
   int64_t before_ = 0;
 };
 

@@ -174,6 +174,10 @@ struct Gateway::Metrics {
                                 "Requests waiting in a pool's flow-control queue, by pool (its served "
                                 "name, or default)",
                                 {"pool"})),
+        queue_tenants_at_bound(r.AddGauge("prefix_router_queue_tenants_at_bound",
+                                          "Tenants holding flow_control.max_in_flight_per_tenant requests in "
+                                          "flight (their next requests wait), by pool",
+                                          {"pool"})),
         queue_wait_seconds(r.AddHistogram("prefix_router_queue_wait_seconds",
                                           "Time requests let out of a flow-control queue waited in it, "
                                           "by model and priority",
@@ -207,6 +211,7 @@ struct Gateway::Metrics {
   metrics::Family<metrics::Counter>& completion_tokens;
   metrics::Family<metrics::Counter>& usage_responses;
   metrics::Family<metrics::Gauge>& queue_length;
+  metrics::Family<metrics::Gauge>& queue_tenants_at_bound;
   metrics::Family<metrics::Histogram>& queue_wait_seconds;
   metrics::Family<metrics::Counter>& background_failures;
 };

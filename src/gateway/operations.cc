@@ -36,12 +36,14 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
 
 std::string DescribeOptions(const RoutingOptions& o) {
   const bool instances = o.flow_control.saturation != FlowSaturation::kPool;
+  const uint32_t per_tenant = o.flow_control.max_in_flight_per_tenant;
   return fmt::format(
-      "{}, prefix_length {}, concurrency_threshold {}, spill_mode {}, balance_factor {}, max_in_flight {}{}{}{}",
+      "{}, prefix_length {}, concurrency_threshold {}, spill_mode {}, balance_factor {}, max_in_flight {}{}{}{}{}",
       StrategyName(o.strategy), o.prefix_length, o.concurrency_threshold, SpillModeName(o.spill), o.balance_factor,
       o.max_in_flight, instances ? ", saturated when every instance holds concurrency_threshold" : "",
+      per_tenant > 0 ? fmt::format(", at most {} in flight per tenant", per_tenant) : std::string(),
       o.flow_control.max_queue == 0 ? std::string()
-      : o.max_in_flight == 0 && !instances
+      : o.max_in_flight == 0 && !instances && per_tenant == 0
           ? std::string(", flow_control.max_queue ignored (no max_in_flight)")
           : fmt::format(", queue of {} for {:g} s", o.flow_control.max_queue, o.flow_control.max_queue_wait),
       o.key_normalisation.enabled() ? ", key normalisation on" : "");
@@ -72,7 +74,9 @@ Pool KeepOrMakePool(const RoutingOptions& options, const Pool* previous, const s
                     const std::string& served_name) {
   Pool pool = KeepOrMakePoolPolicy(options, previous, what, changes);
   const bool instances = options.flow_control.saturation != FlowSaturation::kPool;
-  if ((options.flow_control.max_queue > 0 && options.max_in_flight > 0) || instances) {
+  // A per-tenant bound needs the flow's counts even without a queue (its requests then get 429).
+  if ((options.flow_control.max_queue > 0 && options.max_in_flight > 0) || instances ||
+      options.flow_control.max_in_flight_per_tenant > 0) {
     // The objectives only classify arriving requests (read from the pool's options): a change to
     // them keeps the queue.
     auto queue_settings = [](FlowQueueOptions o) {

@@ -361,11 +361,12 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
       item.deadline = item.arrival + ms / 1000.0;
     }
     a.priority = item.band;
+    std::string slot_tenant = pool.flow->bounds_tenants() ? item.tenant : std::string();
     PoolFlow::Entry e = pool.flow->Enter(std::move(item), wait_on);
     const char* reason = nullptr;
     std::string why;
     switch (e.outcome) {
-      case PoolFlow::Outcome::kAdmitted: a.slot = PoolSlot::FromFlow(pool.flow); break;
+      case PoolFlow::Outcome::kAdmitted: a.slot = PoolSlot::FromFlow(pool.flow, std::move(slot_tenant)); break;
       case PoolFlow::Outcome::kQueued:
         a.flow = pool.flow;
         a.waiter = std::move(e.waiter);
@@ -390,6 +391,11 @@ std::variant<Gateway::Admission, Gateway::Refusal> Gateway::Admit(api::ApiKind a
       if (pool.options.flow_control.saturation == FlowSaturation::kInFlight) {
         limits += (limits.empty() ? "" : ", or ") + std::string("every instance at its concurrency threshold of ") +
                   std::to_string(pool.options.concurrency_threshold);
+      }
+      if (pool.options.flow_control.max_in_flight_per_tenant > 0) {
+        limits += (limits.empty() ? "" : ", or ") + std::string("the tenant's own ") +
+                  std::to_string(pool.options.flow_control.max_in_flight_per_tenant) +
+                  " in flight (flow_control.max_in_flight_per_tenant)";
       }
       return PoolOverloaded(a, reason, " (" + limits + ") and " + why);
     }
@@ -457,12 +463,13 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::AwaitQueueSlot(Admissio
   // requester leaving), the ticket is settled: taken out of the queue, or its slot held.
   struct Settle {  // if the coroutine is destroyed mid-wait (shutdown), the ticket still is
     PoolFlow& flow;
+    const PoolFlow::Waiter& waiter;
     uint64_t ticket;
     bool done = false;
     ~Settle() {
-      if (!done && flow.Leave(ticket) == PoolFlow::Waiter::State::kGranted) flow.Release();
+      if (!done && flow.Leave(ticket) == PoolFlow::Waiter::State::kGranted) flow.Release(waiter.tenant);
     }
-  } settle{flow, a.ticket};
+  } settle{flow, waiter, a.ticket};
   const auto started = Clock::now();
   // A grant that came before this wait begins is seen here; one that comes after posts the
   // timer's cancellation to this thread, which runs once this coroutine is suspended.
@@ -474,7 +481,7 @@ net::awaitable<std::optional<Gateway::Refusal>> Gateway::AwaitQueueSlot(Admissio
   settle.done = true;
   const PoolFlow::Waiter::State state = flow.Leave(a.ticket);
   if (state == PoolFlow::Waiter::State::kGranted) {
-    a.slot = PoolSlot::FromFlow(a.flow);
+    a.slot = PoolSlot::FromFlow(a.flow, waiter.tenant);
     metrics_->queue_wait_seconds.WithLabels({a.model_label, std::to_string(a.priority)})
         .Observe(std::chrono::duration<double>(Clock::now() - started).count());
     if (requester_gone) {  // let out as its requester left: the slot goes to the next at once
@@ -510,7 +517,7 @@ struct Gateway::PendingQueueWait {
   ~PendingQueueWait() {
     if (!done) return;
     if (admission.flow && admission.flow->Leave(admission.ticket) == PoolFlow::Waiter::State::kGranted) {
-      admission.flow->Release();
+      admission.flow->Release(admission.waiter->tenant);
     }
     std::exchange(done, nullptr)(QueueWaitEnd{std::move(admission), std::nullopt, /*gone=*/true});
   }

@@ -163,14 +163,17 @@ json::object PoolJson(std::string_view name, const Pool& pool, size_t instances,
     const PoolFlow::Snapshot f = pool.flow->TakeSnapshot(FlowSeconds(now));
     json::value oldest = nullptr;
     if (f.oldest_wait) oldest = std::round(*f.oldest_wait * 1000) / 1000;
-    out["flow_control"] = json::object{
-        {"max_queue", f.options.max_queue},
-        {"max_queue_bytes", f.options.max_queue_bytes},
-        {"max_queue_wait", f.options.max_queue_wait},
-        {"fairness", f.options.fairness},
-        {"deadlines", f.options.deadlines},
-        {"saturation", FlowSaturationName(f.options.saturation)},
-        {"queue", json::object{{"length", f.queued}, {"bytes", f.queued_bytes}, {"oldest_wait_seconds", oldest}}}};
+    out["flow_control"] = json::object{{"max_queue", f.options.max_queue},
+                                       {"max_queue_bytes", f.options.max_queue_bytes},
+                                       {"max_queue_wait", f.options.max_queue_wait},
+                                       {"fairness", f.options.fairness},
+                                       {"deadlines", f.options.deadlines},
+                                       {"saturation", FlowSaturationName(f.options.saturation)},
+                                       {"max_in_flight_per_tenant", f.options.max_in_flight_per_tenant},
+                                       {"queue", json::object{{"length", f.queued},
+                                                              {"bytes", f.queued_bytes},
+                                                              {"oldest_wait_seconds", oldest},
+                                                              {"tenants_at_bound", f.tenants_at_bound}}}};
   }
   return out;
 }

@@ -421,6 +421,8 @@ TEST(StatusJsonTest, FlowControlSettingsAndQueue) {
   EXPECT_EQ(Int(f.at("queue").at("length")), 0);
   EXPECT_EQ(Int(f.at("queue").at("bytes")), 0);
   EXPECT_TRUE(f.at("queue").at("oldest_wait_seconds").is_null());
+  EXPECT_EQ(Int(f.at("max_in_flight_per_tenant")), 0);
+  EXPECT_EQ(Int(f.at("queue").at("tenants_at_bound")), 0);
 
   const std::string queued_body = testing::ChatBody("m1", "queued");
   pt::ClientResponse holder, queued;

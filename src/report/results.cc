@@ -485,6 +485,7 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
   struct Figures {
     uint64_t requests = 0, refused = 0, succeeded = 0, met = 0;
     uint64_t prompt_tokens = 0, cached_tokens = 0;
+    double in_flight_s = 0;  // summed over its completed requests: from routing to the last byte
     std::vector<double> ttft, queue, engine_queue;
   };
   std::vector<Figures> per(tenants.size());
@@ -507,6 +508,7 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
     if (!rec.error) {
       ++f.succeeded;
       if (rec.ttft_s >= 0) f.ttft.push_back(rec.ttft_s);
+      if (rec.e2e_s >= 0) f.in_flight_s += std::max(0.0, rec.e2e_s - std::max(rec.queue_s, 0.0));
       if (ceiling) f.queue.push_back(std::max(rec.queue_s, 0.0));
       if (rec.engine_queue_s >= 0) f.engine_queue.push_back(rec.engine_queue_s);
       if (rec.cached_tokens_known) {
@@ -534,6 +536,9 @@ void AddFlowFigures(const std::vector<RequestRecord>& records, const std::vector
     into.extra[k + "ttft_p90_s"] = SortedPercentile(f.ttft, 0.9);
     into.extra[k + "ttft_p99_s"] = SortedPercentile(f.ttft, 0.99);
     into.extra[k + "throughput_rps"] = span > 0 ? static_cast<double>(f.succeeded) / span : 0;
+    // Requests it had in flight on average (Little's law: its completed requests' time in flight
+    // over the span): what a per-tenant bound (flow_control.max_in_flight_per_tenant) is set against.
+    into.extra[k + "in_flight_mean"] = span > 0 ? f.in_flight_s / span : 0;
     // Where the TTFT went: the prompt tokens found cached, the wait in the gateway's queue and
     // in the engine's (from arrival there to first admission), over its completed requests.
     if (f.prompt_tokens > 0) {

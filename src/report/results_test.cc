@@ -549,6 +549,10 @@ TEST(FlowFiguresTest, WhereEachTenantsTimeWent) {
   AddFlowFigures(records, {{"a", 0, 0}, {"b", 0, 0}}, /*ceiling=*/true, r);
   EXPECT_DOUBLE_EQ(r.extra.at("tenant.a.hit_rate"), 0.9);
   EXPECT_DOUBLE_EQ(r.extra.at("tenant.a.queue_wait_p90_s"), 8.1);  // 0 x5, 5..9
+  // In flight from routing to the last byte, over the span 0..18.2 s: a's 0.2..4.2 s unqueued and
+  // 0.2 s x5 after their waits; b's two completed 1 s each (the refused one never ran).
+  EXPECT_NEAR(r.extra.at("tenant.a.in_flight_mean"), 12.0 / 18.2, 1e-9);
+  EXPECT_NEAR(r.extra.at("tenant.b.in_flight_mean"), 2.0 / 18.2, 1e-9);
   EXPECT_DOUBLE_EQ(r.extra.at("tenant.a.engine_queue_p90_s"), 0.81);
   EXPECT_DOUBLE_EQ(r.extra.at("tenant.b.hit_rate"), 0.25);  // the refused request's tokens do not count
   EXPECT_DOUBLE_EQ(r.extra.at("tenant.b.queue_wait_p90_s"), 0);

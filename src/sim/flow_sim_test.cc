@@ -205,6 +205,48 @@ TEST(FlowSimTest, FairnessShieldsATenantFromAFlood) {
   EXPECT_LT(fair * 4, fifo) << "fair " << fair << " s, arrival order " << fifo << " s";
 }
 
+// A per-tenant bound (flow_control.max_in_flight_per_tenant) with no pool ceiling: neither tenant
+// ever has more than the bound in flight, the flood's surplus waits in the queue (or, without
+// one, is refused), and the tenant within its share is never refused and waits less than it does
+// behind the same flood under a pool ceiling of twice the bound with fairness alone.
+TEST(FlowSimTest, TenantBoundKeepsRoomForTheOtherTenant) {
+  auto run_with = [](uint32_t bound, uint32_t ceiling, uint32_t max_queue) {
+    SimOptions o = Overloaded(40);
+    o.routing.max_in_flight = ceiling;
+    o.routing.flow_control.max_in_flight_per_tenant = bound;
+    o.routing.flow_control.max_queue = max_queue;
+    o.routing.flow_control.max_queue_wait = 60;
+    o.tenants = {{"a", 0, 0.5}, {"b", 0, 5}};
+    auto run = Simulate(o);
+    EXPECT_TRUE(run.ok()) << run.status().message();
+    return run;
+  };
+  for (uint32_t max_queue : {2000u, 0u}) {
+    auto run = run_with(8, 0, max_queue);
+    ASSERT_TRUE(run.ok());
+    std::map<int32_t, std::vector<report::RequestRecord>> by_tenant;
+    for (const report::RequestRecord& r : run->records) by_tenant[r.tenant].push_back(r);
+    ASSERT_EQ(by_tenant.size(), 2u);
+    EXPECT_LE(PeakInFlight(by_tenant[0]), 8u) << "max_queue " << max_queue;
+    EXPECT_EQ(PeakInFlight(by_tenant[1]), 8u) << "max_queue " << max_queue;
+    EXPECT_EQ(Extra(run->result, "tenant.a.refused"), 0) << "max_queue " << max_queue;
+    if (max_queue > 0) {  // the flood's surplus waits (60 s: longer than the run)
+      EXPECT_GT(Extra(run->result, "tenant.b.queue_wait_p90_s"), 1);
+    } else {
+      EXPECT_GT(Extra(run->result, "tenant.b.refused"), 0);
+    }
+    EXPECT_EQ(run->result.settings.at("max_in_flight_per_tenant"), 8);
+    EXPECT_GT(Extra(run->result, "tenant.b.in_flight_mean"), 4) << "max_queue " << max_queue;
+    EXPECT_LE(Extra(run->result, "tenant.b.in_flight_mean"), 8) << "max_queue " << max_queue;
+  }
+  auto bounded = run_with(8, 0, 2000), ceiling = run_with(0, 16, 2000);
+  ASSERT_TRUE(bounded.ok() && ceiling.ok());
+  const double with_bound = Extra(bounded->result, "tenant.a.ttft_p90_s");
+  const double fair_only = Extra(ceiling->result, "tenant.a.ttft_p90_s");
+  EXPECT_GT(with_bound, 0);
+  EXPECT_LT(with_bound, fair_only) << "bound " << with_bound << " s, ceiling " << fair_only << " s";
+}
+
 // TTFT objectives are deadlines in the queue: in one flow (no fairness), a class with a tight
 // objective leaves before one with a loose objective, and meets it far more often than with the
 // deadlines ignored (arrival order); the results say how many met it either way.

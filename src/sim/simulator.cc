@@ -290,6 +290,7 @@ class Simulation {
     std::string text;
     std::vector<uint32_t> prompt;
     uint32_t max_tokens = 1;
+    std::string flow_tenant;  // with a per-tenant bound: the tenant its end is counted to
   };
 
   struct Live {
@@ -301,6 +302,7 @@ class Simulation {
     uint32_t max_tokens = 0;
     uint32_t work_tokens = 0;  // the gateway's estimate, counted in the instance's load
     Decision decision;
+    std::string flow_tenant;                            // Prepared::flow_tenant
     std::shared_ptr<const FleetSnapshot> fleet;         // the gateway's snapshot the decision was made on
     std::optional<engine_model::EngineRequest> submit;  // until submitted
   };
@@ -360,7 +362,7 @@ class Simulation {
     std::unique_ptr<Policy> policy;
     std::shared_ptr<const FleetSnapshot> fleet;
     uint32_t in_flight = 0;                          // its requests dispatched and not finished (its pool's count)
-    std::optional<FlowQueue> queue;                  // with a saturation signal and max_queue > 0
+    std::optional<FlowQueue> queue;                  // with max_queue > 0 or a per-tenant bound
     std::unordered_map<uint64_t, Prepared> waiting;  // queued requests by id
   };
   std::vector<Gateway> gateways_;
@@ -541,14 +543,11 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
   // Dealt round-robin over the gateways by send order (request_id counts every send).
   const uint32_t gateway_id = static_cast<uint32_t>(request_id % gateways_.size());
   Gateway& gateway = gateways_[gateway_id];
-  // Admission as the gateway's PoolFlow: routed now while the pool is not saturated and nobody
-  // waits; else a place in the queue, or 429.
-  if (!flow_ || (gateway.waiting.empty() && !Saturated(gateway_id))) {
+  // Admission as the gateway's PoolFlow: routed now while the pool is not saturated, nobody
+  // waits who could leave, and the request's tenant is within its bound; else a place in the
+  // queue, or 429.
+  if (!flow_) {
     Dispatch(t, gateway_id, std::move(p));
-    return;
-  }
-  if (!gateway.queue) {
-    Refuse(t, request_id, session_id);
     return;
   }
   FlowItem item;
@@ -560,6 +559,17 @@ void Simulation::SendTurn(double t, uint64_t session_id, std::string_view previo
     if (c.ttft_objective_ms > 0) item.deadline = t + c.ttft_objective_ms / 1000.0;
   } else {
     item.tenant = r->routing_group;
+  }
+  if (o_.routing.flow_control.max_in_flight_per_tenant > 0) p.flow_tenant = item.tenant;
+  const bool waits = gateway.queue && (gateway.queue->ready() || gateway.queue->AtBound(item.tenant));
+  if (!waits && !Saturated(gateway_id)) {
+    if (gateway.queue) gateway.queue->Started(p.flow_tenant);
+    Dispatch(t, gateway_id, std::move(p));
+    return;
+  }
+  if (!gateway.queue) {
+    Refuse(t, request_id, session_id);
+    return;
   }
   item.tokens = p.work_tokens;
   item.bytes = body.size();
@@ -599,6 +609,7 @@ void Simulation::Dispatch(double t, uint32_t gateway_id, Prepared p) {
   Result<Decision> d = gateway.policy->Pick(route, *gateway.fleet, rng_);
   if (!d.ok()) {
     rec.error = true;
+    if (gateway.queue) gateway.queue->Finished(p.flow_tenant);  // it never went in flight
     replies_[p.session] = "";
     Push(t + kErrorPause, EvType::kSend, p.session);
     return;
@@ -629,6 +640,7 @@ void Simulation::Dispatch(double t, uint32_t gateway_id, Prepared p) {
   live.work_tokens = route.work_tokens;
   live.output_seed = engine_model::OutputSeed(p.prompt);
   live.decision = *d;
+  live.flow_tenant = std::move(p.flow_tenant);
   live.fleet = gateway.fleet;
   if (bounds_) {
     std::vector<uint32_t> output(live.max_tokens);
@@ -810,6 +822,7 @@ void Simulation::Finish(double t, uint64_t request_id, bool error) {
   state.outstanding_tokens.fetch_sub(live.work_tokens, std::memory_order_relaxed);
   gateways_[live.gateway].policy->OnCompleted(live.decision, *live.fleet);
   --gateways_[live.gateway].in_flight;
+  if (gateways_[live.gateway].queue) gateways_[live.gateway].queue->Finished(live.flow_tenant);
   report::RequestRecord& rec = records_[request_id];
   std::string reply;
   if (error) {
@@ -923,8 +936,10 @@ Result<SimRun> Simulation::Run() {
   }
   policy_index_bytes_ = routing.cache_aware.max_index_bytes;
   // Each replica's pool has its own count and its own queue, as a gateway process does.
-  flow_ = o_.routing.max_in_flight > 0 || o_.routing.flow_control.saturation != FlowSaturation::kPool;
-  if (flow_ && o_.routing.flow_control.max_queue > 0) {
+  flow_ = o_.routing.max_in_flight > 0 || o_.routing.flow_control.saturation != FlowSaturation::kPool ||
+          o_.routing.flow_control.max_in_flight_per_tenant > 0;
+  // A queue also counts the per-tenant bound (with max_queue 0 it queues nothing: 429 at the bound).
+  if (flow_ && (o_.routing.flow_control.max_queue > 0 || o_.routing.flow_control.max_in_flight_per_tenant > 0)) {
     for (Gateway& g : gateways_) g.queue.emplace(o_.routing.flow_control);
   }
   kv_feed_ = o_.peer.empty() && UsesKvEvents(routing.strategy);
@@ -1064,6 +1079,9 @@ Result<SimRun> Simulation::Run() {
       }
       r.settings["fairness"] = o_.routing.flow_control.fairness ? 1 : 0;
       r.settings["deadlines"] = o_.routing.flow_control.deadlines ? 1 : 0;
+    }
+    if (o_.routing.flow_control.max_in_flight_per_tenant > 0) {
+      r.settings["max_in_flight_per_tenant"] = o_.routing.flow_control.max_in_flight_per_tenant;
     }
   }
   report::AddFlowFigures(run.records, TenantLabels(o_.tenants), flow_, r);
