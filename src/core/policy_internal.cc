@@ -46,7 +46,10 @@ size_t FillCandidates(const RouteRequest& r, const FleetSnapshot& f, std::span<c
   return n;
 }
 
-// FillCandidates for the given flags.
+// FillCandidatesFor's answer when the candidates are the whole fleet, 0..size-1 (not written).
+constexpr size_t kAllInstances = SIZE_MAX;
+
+// FillCandidates for the given flags; kAllInstances when the candidates are 0..size-1.
 template <bool kSkipExcluded, bool kTotals>
 size_t FillCandidatesFor(const RouteRequest& r, const FleetSnapshot& f, std::span<const uint32_t> eligible,
                          uint32_t* out, CandidateTotals& sums) {
@@ -58,13 +61,11 @@ size_t FillCandidatesFor(const RouteRequest& r, const FleetSnapshot& f, std::spa
     // totals are theirs, kept by every change (fleet.h), so no instance is read.
     const LiveTotals& t = *f.dense_totals();
     if (t.unroutable.load(std::memory_order_relaxed) == 0 && (!kTotals || t.negative.load(std::memory_order_relaxed) == 0)) {
-      const size_t count = eligible.size();
-      std::iota(out, out + count, 0u);
       if constexpr (kTotals) {
         sums.in_flight = t.in_flight.load(std::memory_order_relaxed);
         sums.weight = f.total_weight();
       }
-      return count;
+      return kAllInstances;
     }
   }
   if (f.uniform_weights()) {
@@ -77,9 +78,12 @@ size_t FillCandidatesFor(const RouteRequest& r, const FleetSnapshot& f, std::spa
 
 }  // namespace
 
-std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded,
-                               CandidateTotals* totals) {
+std::span<const uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded,
+                                     CandidateTotals* totals) {
   thread_local std::vector<uint32_t> buf;
+  // 0..size-1 for whole fleets, written once per thread as the largest fleet grows (at 10,000
+  // instances writing it per decision cost about 1 us of a 17 us decision).
+  thread_local std::vector<uint32_t> all;
   const std::span<const uint32_t> eligible = f.Eligible(r.served_name);
   if (buf.size() < eligible.size()) buf.resize(eligible.size());
   uint32_t* out = buf.data();
@@ -94,6 +98,14 @@ std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bo
                : FillCandidatesFor<false, false>(r, f, eligible, out, sums);
   }
   if (totals) *totals = sums;
+  if (n == kAllInstances) {
+    if (all.size() < eligible.size()) {
+      const size_t from = all.size();
+      all.resize(eligible.size());
+      std::iota(all.begin() + static_cast<std::ptrdiff_t>(from), all.end(), static_cast<uint32_t>(from));
+    }
+    return {all.data(), eligible.size()};
+  }
   return {buf.data(), n};
 }
 

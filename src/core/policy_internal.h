@@ -62,10 +62,10 @@ struct CandidateTotals {
   int64_t weight = 0;
 };
 
-// Eligible, available candidates into a per-thread buffer (no allocation once warm).
-// Excluded instances are kept when `keep_excluded` (prefix-aware ranks count them). When
-// `totals` is given it receives the candidates' sums.
-std::span<uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded,
+// Eligible, available candidates, indices ascending, in a per-thread buffer (no allocation once
+// warm; valid until the thread's next call). Excluded instances are kept when `keep_excluded`
+// (prefix-aware ranks count them). When `totals` is given it receives the candidates' sums.
+std::span<const uint32_t> Candidates(const RouteRequest& r, const FleetSnapshot& f, bool keep_excluded,
                                CandidateTotals* totals = nullptr);
 
 // Unavailable, saying whether no instance serves the name or none is left to try.

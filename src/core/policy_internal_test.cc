@@ -135,11 +135,11 @@ TEST(CandidatesTest, AgreesWithThePlainDefinition) {
     }
     SCOPED_TRACE("round " + std::to_string(round));
     CandidateTotals totals;
-    const std::span<uint32_t> got = Candidates(r, *f, keep_excluded, &totals);
+    const std::span<const uint32_t> got = Candidates(r, *f, keep_excluded, &totals);
     EXPECT_EQ(std::vector<uint32_t>(got.begin(), got.end()), want);
     EXPECT_EQ(totals.in_flight, want_totals.in_flight);
     EXPECT_EQ(totals.weight, want_totals.weight);
-    const std::span<uint32_t> plain = Candidates(r, *f, keep_excluded);
+    const std::span<const uint32_t> plain = Candidates(r, *f, keep_excluded);
     EXPECT_EQ(std::vector<uint32_t>(plain.begin(), plain.end()), want);
   }
 }
