@@ -15,6 +15,8 @@
 #
 # Usage: scripts/profile-gateway.sh [--bin PATH] [--seconds S] [--record] [--port-base B]
 #        (default --bin build/release/src/prefix-router, --seconds 5, --port-base 39080)
+#        PERF_CALLGRAPH="--call-graph dwarf,16384" records whole call chains with --record (the
+#        release build has no frame pointers: the default -g shows callers of inlined code poorly).
 #        PROFILE_KEEP=1 keeps the run directory (perf.data, dhat.idle.json, dhat.load.json) for a
 #        closer look (dh_view.html, or the allocation sites by count) and prints its path.
 # To compare two builds, run it once per binary (for example one built from an older commit
@@ -105,7 +107,7 @@ n0=$(served)
 perf stat -x, -e "$events" -p "$gw" -- sleep "$seconds" 2>"$run/perfstat.txt"
 n1=$(served)
 if [ "$record" = 1 ]; then
-  perf record -F 1999 -g -p "$gw" -o "$run/perf.data" -- sleep 2 >/dev/null 2>"$run/perf-record.log" || true
+  perf record -F 1999 ${PERF_CALLGRAPH:--g} -p "$gw" -o "$run/perf.data" -- sleep 2 >/dev/null 2>"$run/perf-record.log" || true
 fi
 wait "$wrk_pid"
 echo "== under load (wrk -t1 -c64), $((n1 - n0)) requests in $seconds s, per request:"

@@ -12,9 +12,9 @@ bool IsLowerHex(std::string_view s) {
 
 bool AllZero(std::string_view s) { return s.find_first_not_of('0') == std::string_view::npos; }
 
-void AppendHex(std::string& out, uint64_t v, int digits) {
+void PutHex(char*& out, uint64_t v, int digits) {
   static constexpr char kHex[] = "0123456789abcdef";
-  for (int i = digits - 1; i >= 0; --i) out += kHex[(v >> (4 * i)) & 0xF];
+  for (int i = digits - 1; i >= 0; --i) *out++ = kHex[(v >> (4 * i)) & 0xF];
 }
 
 }  // namespace
@@ -27,21 +27,25 @@ bool IsValidRequestId(std::string_view id) {
   return true;
 }
 
-std::string FormatRequestId(uint64_t high, uint64_t low) {
+std::string_view FormatRequestId(uint64_t high, uint64_t low, std::array<char, kRequestIdLength>& out) {
   high = (high & ~0xF000ULL) | 0x4000ULL;                // version 4
   low = (low & ~(0xC000ULL << 48)) | (0x8000ULL << 48);  // variant 10xx
-  std::string out;
-  out.reserve(36);
-  AppendHex(out, high >> 32, 8);
-  out += '-';
-  AppendHex(out, (high >> 16) & 0xFFFF, 4);
-  out += '-';
-  AppendHex(out, high & 0xFFFF, 4);
-  out += '-';
-  AppendHex(out, low >> 48, 4);
-  out += '-';
-  AppendHex(out, low & 0xFFFFFFFFFFFFULL, 12);
-  return out;
+  char* p = out.data();
+  PutHex(p, high >> 32, 8);
+  *p++ = '-';
+  PutHex(p, (high >> 16) & 0xFFFF, 4);
+  *p++ = '-';
+  PutHex(p, high & 0xFFFF, 4);
+  *p++ = '-';
+  PutHex(p, low >> 48, 4);
+  *p++ = '-';
+  PutHex(p, low & 0xFFFFFFFFFFFFULL, 12);
+  return {out.data(), out.size()};
+}
+
+std::string FormatRequestId(uint64_t high, uint64_t low) {
+  std::array<char, kRequestIdLength> out;
+  return std::string(FormatRequestId(high, low, out));
 }
 
 std::optional<std::string_view> TraceIdOf(std::string_view tp) {

@@ -14,6 +14,8 @@
 // Values only; no I/O, no clock. Thread-safety: pure functions.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,7 +33,10 @@ bool IsValidRequestId(std::string_view id);
 
 // A UUIDv4 (RFC 9562 section 5.4) in its 36-character lower-case form, from 128 random bits
 // (six of which become the version and variant).
+inline constexpr size_t kRequestIdLength = 36;
 std::string FormatRequestId(uint64_t high, uint64_t low);
+// The same written into `out` (no allocation); returns a view of it.
+std::string_view FormatRequestId(uint64_t high, uint64_t low, std::array<char, kRequestIdLength>& out);
 
 // The 32-hex-digit trace id of a valid traceparent, or nullopt. Valid: version, trace id,
 // parent id and flags as lower-case hex fields "vv-<32>-<16>-ff"; version ff is invalid;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <set>
 #include <string>
 
@@ -26,6 +27,10 @@ TEST(TraceContextTest, GeneratedIdsAreUuidV4) {
   ASSERT_EQ(id.size(), 36u);
   EXPECT_EQ(id, "ffffffff-ffff-4fff-8000-000000000000");
   EXPECT_EQ(FormatRequestId(0, 0xFFFFFFFFFFFFFFFFULL), "00000000-0000-4000-bfff-ffffffffffff");
+  std::array<char, kRequestIdLength> text;
+  EXPECT_EQ(FormatRequestId(0x0123456789abcdefULL, 0xfedcba9876543210ULL, text),
+            FormatRequestId(0x0123456789abcdefULL, 0xfedcba9876543210ULL));
+  EXPECT_EQ(FormatRequestId(0x0123456789abcdefULL, 0xfedcba9876543210ULL), "01234567-89ab-4def-bedc-ba9876543210");
   EXPECT_TRUE(IsValidRequestId(id));
   std::set<std::string> ids;
   for (uint64_t i = 0; i < 1000; ++i) ids.insert(FormatRequestId(i * 0x9E3779B97F4A7C15ULL, i));

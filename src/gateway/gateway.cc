@@ -30,7 +30,8 @@ void Correlate(http::Exchange& ex) {
   auto id = HeaderValue(req, api::kRequestIdHeader);
   if (!id || req.count(api::kRequestIdHeader) != 1 || !api::IsValidRequestId(*id)) {
     thread_local Rng rng(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32));
-    req.set(api::kRequestIdHeader, api::FormatRequestId(rng.Next(), rng.Next()));
+    std::array<char, api::kRequestIdLength> text;
+    req.set(api::kRequestIdHeader, api::FormatRequestId(rng.Next(), rng.Next(), text));
     id = HeaderValue(req, api::kRequestIdHeader);
   }
   ex.SetResponseHeader(api::kRequestIdHeader, std::string(*id));

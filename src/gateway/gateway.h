@@ -292,10 +292,12 @@ class Gateway final : public http::Handler {
   // picker passes a QueueExecutor); null = no waiting: a full pool refuses at once.
   std::variant<Admission, Refusal> Admit(api::ApiKind api_kind, const http::Request& req, std::string_view tenant,
                                          std::string* model, const boost::asio::any_io_executor* wait_on = nullptr);
-  // Waits in the pool's queue for `a`'s slot (Admission::waiter). Nullopt: it has its slot;
-  // else the refusal to answer (its wait ran out, or a higher priority took its place); a client
-  // that went away meanwhile gets nothing (`gone` is set).
-  net::awaitable<std::optional<Refusal>> WaitInQueue(http::Exchange& ex, Admission& a, bool& gone);
+  // Waits in the pool's queue for `a`'s slot (Admission::waiter). True: it has its slot. False:
+  // it was refused, and the refusal answered here (its wait ran out, or a higher priority took
+  // its place), or the client went away meanwhile and gets nothing. (Apart from HandleRouted,
+  // like SendRefusal, so that HandleRouted's coroutine frame stays within the 1,020 bytes that
+  // asio recycles.)
+  net::awaitable<bool> WaitInQueue(http::Exchange& ex, Admission& a);
   // The same wait for a caller that cannot suspend (the endpoint picker, on gRPC's threads).
   // StartQueueWait runs it on the thread Admit queued `a` on (`a.waiter->executor`) and calls
   // `done` there exactly once when it ends: with `a` back, holding its slot unless `refusal` is
@@ -393,7 +395,8 @@ class Gateway final : public http::Handler {
   // The request path (request_path.cc): parse, admit, dispatch with retries.
   net::awaitable<void> HandleRouted(http::Exchange& ex, api::ApiKind api_kind, RequestRecord& record);
   // Sends a Refusal as the proxy's answer.
-  net::awaitable<void> SendRefusal(http::Exchange& ex, Refusal refusal);
+  // REQUIRES: `refusal` lives until the awaitable completes.
+  net::awaitable<void> SendRefusal(http::Exchange& ex, const Refusal& refusal);
   // Picks, forwards and, on a retryable failure, picks again without the instances tried, up
   // to max_retries; answers the client's error when no attempt succeeds.
   net::awaitable<void> DispatchWithRetries(http::Exchange& ex, const RoutingState& rs, const Dispatch& d,
@@ -427,6 +430,14 @@ class Gateway final : public http::Handler {
   // before either.
   net::awaitable<AttemptOutcome> Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
                                          const Decision& decision, bool last_attempt, Attempt& attempt, Policy& policy);
+  // Forward's second half, once the instance's head has come and a body follows: relays it to
+  // the client, and gives the connection back to the pool when it may be reused.
+  // `client_gone` and `instance_ejected` are Forward's watch flags; `ejection` its subscription.
+  struct AttemptContext;
+  net::awaitable<AttemptOutcome> RelayBody(AttemptContext& c, Lease& lease,
+                                           beast::http::response_parser<beast::http::buffer_body>& parser,
+                                           EjectionSignal::Subscription& ejection, const bool& client_gone,
+                                           const bool& instance_ejected, int status, bool sse);
   // Starts a background loop on `ctx` through SpawnBackground (gateway/background.h): an
   // exception that escapes it is logged with `task` and counted.
   void SpawnLoop(net::io_context& ctx, std::string_view task, net::awaitable<void> loop);

@@ -206,6 +206,16 @@ bhttp::response_header<> ClientHead(const bhttp::response<bhttp::buffer_body>& u
   return head;
 }
 
+// Sends the client the instance's response that has no body (204, 304, or an empty one), with
+// the decision headers when configured. A coroutine of its own, so that the response and the
+// copied head live in its frame only while it is sent, not in Forward's for every request.
+net::awaitable<bool> SendWithoutBody(http::Exchange& ex, const bhttp::response<bhttp::buffer_body>& upstream,
+                                     bool decision_headers, std::string_view instance, const Decision& decision) {
+  std::array<char, 16> rank_text;
+  const DecisionFields fields = DecisionHeaderFields(decision_headers, instance, decision, rank_text);
+  co_return co_await ex.Send(http::StringResponse{ClientHead(upstream, fields.view())});
+}
+
 // The last event of an SSE stream that broke after it started: OpenAI's error shape, so that
 // SDKs raise it instead of ending the stream as if it were complete.
 std::string BrokenStreamEvent(std::string_view error) {
@@ -416,19 +426,12 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, api::ApiKind api_
   const net::any_io_executor executor = co_await net::this_coro::executor;
   auto admitted = Admit(api_kind, ex.request(), record.tenant, &record.model, &executor);
   if (auto* refusal = std::get_if<Refusal>(&admitted)) {
-    co_await SendRefusal(ex, std::move(*refusal));
+    co_await SendRefusal(ex, *refusal);
     co_return;
   }
   Admission& a = std::get<Admission>(admitted);
-  if (a.waiter) {  // the pool is at its ceiling: wait in its queue
-    bool gone = false;
-    std::optional<Refusal> refusal = co_await WaitInQueue(ex, a, gone);
-    if (gone) co_return;
-    if (refusal) {
-      co_await SendRefusal(ex, std::move(*refusal));
-      co_return;
-    }
-  }
+  // The pool is at its ceiling: wait in its queue (refused there, or the client gone: done).
+  if (a.waiter && !co_await WaitInQueue(ex, a)) co_return;
   for (auto& [name, value] : a.headers) ex.SetResponseHeader(name, value);
   Attempt attempt;
   attempt.model = a.d.served_name;
@@ -445,14 +448,24 @@ net::awaitable<void> Gateway::HandleRouted(http::Exchange& ex, api::ApiKind api_
   co_await DispatchWithRetries(ex, *a.rs, a.d, attempt, record);
 }
 
-net::awaitable<std::optional<Gateway::Refusal>> Gateway::WaitInQueue(http::Exchange& ex, Admission& a, bool& gone) {
+net::awaitable<bool> Gateway::WaitInQueue(http::Exchange& ex, Admission& a) {
   PoolFlow::Waiter& waiter = *a.waiter;
   bool client_gone = false;
-  const ClientWatch watch(ex, [&client_gone, &waiter] {
-    client_gone = true;
-    waiter.timer.cancel();
-  });
-  co_return co_await AwaitQueueSlot(a, client_gone, gone);
+  bool gone = false;
+  std::optional<Refusal> refusal;
+  {
+    const ClientWatch watch(ex, [&client_gone, &waiter] {
+      client_gone = true;
+      waiter.timer.cancel();
+    });
+    refusal = co_await AwaitQueueSlot(a, client_gone, gone);
+  }
+  if (gone) co_return false;
+  if (refusal) {
+    co_await SendRefusal(ex, *refusal);
+    co_return false;
+  }
+  co_return true;
 }
 
 net::awaitable<std::optional<Gateway::Refusal>> Gateway::AwaitQueueSlot(Admission& a, const bool& requester_gone,
@@ -560,7 +573,7 @@ Gateway::Refusal Gateway::PoolOverloaded(Admission& a, std::string_view reason, 
   return r;
 }
 
-net::awaitable<void> Gateway::SendRefusal(http::Exchange& ex, Refusal r) {
+net::awaitable<void> Gateway::SendRefusal(http::Exchange& ex, const Refusal& r) {
   if (r.headers.empty()) {
     co_await ex.SendError(r.status, r.message, r.code);
     co_return;
@@ -679,64 +692,106 @@ void Gateway::CountUsage(const std::string& instance, InstanceRuntime& rt, const
   metrics_->completion_tokens.WithLabels({instance, attempt.model_label, attempt.client}).Inc(u.completion_tokens);
 }
 
-net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
-                                                         const Decision& decision, bool last_attempt, Attempt& attempt,
-                                                         Policy& policy) {
-  InstanceRuntime& rt = *rs.instances[index];
-  const std::string& name = rs.fleet->spec(index).name;
-  const auto& t = config_.timeouts;
-  const auto started = Clock::now();
-  AttemptDeadlines deadlines(t, ex.received_at(), started);
-  auto error = [&](std::string_view kind, std::string message, int status) {
-    metrics_->upstream_errors.WithLabels({name, std::string(kind)}).Inc();
+// One forwarding attempt's accounting, in Forward's frame and shared with RelayBody (two
+// coroutines rather than one, so that each frame stays within the 1,020 bytes that asio
+// recycles per thread: a larger one is a malloc and a free per request).
+struct Gateway::AttemptContext {
+  Gateway& gw;
+  http::Exchange& ex;
+  const RoutingState& rs;
+  uint32_t index;
+  const Decision& decision;
+  bool last_attempt;
+  Attempt& attempt;
+  Policy& policy;
+  InstanceRuntime& rt;
+  const std::string& name;
+  const TimeoutsConfig& t;
+  Clock::time_point started;
+  AttemptDeadlines deadlines;
+  bool first_token_told = false;
+  bool usage_counted = false;
+
+  AttemptContext(Gateway& g, http::Exchange& e, const RoutingState& r, uint32_t i, const Decision& d, bool last,
+                 Attempt& a, Policy& p)
+      : gw(g),
+        ex(e),
+        rs(r),
+        index(i),
+        decision(d),
+        last_attempt(last),
+        attempt(a),
+        policy(p),
+        rt(*r.instances[i]),
+        name(r.fleet->spec(i).name),
+        t(g.config_.timeouts),
+        started(Clock::now()),
+        deadlines(t, e.received_at(), started) {}
+
+  void Error(std::string_view kind, std::string message, int status) {
+    gw.metrics_->upstream_errors.WithLabels({name, std::string(kind)}).Inc();
     rt.stats->upstream_errors.fetch_add(1, std::memory_order_relaxed);
     attempt.error = name + ": " + message;
     attempt.error_status = status;
     attempt.kind = std::string(kind);
-  };
+  }
   // Only an attempt that may be retried uses the per-try deadline: the last one waits out
   // first_byte, or ends at the per-try deadline with 504.
-  auto first_byte_timeout = [&] {
+  AttemptOutcome FirstByteTimeout() {
     if (deadlines.per_try_binds()) {
-      error("timeout", fmt::format("no response within the per-try timeout of {} s", t.per_try_first_byte), 504);
+      Error("timeout", fmt::format("no response within the per-try timeout of {} s", t.per_try_first_byte), 504);
       // Cancelled upstream when the lease is dropped.
       return last_attempt ? AttemptOutcome::kFail : AttemptOutcome::kRetry;
     }
-    error("timeout", "no response within the first-byte timeout", 504);
+    Error("timeout", "no response within the first-byte timeout", 504);
     return AttemptOutcome::kFail;  // it may still be working on it
-  };
-  // Ejection while waiting: only an attempt that may be retried leaves; the last one keeps
-  // waiting (the instance may still answer).
-  const bool watch_ejection = !last_attempt && config_.health.interval > 0;
-  auto ejected = [&] {
-    error("ejected", "the instance was ejected while the request waited for its first byte", 502);
+  }
+  // Ejection while waiting: only an attempt that may be retried leaves (see watch_ejection).
+  AttemptOutcome Ejected() {
+    Error("ejected", "the instance was ejected while the request waited for its first byte", 502);
     return AttemptOutcome::kRetry;
-  };
-  auto& pool = ConnectionPool::ForThisThread();
-  const auto& req = ex.request();
+  }
   // The policy's first-token event (Forward's comment in gateway.h), at most once per attempt.
-  bool first_token_told = false;
-  auto first_token = [&] {
+  void FirstToken() {
     if (first_token_told) return;
     first_token_told = true;
     policy.OnFirstToken(decision, *rs.fleet);
-  };
+  }
   // `stream`: an SSE response, whose first byte is its first token; a whole response's first
   // byte comes once it is all generated, so it is labelled apart (and the status page's
   // per-model TTFT takes streams only).
-  auto first_byte = [&](bool stream) {
+  void FirstByte(bool stream) {
     const auto now = Clock::now();
     const double seconds = std::chrono::duration<double>(now - started).count();
     (stream ? rt.first_byte_stream : rt.first_byte)->Observe(seconds);
     rt.stats->first_byte.Add(now, seconds);
-    metrics_->model_first_byte_seconds.WithLabels({attempt.model_label, stream ? "true" : "false"}).Observe(seconds);
+    gw.metrics_->model_first_byte_seconds.WithLabels({attempt.model_label, stream ? "true" : "false"}).Observe(seconds);
     if (stream && attempt.model_stats) attempt.model_stats->first_byte.Add(now, seconds);
-  };
+  }
+  // Token accounting: the usage of a successful generation, counted once, when the response
+  // has ended and before the client has all of it (a scrape after it includes it).
+  void CountUsage(int status, const api::ResponseUsage& usage) {
+    if (!attempt.count_usage || status < 200 || status >= 300 || usage_counted) return;
+    usage_counted = true;
+    gw.CountUsage(name, rt, attempt, usage);
+  }
+};
+
+net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, const RoutingState& rs, uint32_t index,
+                                                         const Decision& decision, bool last_attempt, Attempt& attempt,
+                                                         Policy& policy) {
+  AttemptContext c(*this, ex, rs, index, decision, last_attempt, attempt, policy);
+  InstanceRuntime& rt = c.rt;
+  // Ejection while waiting: only an attempt that may be retried leaves; the last one keeps
+  // waiting (the instance may still answer).
+  const bool watch_ejection = !last_attempt && config_.health.interval > 0;
+  auto& pool = ConnectionPool::ForThisThread();
+  const auto& req = ex.request();
 
   for (int fresh = 0; fresh < 2; ++fresh) {
     // Connect (or reuse a pooled connection).
     auto [cec, lease] = co_await pool.Acquire(
-        rt.target, std::chrono::duration_cast<std::chrono::milliseconds>(deadlines.Limit(t.connect)), fresh > 0);
+        rt.target, std::chrono::duration_cast<std::chrono::milliseconds>(c.deadlines.Limit(c.t.connect)), fresh > 0);
     if (cec && IsLocalResourceError(cec)) {
       // This process is out of descriptors, buffers or ports: no instance is to blame, and
       // another would fail the same way.
@@ -747,12 +802,12 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
       co_return AttemptOutcome::kFail;
     }
     if (cec) {
-      error("connect",
-            "connect to " + rt.target.host_header + " failed: " + (lease.error.empty() ? cec.message() : lease.error),
-            502);
+      c.Error("connect",
+              "connect to " + rt.target.host_header + " failed: " + (lease.error.empty() ? cec.message() : lease.error),
+              502);
       if (!lease.error.empty()) {  // TLS: say why here, even when a retry then succeeds
         LogEvent(spdlog::level::warn, "upstream TLS connect failed",
-                 {{"instance", name}, {"error", lease.error}, {"request_id", RequestIdOf(req)}});
+                 {{"instance", c.name}, {"error", lease.error}, {"request_id", RequestIdOf(req)}});
       }
       ReportConnectFailure(rs, index);
       co_return AttemptOutcome::kRetry;
@@ -763,12 +818,14 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
     std::string& up_head = stream.head_buffer();
     up_head.clear();
     AppendUpstreamHead(up_head, req, rt.target);
-    const std::array<net::const_buffer, 2> up{net::buffer(up_head), net::buffer(req.body())};
-    stream.tcp().expires_after(deadlines.FirstByteWait());
-    auto [wec, wn] = co_await stream.On([&](auto& s) { return net::async_write(s, up, http::kTuple); });
+    stream.tcp().expires_after(c.deadlines.FirstByteWait());
+    auto [wec, wn] = co_await stream.On([&](auto& s) {
+      return net::async_write(s, std::array<net::const_buffer, 2>{net::buffer(up_head), net::buffer(req.body())},
+                              http::kTuple);
+    });
     if (wec) {
       if (lease.reused) continue;  // the instance closed an idle connection: try a fresh one
-      error("reset", "sending the request failed: " + wec.message(), 502);
+      c.Error("reset", "sending the request failed: " + wec.message(), 502);
       co_return AttemptOutcome::kRetry;
     }
 
@@ -795,12 +852,12 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
       metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
       co_return AttemptOutcome::kDone;
     }
-    if (instance_ejected) co_return ejected();
+    if (instance_ejected) co_return c.Ejected();
 
     // Wait for the response head.
     beast::flat_buffer& buffer = stream.read_buffer();
     buffer.clear();  // a pooled connection's last response was read to its end
-    bhttp::response_parser<bhttp::buffer_body> parser;
+    bhttp::response_parser<bhttp::buffer_body>& parser = stream.NewResponseParser();
     parser.body_limit(boost::none);
     auto [hec, hn] =
         co_await stream.On([&](auto& s) { return bhttp::async_read_header(s, buffer, parser, http::kTuple); });
@@ -808,14 +865,14 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
       metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
       co_return AttemptOutcome::kDone;
     }
-    if (instance_ejected) co_return ejected();
+    if (instance_ejected) co_return c.Ejected();
     if (hec) {
-      if (hec == beast::error::timeout) co_return first_byte_timeout();
+      if (hec == beast::error::timeout) co_return c.FirstByteTimeout();
       if (lease.reused && (hec == bhttp::error::end_of_stream || hec == net::error::connection_reset ||
                            hec == net::error::eof || hec == net::ssl::error::stream_truncated)) {
         continue;
       }
-      error("reset", "the connection failed before a response: " + hec.message(), 502);
+      c.Error("reset", "the connection failed before a response: " + hec.message(), 502);
       co_return AttemptOutcome::kRetry;
     }
     rt.consecutive_failures.store(0, std::memory_order_relaxed);
@@ -825,134 +882,136 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
     // instance may serve it. A 504 is not retried, like our own first-byte timeout: the work
     // may still be running behind it.
     if ((status == 500 || status == 502 || status == 503) && !last_attempt) {
-      error("status_" + std::to_string(status), "answered " + std::to_string(status), status);
+      c.Error("status_" + std::to_string(status), "answered " + std::to_string(status), status);
       co_return AttemptOutcome::kRetry;  // the connection is dropped with the lease
     }
 
-    const bhttp::response_header<>& upstream_head = parser.get();
-    std::array<char, 16> rank_text;
-    const DecisionFields decision_fields = DecisionHeaderFields(config_.decision_headers, name, decision, rank_text);
-    const bool sse = IsSse(upstream_head) && !NotRelayed(upstream_head, "Content-Type");
-    // Token accounting: the usage of a successful generation, read as the body streams past
-    // (api/response_usage.h: no allocation, no copy), counted once the response has ended.
-    api::UsageScanner usage(sse ? api::UsageScanner::Framing::kSse : api::UsageScanner::Framing::kJson);
-    const bool scan_usage = attempt.count_usage && status >= 200 && status < 300;
-    bool usage_counted = false;
-    auto count_usage = [&] {
-      if (!scan_usage || usage_counted) return;
-      usage_counted = true;
-      CountUsage(name, rt, attempt, usage.usage());
-    };
+    const bool sse = IsSse(parser.get()) && !NotRelayed(parser.get(), "Content-Type");
     if (parser.is_done()) {
       ejection.Cancel();
       metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
       // No body (204, 304, or an empty one).
-      first_token();
-      http::StringResponse res{ClientHead(parser.get(), decision_fields.view())};
+      c.FirstToken();
       const bool upstream_keep = parser.get().keep_alive();
-      count_usage();  // before the client has the answer: a scrape after it includes it
-      co_await ex.Send(std::move(res));
-      first_byte(sse);
+      c.CountUsage(status, api::ResponseUsage{});  // no body, no usage
+      co_await SendWithoutBody(ex, parser.get(), config_.decision_headers, c.name, decision);
+      c.FirstByte(sse);
       rt.duration->Observe(SecondsSince(ex.received_at()));
       if (upstream_keep) pool.Release(std::move(lease));
       co_return AttemptOutcome::kDone;
     }
+    co_return co_await RelayBody(c, lease, parser, ejection, client_gone, instance_ejected, status, sse);
+  }
+  c.Error("reset", "the connection failed twice before a response", 502);
+  co_return AttemptOutcome::kRetry;
+}
 
-    // Relay the body, each piece as soon as it arrives. The head is held back until the first
-    // body byte (or the end of the body): an instance that dies between its head and its first
-    // token (during prefill, say) has then sent the client nothing, and the request can still
-    // go to another instance.
-    const std::span<char> buf = stream.relay_buffer();
-    bool first = true;
-    bool head_sent = false;
-    // The head goes out with the first piece of the body (and a body that arrived whole, with
-    // its end, leaves in one write).
-    auto send_head = [&](net::const_buffer piece, bool last) -> net::awaitable<bool> {
-      head_sent = true;
-      ejection.Cancel();  // once the client has bytes, the request stays with this instance
-      metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
-      co_return co_await ex.SendHeadFrom(upstream_head, NotRelayed, decision_fields.view(), piece, last);
-    };
-    while (!parser.is_done()) {
-      if (client_gone) {  // went while its last piece was being written: drop the upstream
-        metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
-        co_return AttemptOutcome::kDone;
+// Relays the body, each piece as soon as it arrives. The head is held back until the first
+// body byte (or the end of the body): an instance that dies between its head and its first
+// token (during prefill, say) has then sent the client nothing, and the request can still go to
+// another instance.
+net::awaitable<Gateway::AttemptOutcome> Gateway::RelayBody(AttemptContext& c, Lease& lease,
+                                                           bhttp::response_parser<bhttp::buffer_body>& parser,
+                                                           EjectionSignal::Subscription& ejection,
+                                                           const bool& client_gone, const bool& instance_ejected,
+                                                           int status, bool sse) {
+  http::Exchange& ex = c.ex;
+  UpstreamStream& stream = *lease.stream;
+  beast::flat_buffer& buffer = stream.read_buffer();
+  // Token accounting: the usage of a successful generation, read as the body streams past
+  // (api/response_usage.h: no allocation, no copy), counted once the response has ended.
+  api::UsageScanner usage(sse ? api::UsageScanner::Framing::kSse : api::UsageScanner::Framing::kJson);
+  const bool scan_usage = c.attempt.count_usage && status >= 200 && status < 300;
+  const std::span<char> buf = stream.relay_buffer();
+  bool first = true;
+  bool head_sent = false;
+  // The head goes out with the first piece of the body (and a body that arrived whole, with
+  // its end, leaves in one write).
+  auto send_head = [&](net::const_buffer piece, bool last) -> net::awaitable<bool> {
+    head_sent = true;
+    ejection.Cancel();  // once the client has bytes, the request stays with this instance
+    metrics_->responses.WithLabels({std::to_string(status), "upstream"}).Inc();
+    std::array<char, 16> rank_text;
+    const DecisionFields fields = DecisionHeaderFields(config_.decision_headers, c.name, c.decision, rank_text);
+    co_return co_await ex.SendHeadFrom(parser.get(), NotRelayed, fields.view(), piece, last);
+  };
+  while (!parser.is_done()) {
+    if (client_gone) {  // went while its last piece was being written: drop the upstream
+      metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
+      co_return AttemptOutcome::kDone;
+    }
+    parser.get().body().data = buf.data();
+    parser.get().body().size = buf.size();
+    stream.tcp().expires_after(first ? c.deadlines.FirstByteWait() : c.deadlines.Limit(c.t.idle));
+    auto [rec, rn] =
+        co_await stream.On([&](auto& s) { return bhttp::async_read_some(s, buffer, parser, http::kTuple); });
+    if (client_gone) {  // drop the upstream
+      metrics_->client_disconnects.WithLabels({head_sent ? "streaming" : "waiting"}).Inc();
+      co_return AttemptOutcome::kDone;
+    }
+    if (instance_ejected) co_return c.Ejected();  // nothing reached the client yet
+    if (rec == bhttp::error::need_buffer) rec = {};
+    // A read returns after one chunk of a chunked body, though one system call may have
+    // brought many (a burst of SSE events): parse the rest of what is buffered into the relay
+    // buffer's free space now, so that the burst leaves in one write rather than one each.
+    while (!rec && !parser.is_done() && buffer.size() > 0 && parser.get().body().size > 0) {
+      beast::error_code pec;
+      const size_t used = parser.put(buffer.data(), pec);
+      buffer.consume(used);
+      if (pec == bhttp::error::need_more || pec == bhttp::error::need_buffer) break;
+      if (pec) rec = pec;
+      if (used == 0) break;
+    }
+    const size_t got = buf.size() - parser.get().body().size;
+    if (rec && got == 0 && !head_sent) {  // nothing reached the client yet
+      if (rec == beast::error::timeout) co_return c.FirstByteTimeout();
+      c.Error("broken_stream", "the response broke off before its first byte: " + rec.message(), 502);
+      co_return AttemptOutcome::kRetry;
+    }
+    const bool last = parser.is_done() && !rec;
+    if (got > 0) {
+      if (first) {
+        c.FirstByte(sse);
+        first = false;
+        if (sse) c.FirstToken();  // a stream's first token is its first byte
       }
-      parser.get().body().data = buf.data();
-      parser.get().body().size = buf.size();
-      stream.tcp().expires_after(first ? deadlines.FirstByteWait() : deadlines.Limit(t.idle));
-      auto [rec, rn] =
-          co_await stream.On([&](auto& s) { return bhttp::async_read_some(s, buffer, parser, http::kTuple); });
-      if (client_gone) {  // drop the upstream
-        metrics_->client_disconnects.WithLabels({head_sent ? "streaming" : "waiting"}).Inc();
-        co_return AttemptOutcome::kDone;
-      }
-      if (instance_ejected) co_return ejected();  // nothing reached the client yet
-      if (rec == bhttp::error::need_buffer) rec = {};
-      // A read returns after one chunk of a chunked body, though one system call may have
-      // brought many (a burst of SSE events): parse the rest of what is buffered into the relay
-      // buffer's free space now, so that the burst leaves in one write rather than one each.
-      while (!rec && !parser.is_done() && buffer.size() > 0 && parser.get().body().size > 0) {
-        beast::error_code pec;
-        const size_t used = parser.put(buffer.data(), pec);
-        buffer.consume(used);
-        if (pec == bhttp::error::need_more || pec == bhttp::error::need_buffer) break;
-        if (pec) rec = pec;
-        if (used == 0) break;
-      }
-      const size_t got = buf.size() - parser.get().body().size;
-      if (rec && got == 0 && !head_sent) {  // nothing reached the client yet
-        if (rec == beast::error::timeout) co_return first_byte_timeout();
-        error("broken_stream", "the response broke off before its first byte: " + rec.message(), 502);
-        co_return AttemptOutcome::kRetry;
-      }
-      const bool last = parser.is_done() && !rec;
-      if (got > 0) {
-        if (first) {
-          first_byte(sse);
-          first = false;
-          if (sse) first_token();  // a stream's first token is its first byte
-        }
-        if (scan_usage) usage.Feed(std::string_view(buf.data(), got));
-        // Counted before the last piece goes out: a client that has read its whole answer and
-        // then scrapes /metrics finds it counted.
-        if (last) {
-          first_token();  // the whole response has arrived (a stream told it at its first byte)
-          count_usage();
-        }
-      }
-      const net::const_buffer piece(buf.data(), got);
-      if (!head_sent) {
-        if (!co_await send_head(piece, last)) {
-          metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
-          co_return AttemptOutcome::kDone;  // client gone: drop upstream
-        }
-      } else if ((got > 0 || last) && !co_await ex.SendBody(piece, last)) {
-        metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
-        // The client went away: abandoning the lease closes the upstream connection, which
-        // aborts the request on the instance.
-        co_return AttemptOutcome::kDone;
-      }
-      if (rec) {
-        const bool timeout = rec == beast::error::timeout;
-        error(timeout ? "timeout" : "broken_stream",
-              timeout ? fmt::format("the response stalled for over {} s", t.idle)
-                      : "the response broke off: " + rec.message(),
-              502);
-        co_await EndBrokenStream(ex, name, attempt, sse);
-        co_return AttemptOutcome::kDone;
+      if (scan_usage) usage.Feed(std::string_view(buf.data(), got));
+      // Counted before the last piece goes out: a client that has read its whole answer and
+      // then scrapes /metrics finds it counted.
+      if (last) {
+        c.FirstToken();  // the whole response has arrived (a stream told it at its first byte)
+        c.CountUsage(status, usage.usage());
       }
     }
-    first_token();  // (already, unless the body ended with an empty read)
-    count_usage();
-    if (!head_sent && !co_await send_head({}, true)) co_return AttemptOutcome::kDone;  // a body that ended empty
-    co_await ex.Finish();  // (already sent with the last piece, unless the body ended with an empty read)
-    rt.duration->Observe(SecondsSince(ex.received_at()));
-    if (parser.get().keep_alive()) pool.Release(std::move(lease));
-    co_return AttemptOutcome::kDone;
+    const net::const_buffer piece(buf.data(), got);
+    if (!head_sent) {
+      if (!co_await send_head(piece, last)) {
+        metrics_->client_disconnects.WithLabels({"waiting"}).Inc();
+        co_return AttemptOutcome::kDone;  // client gone: drop upstream
+      }
+    } else if ((got > 0 || last) && !co_await ex.SendBody(piece, last)) {
+      metrics_->client_disconnects.WithLabels({"streaming"}).Inc();
+      // The client went away: abandoning the lease closes the upstream connection, which
+      // aborts the request on the instance.
+      co_return AttemptOutcome::kDone;
+    }
+    if (rec) {
+      const bool timeout = rec == beast::error::timeout;
+      c.Error(timeout ? "timeout" : "broken_stream",
+              timeout ? fmt::format("the response stalled for over {} s", c.t.idle)
+                      : "the response broke off: " + rec.message(),
+              502);
+      co_await EndBrokenStream(ex, c.name, c.attempt, sse);
+      co_return AttemptOutcome::kDone;
+    }
   }
-  error("reset", "the connection failed twice before a response", 502);
-  co_return AttemptOutcome::kRetry;
+  c.FirstToken();  // (already, unless the body ended with an empty read)
+  c.CountUsage(status, usage.usage());
+  if (!head_sent && !co_await send_head({}, true)) co_return AttemptOutcome::kDone;  // a body that ended empty
+  co_await ex.Finish();  // (already sent with the last piece, unless the body ended with an empty read)
+  c.rt.duration->Observe(SecondsSince(ex.received_at()));
+  if (parser.get().keep_alive()) ConnectionPool::ForThisThread().Release(std::move(lease));
+  co_return AttemptOutcome::kDone;
 }
 
 net::awaitable<void> Gateway::EndBrokenStream(http::Exchange& ex, const std::string& instance, const Attempt& attempt,

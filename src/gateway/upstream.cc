@@ -15,7 +15,6 @@ net::awaitable<std::pair<beast::error_code, Lease>> ConnectionPool::Acquire(cons
                                                                             std::chrono::milliseconds connect_timeout,
                                                                             bool fresh) {
   Lease lease;
-  lease.key = target.key;
   auto executor = co_await net::this_coro::executor;
   if (!fresh) {
     auto it = idle_.find(target.key);
@@ -40,6 +39,7 @@ net::awaitable<std::pair<beast::error_code, Lease>> ConnectionPool::Acquire(cons
   }
   lease.stream = target.https ? std::make_unique<UpstreamStream>(executor, target.tls)
                               : std::make_unique<UpstreamStream>(executor);
+  lease.stream->set_pool_key(target.key);
   beast::tcp_stream& base = lease.stream->tcp();
   beast::error_code ec;
   auto address = net::ip::make_address(target.host, ec);
@@ -76,7 +76,7 @@ net::awaitable<std::pair<beast::error_code, Lease>> ConnectionPool::Acquire(cons
 
 void ConnectionPool::Release(Lease lease) {
   if (!lease.stream || !lease.stream->tcp().socket().is_open()) return;
-  auto& list = idle_[lease.key];
+  auto& list = idle_[lease.stream->pool_key()];
   if (list.size() >= max_idle_) return;  // closes it
   lease.stream->tcp().expires_never();
   list.push_back(std::move(lease.stream));

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -76,6 +77,16 @@ class UpstreamStream {
   }
   // Where a request head is serialized before it is written (its capacity kept for the next).
   std::string& head_buffer() { return head_; }
+  // A new parser for the next response (kept here rather than in the request's coroutine frame,
+  // which asio recycles only up to 1,020 bytes). Valid until the next call or the connection's end.
+  beast::http::response_parser<beast::http::buffer_body>& NewResponseParser() {
+    parser_.emplace();
+    return *parser_;
+  }
+  // The target's key in the pool (UpstreamTarget::key), set when the connection is made: where
+  // ConnectionPool::Release puts it back.
+  const std::string& pool_key() const { return pool_key_; }
+  void set_pool_key(std::string key) { pool_key_ = std::move(key); }
   static constexpr size_t kReadBytes = 16 * 1024;
   static constexpr size_t kRelayBytes = 16 * 1024;
 
@@ -85,13 +96,14 @@ class UpstreamStream {
   std::unique_ptr<http::TlsStream> tls_;        // https
   beast::flat_buffer read_buffer_;
   std::string head_;
+  std::string pool_key_;
   std::unique_ptr<char[]> relay_;
+  std::optional<beast::http::response_parser<beast::http::buffer_body>> parser_;
 };
 
 struct Lease {
-  std::unique_ptr<UpstreamStream> stream;
+  std::unique_ptr<UpstreamStream> stream;  // its pool_key() says where it goes back
   bool reused = false;
-  std::string key;
   std::string error;  // with a failed Acquire: what failed, for the log and the 502's message
 };
 

@@ -38,6 +38,12 @@ StringResponse ErrorResponse(int status, std::string_view message, std::string_v
 // client's unread request it may discard meanwhile.
 constexpr std::chrono::milliseconds kLinger{1000};
 constexpr size_t kLingerBytes = 1u << 20;
+// Spare request-body strings per I/O thread (Server::ThreadState::spare_bodies): enough for the
+// requests that start between two that end, bounded in count and size; smaller strings than
+// kMinSpareBodyBytes have no allocation worth keeping.
+constexpr size_t kSpareBodies = 16;
+constexpr size_t kSpareBodyBytes = 64 * 1024;
+constexpr size_t kMinSpareBodyBytes = 64;
 
 // Writes an error response to a request the server refuses, then closes politely: closing with
 // unread request bytes (the rest of an oversized body, say) would send a reset, which can
@@ -67,35 +73,34 @@ net::awaitable<void> RefuseAndClose(Stream& stream, StringResponse res, std::chr
 // A deadline for a read that must leave the connection open when it passes, so that the server
 // can still answer 408: beast::tcp_stream's own expiry closes the socket. When `timeout` passes,
 // the socket's pending operations are cancelled and fired() becomes true. All on the
-// connection's thread; the shared state lets a completion already queued when the Watchdog is
-// destroyed see that it is too late.
+// connection's thread. Each Watchdog takes the next number of the connection's count
+// (Connection::watchdog) and gives it up when destroyed, so that a completion already queued
+// then sees that it is too late; the connection's shared state outlives both (no allocation per
+// read).
 class Watchdog {
  public:
-  Watchdog(beast::tcp_stream& base, std::chrono::milliseconds timeout)
-      : timer_(base.get_executor()), state_(std::make_shared<State>()) {
+  Watchdog(beast::tcp_stream& base, std::chrono::milliseconds timeout, const std::shared_ptr<Connection>& connection)
+      : timer_(base.get_executor()), connection_(*connection), number_(++connection->watchdog) {
     timer_.expires_after(timeout);
-    timer_.async_wait([state = state_, &base](beast::error_code ec) {
-      if (ec || state->done) return;
-      state->fired = true;
+    timer_.async_wait([connection, number = number_, &base](beast::error_code ec) {
+      if (ec || connection->watchdog != number) return;
+      connection->watchdog_fired = number;
       beast::error_code ignored;
       base.socket().cancel(ignored);
     });
   }
   ~Watchdog() {
-    state_->done = true;
+    ++connection_.watchdog;
     timer_.cancel();
   }
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
-  bool fired() const { return state_->fired; }
+  bool fired() const { return connection_.watchdog_fired == number_; }
 
  private:
-  struct State {
-    bool fired = false;
-    bool done = false;
-  };
   net::steady_timer timer_;
-  std::shared_ptr<State> state_;
+  Connection& connection_;  // kept alive by the session that owns the Watchdog
+  const uint64_t number_;
 };
 
 // The elements of a comma-separated field value (RFC 9110 section 5.6.1), trimmed of spaces and
@@ -448,6 +453,24 @@ struct Server::ThreadState {
   std::vector<std::pair<tcp::socket, net::ip::address>> handoff;  // guarded by handoff_mu
   bool wake_pending = false;                                      // guarded by handoff_mu
   std::vector<std::pair<tcp::socket, net::ip::address>> batch;    // this thread's
+  // Request bodies' strings kept for the next requests on this thread (see Serve): a body is
+  // read into one, empty but with its capacity, instead of a new allocation per request. At most
+  // kSpareBodies of them, none larger than kSpareBodyBytes, so that a thread keeps at most
+  // kSpareBodies * kSpareBodyBytes however many connections it serves.
+  std::vector<std::string> spare_bodies;
+
+  std::string TakeSpareBody() {
+    if (spare_bodies.empty()) return {};
+    std::string body = std::move(spare_bodies.back());
+    spare_bodies.pop_back();
+    return body;
+  }
+  void KeepSpareBody(std::string&& body) {
+    if (body.capacity() < kMinSpareBodyBytes || body.capacity() > kSpareBodyBytes) return;
+    if (spare_bodies.size() >= kSpareBodies) return;
+    body.clear();
+    spare_bodies.push_back(std::move(body));
+  }
 };
 
 Server::Server(ServerOptions options, Handler& handler) : options_(std::move(options)), handler_(handler) {
@@ -708,13 +731,14 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
       buffer.reserve(kHeadReadBytes);
     }
     bhttp::request_parser<bhttp::string_body> parser;
+    parser.get().body() = ts.TakeSpareBody();  // empty; the body reader appends to it
     parser.body_limit(options_.max_body_bytes);
     parser.header_limit(options_.max_header_bytes);
     entry.idle = true;
     base.expires_never();
     beast::error_code ec;
     {
-      Watchdog watchdog(base, first ? options_.read_timeout : options_.idle_timeout);
+      Watchdog watchdog(base, first ? options_.read_timeout : options_.idle_timeout, connection);
       std::tie(ec, std::ignore) = co_await bhttp::async_read_header(stream, buffer, parser, kTuple);
       if (ec && watchdog.fired()) ec = beast::error::timeout;
     }
@@ -772,7 +796,7 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
       base.expires_never();
       beast::error_code bec;
       {
-        Watchdog watchdog(base, options_.read_timeout);
+        Watchdog watchdog(base, options_.read_timeout, connection);
         std::tie(bec, std::ignore) = co_await bhttp::async_read(stream, buffer, parser, kTuple);
         if (bec && watchdog.fired()) bec = beast::error::timeout;
       }
@@ -806,6 +830,7 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
     if (stopping_.load()) exchange.CloseAfter();
     co_await handler_.Handle(exchange);
     --active_exchanges_;
+    ts.KeepSpareBody(std::move(exchange.request().body()));
     if (!exchange.keep_alive()) break;
   }
   if constexpr (kTls) {

@@ -59,6 +59,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -124,6 +125,8 @@ struct Connection {
   class Exchange* exchange = nullptr;  // the exchange watching, if any
   std::function<void()> on_gone;       // what it does when the client goes
   std::string head;                    // the head being written
+  uint64_t watchdog = 0;               // the read deadlines' count (server.cc's Watchdog)
+  uint64_t watchdog_fired = 0;         // the number of the last one that fired
 };
 
 class Exchange {
@@ -216,7 +219,8 @@ class Exchange {
   Request request_;
   const ServerOptions& options_;
   std::chrono::steady_clock::time_point received_at_;
-  std::vector<std::pair<std::string, std::string>> response_headers_;
+  // Room for a few inline (x-request-id, a tenant's rate-limit headers) before any allocation.
+  boost::container::small_vector<std::pair<std::string, std::string>, 4> response_headers_;
   bool keep_alive_;
   bool head_sent_ = false;
   int status_ = 0;

@@ -1,5 +1,7 @@
 #include "metrics/metrics.h"
 
+#include <array>
+#include <atomic>
 #include <cassert>
 #include <charconv>
 #include <cmath>
@@ -253,6 +255,24 @@ bool IsValidLabelValue(std::string_view value) {
 
 namespace internal {
 
+ThreadChildCache::Entry& ThreadChildCache::Slot(uint64_t family, std::span<const std::string_view> values) {
+  thread_local std::array<Entry, kEntries> table{};
+  // FNV-1a over the family's number and the values, each value ended by a byte no UTF-8 text
+  // holds (0xff), so that ("ab", "c") and ("a", "bc") differ.
+  uint64_t h = 0xcbf29ce484222325ull ^ family;
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  for (std::string_view v : values) {
+    for (unsigned char c : v) h = (h ^ c) * kPrime;
+    h = (h ^ 0xffu) * kPrime;
+  }
+  return table[(h ^ (h >> 32)) & (kEntries - 1)];
+}
+
+uint64_t ThreadChildCache::NewFamilyNumber() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 FamilyBase::FamilyBase(std::string name, std::string help, std::vector<std::string> label_names,
                        std::string_view type_name)
     : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)), type_name_(type_name) {
@@ -309,12 +329,18 @@ M& Family<M>::WithLabels(std::initializer_list<std::string_view> values) {
     return *invalid_child_;
   }
   const std::span<const std::string_view> key(values.begin(), values.size());
+  internal::ThreadChildCache::Entry& cached = internal::ThreadChildCache::Slot(number_, key);
+  if (internal::ThreadChildCache::Matches(cached, number_, key)) return *static_cast<M*>(cached.child);
   M* child = nullptr;
   bool overflowed = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = children_.find(key);
-    if (it != children_.end()) return *it->second;
+    if (it != children_.end()) {
+      // The map's node, and so its values, stay put for the family's lifetime.
+      cached = {number_, &it->first, it->second.get()};
+      return *it->second;
+    }
     // A new child: its values checked, and the family's bound kept.
     std::vector<std::string> owned;
     owned.reserve(values.size());

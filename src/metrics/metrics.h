@@ -162,6 +162,28 @@ struct LabelValuesLess {
   }
 };
 
+// The children a thread has looked up lately, in a direct-mapped table shared by every family:
+// an entry names its family by a number never reused (so that an entry of a destroyed family,
+// whose address a new one may take, never matches), and points to the child and to its label
+// values, which live as long as the family. A hit compares the values and takes no lock; a
+// miss goes to the family's map under its mutex and fills the entry. Only children whose own
+// values are the caller's are cached (not the "invalid" or "other" stand-ins).
+class ThreadChildCache {
+ public:
+  static constexpr size_t kEntries = 256;  // a power of two
+  struct Entry {
+    uint64_t family = 0;  // 0: empty (family numbers start at 1)
+    const std::vector<std::string>* values = nullptr;
+    void* child = nullptr;
+  };
+  // The entry where this family's child for `values` is cached, if it is.
+  static Entry& Slot(uint64_t family, std::span<const std::string_view> values);
+  static bool Matches(const Entry& e, uint64_t family, std::span<const std::string_view> values) {
+    return e.family == family && std::equal(values.begin(), values.end(), e.values->begin(), e.values->end());
+  }
+  static uint64_t NewFamilyNumber();
+};
+
 // What every family shares, whatever its metric type: names, help and the HELP/TYPE header.
 class FamilyBase {
  public:
@@ -189,6 +211,7 @@ class FamilyBase {
   bool renderable_ = true;  // false after a programming error caught in a release build
 
  protected:
+  const uint64_t number_ = ThreadChildCache::NewFamilyNumber();  // this family's in ThreadChildCache
   const SeriesLimit* limit_ = nullptr;  // the registry's; set when the family is added
 };
 
@@ -203,6 +226,9 @@ class Family final : public internal::FamilyBase {
   // The reference stays valid for the family's lifetime; updating it takes no lock.
   // REQUIRES: values.size() == LabelNames().size(). In release builds a wrong count returns a
   // per-family child that is never rendered.
+  // A child found before is usually found in a small per-thread cache, without the family's
+  // mutex (internal::ThreadChildCache): request paths look children up by label values they
+  // only know per request (instance, status) at no cost of a lock.
   M& WithLabels(std::initializer_list<std::string_view> values);
 
  private:

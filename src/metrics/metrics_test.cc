@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -288,6 +289,51 @@ TEST(MetricsTest, WithLabelsReturnsSameReferenceForSameValues) {
   for (int i = 0; i < 1000; ++i) family.WithLabels({std::to_string(i), "p"});
   const std::string a = "a";  // a runtime string, not the same literal
   EXPECT_EQ(&first, &family.WithLabels({a, "p"}));
+}
+
+// The per-thread cache of children (ThreadChildCache) returns each thread the child of exactly
+// the values it asks for: many values, so that cache slots collide, values that concatenate
+// alike, two families with the same values, and several threads at once.
+TEST(MetricsTest, CachedLookupsFindTheRightChild) {
+  Registry registry;
+  auto& a = registry.AddCounter("a_total", "A.", {"x", "y"});
+  auto& b = registry.AddCounter("b_total", "B.", {"x", "y"});
+  constexpr int kThreads = 4;
+  constexpr int kValues = 1000;
+  constexpr int kRounds = 5;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int r = 0; r < kRounds; ++r) {
+        for (int i = 0; i < kValues; ++i) {
+          const std::string v = std::to_string(i);
+          a.WithLabels({v, "1"}).Inc();
+          a.WithLabels({v + "1", ""}).Inc(2);  // the same bytes as {v, "1"}, split elsewhere
+          b.WithLabels({v, "1"}).Inc(3);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  constexpr uint64_t kEach = kThreads * kRounds;
+  for (int i = 0; i < kValues; ++i) {
+    const std::string v = std::to_string(i);
+    EXPECT_EQ(a.WithLabels({v, "1"}).Value(), kEach) << v;
+    EXPECT_EQ(a.WithLabels({v + "1", ""}).Value(), kEach * 2) << v;
+    EXPECT_EQ(b.WithLabels({v, "1"}).Value(), kEach * 3) << v;
+  }
+}
+
+// A family made where a destroyed one was (the same address, the same name and values) starts
+// from its own children, never from those the cache knew for the old one.
+TEST(MetricsTest, ANewFamilyDoesNotFindAnOldFamilysChildren) {
+  for (int i = 0; i < 50; ++i) {
+    auto registry = std::make_unique<Registry>();
+    auto& family = registry->AddCounter("c_total", "C.", {"x"});
+    family.WithLabels({"v"}).Inc();
+    EXPECT_EQ(family.WithLabels({"v"}).Value(), 1u) << "round " << i;
+    EXPECT_EQ(registry->Render(), "# HELP c_total C.\n# TYPE c_total counter\nc_total{x=\"v\"} 1\n");
+  }
 }
 
 // Doubles render in shortest round-trip form, with Prometheus's spellings of Inf and NaN.
