@@ -216,6 +216,20 @@ net::awaitable<bool> SendWithoutBody(http::Exchange& ex, const bhttp::response<b
   co_return co_await ex.Send(http::StringResponse{ClientHead(upstream, fields.view())});
 }
 
+// Parses what `buffer` holds into the parser's body buffer, as far as both go. Wanting more bytes
+// (need_more) or more room (need_buffer) is not an error.
+beast::error_code ParseBuffered(bhttp::response_parser<bhttp::buffer_body>& parser, beast::flat_buffer& buffer) {
+  while (!parser.is_done() && buffer.size() > 0 && parser.get().body().size > 0) {
+    beast::error_code ec;
+    const size_t used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == bhttp::error::need_more || ec == bhttp::error::need_buffer) break;
+    if (ec) return ec;
+    if (used == 0) break;
+  }
+  return {};
+}
+
 // The last event of an SSE stream that broke after it started: OpenAI's error shape, so that
 // SDKs raise it instead of ending the stream as if it were complete.
 std::string BrokenStreamEvent(std::string_view error) {
@@ -942,26 +956,25 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::RelayBody(AttemptContext& c, Le
     }
     parser.get().body().data = buf.data();
     parser.get().body().size = buf.size();
-    stream.tcp().expires_after(first ? c.deadlines.FirstByteWait() : c.deadlines.Limit(c.t.idle));
-    auto [rec, rn] =
-        co_await stream.On([&](auto& s) { return bhttp::async_read_some(s, buffer, parser, http::kTuple); });
-    if (client_gone) {  // drop the upstream
-      metrics_->client_disconnects.WithLabels({head_sent ? "streaming" : "waiting"}).Inc();
-      co_return AttemptOutcome::kDone;
+    // What is buffered already (a body that came with the head, as most do) is parsed without a
+    // read, a deadline or a round through the event loop; the socket is read only when none of
+    // it could be parsed.
+    beast::error_code rec = ParseBuffered(parser, buffer);
+    if (!rec && !parser.is_done() && parser.get().body().size == buf.size()) {
+      stream.tcp().expires_after(first ? c.deadlines.FirstByteWait() : c.deadlines.Limit(c.t.idle));
+      auto [read_ec, rn] =
+          co_await stream.On([&](auto& s) { return bhttp::async_read_some(s, buffer, parser, http::kTuple); });
+      if (client_gone) {  // drop the upstream
+        metrics_->client_disconnects.WithLabels({head_sent ? "streaming" : "waiting"}).Inc();
+        co_return AttemptOutcome::kDone;
+      }
+      rec = read_ec == bhttp::error::need_buffer ? beast::error_code{} : read_ec;
+      // A read returns after one chunk of a chunked body, though one system call may have
+      // brought many (a burst of SSE events): parse the rest of what is buffered into the relay
+      // buffer's free space now, so that the burst leaves in one write rather than one each.
+      if (!rec) rec = ParseBuffered(parser, buffer);
     }
     if (instance_ejected) co_return c.Ejected();  // nothing reached the client yet
-    if (rec == bhttp::error::need_buffer) rec = {};
-    // A read returns after one chunk of a chunked body, though one system call may have
-    // brought many (a burst of SSE events): parse the rest of what is buffered into the relay
-    // buffer's free space now, so that the burst leaves in one write rather than one each.
-    while (!rec && !parser.is_done() && buffer.size() > 0 && parser.get().body().size > 0) {
-      beast::error_code pec;
-      const size_t used = parser.put(buffer.data(), pec);
-      buffer.consume(used);
-      if (pec == bhttp::error::need_more || pec == bhttp::error::need_buffer) break;
-      if (pec) rec = pec;
-      if (used == 0) break;
-    }
     const size_t got = buf.size() - parser.get().body().size;
     if (rec && got == 0 && !head_sent) {  // nothing reached the client yet
       if (rec == beast::error::timeout) co_return c.FirstByteTimeout();

@@ -793,9 +793,17 @@ net::awaitable<void> Server::Serve(Stream& stream, ThreadState& ts) {
       } else {
         buffer.reserve(kBodyReadBytes);  // chunked: the length is not known
       }
-      base.expires_never();
+      // What came with the head (usually the whole body) is parsed without a read, a deadline
+      // or a round through the event loop; the rest is read under the read deadline.
       beast::error_code bec;
-      {
+      while (!parser.is_done() && buffer.size() > 0) {
+        const size_t used = parser.put(buffer.data(), bec);
+        buffer.consume(used);
+        if (bec == bhttp::error::need_more) bec = {};
+        if (bec || used == 0) break;
+      }
+      if (!bec && !parser.is_done()) {
+        base.expires_never();
         Watchdog watchdog(base, options_.read_timeout, connection);
         std::tie(bec, std::ignore) = co_await bhttp::async_read(stream, buffer, parser, kTuple);
         if (bec && watchdog.fired()) bec = beast::error::timeout;
