@@ -250,6 +250,22 @@ TEST(GatewayTest, ForwardsEachRouteUnchanged) {
   }
 }
 
+// A request body far larger than the sockets' buffers reaches the instance whole: the gateway
+// writes what the upstream socket takes at once and the rest as the instance reads it.
+TEST(GatewayTest, LargeRequestBodyReachesTheInstanceWhole) {
+  Fakes fakes = StartFakes({"alpha"});
+  auto gw = StartGateway(ConfigFor(fakes));
+  ASSERT_NE(gw, nullptr);
+  std::string body((size_t{12} << 20) + 5, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>('a' + (i * 7 + i / 4093) % 26);
+  const ClientResponse r = Post(gw->port(), "/invocations", body);
+  ASSERT_EQ(r.status(), 200) << r.error.message() << " " << r.body();
+  const auto received = fakes[0]->received();
+  ASSERT_EQ(received.size(), 1u);
+  EXPECT_EQ(received[0].body.size(), body.size());
+  EXPECT_TRUE(received[0].body == body) << "the instance received other bytes than were sent";
+}
+
 // With decision_headers off, responses carry no x-prefix-router-* headers.
 TEST(GatewayTest, DecisionHeadersCanBeTurnedOff) {
   Fakes fakes = StartFakes({"alpha"});

@@ -832,11 +832,16 @@ net::awaitable<Gateway::AttemptOutcome> Gateway::Forward(http::Exchange& ex, con
     std::string& up_head = stream.head_buffer();
     up_head.clear();
     AppendUpstreamHead(up_head, req, rt.target);
+    const std::array<net::const_buffer, 2> up{net::buffer(up_head), net::buffer(req.body())};
+    beast::error_code wec;
+    size_t sent = 0;
+    if (!stream.tls()) sent = http::WriteNow(stream.tcp().socket(), up, wec);  // usually all of it
     stream.tcp().expires_after(c.deadlines.FirstByteWait());
-    auto [wec, wn] = co_await stream.On([&](auto& s) {
-      return net::async_write(s, std::array<net::const_buffer, 2>{net::buffer(up_head), net::buffer(req.body())},
-                              http::kTuple);
-    });
+    if (!wec && sent < net::buffer_size(up)) {
+      beast::buffers_suffix<std::array<net::const_buffer, 2>> rest(up);
+      rest.consume(sent);
+      std::tie(wec, std::ignore) = co_await stream.On([&](auto& s) { return net::async_write(s, rest, http::kTuple); });
+    }
     if (wec) {
       if (lease.reused) continue;  // the instance closed an idle connection: try a fresh one
       c.Error("reset", "sending the request failed: " + wec.message(), 502);

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "testing/raw_client.h"
@@ -34,6 +35,16 @@ const bool kQuiet = [] {
   return true;
 }();
 
+// 16 MiB and 3 bytes of a pattern that shows a misplaced or repeated byte.
+const std::string& BigBody() {
+  static const std::string body = [] {
+    std::string b((size_t{16} << 20) + 3, '\0');
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>('a' + (i * 7 + i / 4093) % 26);
+    return b;
+  }();
+  return body;
+}
+
 // Answers "<target> <body bytes>"; /slow/... waits 100 ms first (to show pipelined answers keep
 // their order).
 class EchoHandler final : public Handler {
@@ -47,6 +58,22 @@ class EchoHandler final : public Handler {
     }
     StringResponse res{bhttp::status::ok, 11};
     res.set(bhttp::field::content_type, "text/plain");
+    if (target.starts_with("/big")) {  // kBigBody, in pieces of uneven sizes
+      bhttp::response_header<> head;
+      head.result(bhttp::status::ok);
+      head.set(bhttp::field::content_type, "text/plain");
+      const std::string& big = BigBody();
+      size_t at = 0;
+      bool ok = true;
+      for (size_t piece : {size_t{1} << 20, (size_t{5} << 20) + 7, (size_t{3} << 20) + 1}) {
+        const net::const_buffer data(big.data() + at, piece);
+        ok = at == 0 ? co_await ex.SendHead(head, data) : co_await ex.SendBody(data);
+        if (!ok) co_return;
+        at += piece;
+      }
+      co_await ex.SendBody(net::const_buffer(big.data() + at, big.size() - at), true);
+      co_return;
+    }
     if (target.starts_with("/body")) {  // the body itself
       res.body() = ex.request().body();
       co_await ex.Send(std::move(res));
@@ -216,6 +243,24 @@ TEST(HttpAbuseTest, ReusedBodyStringsCarryNothingOver) {
   EXPECT_EQ(e.responses[3].body(), "");
   EXPECT_EQ(e.responses[4].body(), "");
   for (const auto& r : e.responses) EXPECT_EQ(r.result_int(), 200);
+}
+
+// A response larger than the socket's buffers, to a client that does not read for a while: each
+// write takes what the socket takes at once and sends the rest as the client reads; every byte
+// arrives once, in order.
+TEST(HttpAbuseTest, LargeResponseToASlowReaderArrivesWhole) {
+  auto t = StartServer();
+  RawClient client(t->server->port());
+  ASSERT_FALSE(client.Write("GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  std::this_thread::sleep_for(300ms);  // the server fills the socket's buffers meanwhile
+  beast::error_code ended_by;
+  const std::string bytes = client.ReadToClose(ended_by, 10s);
+  EXPECT_EQ(ended_by, net::error::eof);
+  const auto responses = ParseResponses(bytes);
+  ASSERT_EQ(responses.size(), 1u);
+  EXPECT_EQ(responses[0].result_int(), 200);
+  EXPECT_EQ(responses[0].body().size(), BigBody().size());
+  EXPECT_TRUE(responses[0].body() == BigBody()) << "the body differs from what was sent";
 }
 
 // ------------------------------------------------------------------------------ invalid framing

@@ -343,11 +343,37 @@ net::awaitable<bool> Exchange::WritePiece(std::string_view prefix, net::const_bu
     if (chunked_) pieces[n++] = net::buffer(kLastChunk);
   }
   if (n == 0) co_return true;
-  stream_.expires_after(options_.write_timeout);
   const std::span<const net::const_buffer> sequence(pieces.data(), n);
+  if (!tls_) {  // plain TCP: what the socket takes now, then the rest under the deadline
+    beast::error_code ec;
+    const size_t sent = WriteNow(stream_.socket(), sequence, ec);
+    if (ec) {
+      client_failed_ = true;
+      co_return false;
+    }
+    if (sent == net::buffer_size(sequence)) co_return true;
+    beast::buffers_suffix<std::span<const net::const_buffer>> rest(sequence);
+    rest.consume(sent);
+    stream_.expires_after(options_.write_timeout);
+    std::tie(ec, std::ignore) = co_await net::async_write(stream_, rest, kTuple);
+    if (ec) client_failed_ = true;
+    co_return !ec;
+  }
+  stream_.expires_after(options_.write_timeout);
   auto [ec, written] = co_await OnStream([&](auto& s) { return net::async_write(s, sequence, kTuple); });
   if (ec) client_failed_ = true;
   co_return !ec;
+}
+
+size_t WriteNow(tcp::socket& socket, std::span<const net::const_buffer> buffers, beast::error_code& ec) {
+  ec = {};
+  if (!socket.non_blocking()) {
+    socket.non_blocking(true, ec);
+    if (ec) return 0;
+  }
+  const size_t n = socket.write_some(buffers, ec);
+  if (ec == net::error::would_block || ec == net::error::try_again) ec = {};
+  return ec ? 0 : n;
 }
 
 net::awaitable<bool> Exchange::Finish() {

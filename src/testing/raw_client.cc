@@ -76,6 +76,7 @@ std::vector<http::StringResponse> ParseResponses(std::string_view bytes) {
   while (!bytes.empty()) {
     bhttp::response_parser<bhttp::string_body> parser;
     parser.eager(true);
+    parser.body_limit(boost::none);  // whatever a test's server sent (Beast's default stops at 8 MB)
     beast::error_code ec;
     while (!parser.is_done()) {
       const size_t n = parser.put(net::buffer(bytes.data(), bytes.size()), ec);
