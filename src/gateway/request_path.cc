@@ -713,7 +713,6 @@ struct Gateway::AttemptContext {
   Gateway& gw;
   http::Exchange& ex;
   const RoutingState& rs;
-  uint32_t index;
   const Decision& decision;
   bool last_attempt;
   Attempt& attempt;
@@ -731,7 +730,6 @@ struct Gateway::AttemptContext {
       : gw(g),
         ex(e),
         rs(r),
-        index(i),
         decision(d),
         last_attempt(last),
         attempt(a),

@@ -363,6 +363,14 @@ bool NamedByConnection(const bhttp::header<isRequest>& message, std::string_view
 // and, in `message`, why.
 int CheckRequestHead(const bhttp::request_header<>& head, std::string& message);
 
+// Writes as much of `buffers` as the socket's send buffer takes at once, without waiting: one
+// non-blocking system call (the socket is made non-blocking for synchronous calls the first
+// time). Returns the bytes written; `ec` is set on an error other than would_block. For a
+// plain TCP write that usually fits: then it has no deadline to arm and no completion to go
+// through the event loop; the caller sends what is left with an async write, under its
+// deadline, as before.
+size_t WriteNow(tcp::socket& socket, std::span<const net::const_buffer> buffers, beast::error_code& ec);
+
 // The wire form of a response head as Exchange::SendHead writes it, appended to `out`: the start
 // line of `head` in HTTP/1.0 or 1.1 (`version`, the request's); `head`'s fields but those for
 // which `skip(head, name)` is true (null: none); each of `extra`, then Server: `server_name`
@@ -372,14 +380,6 @@ int CheckRequestHead(const bhttp::request_header<>& head, std::string& message);
 // 1.0). Returns whether the body goes chunked; clears `keep_alive` for an HTTP/1.0 response
 // without a length (its body ends with the connection). No allocation once warm: the fields are
 // viewed where they are.
-// Writes as much of `buffers` as the socket's send buffer takes at once, without waiting: one
-// non-blocking system call (the socket is made non-blocking for synchronous calls the first
-// time). Returns the bytes written; `ec` is set on an error other than would_block. For a
-// plain TCP write that usually fits: then it has no deadline to arm and no completion to go
-// through the event loop; the caller sends what is left with an async write, under its
-// deadline, as before.
-size_t WriteNow(tcp::socket& socket, std::span<const net::const_buffer> buffers, beast::error_code& ec);
-
 bool AppendResponseHead(std::string& out, const bhttp::response_header<>& head, Exchange::SkipField skip,
                         std::span<const std::pair<std::string_view, std::string_view>> extra,
                         std::string_view server_name, std::span<const std::pair<std::string, std::string>> always,
